@@ -1,0 +1,27 @@
+"""The errors a caller of the bash tools can cause, each with a message that says what to do."""
+
+from __future__ import annotations
+
+
+class BashError(Exception):
+    """Base of every error the bash daemon reports to a caller as a tool error."""
+
+
+class BadArgument(BashError, ValueError):
+    """A tool argument has the wrong type or value."""
+
+
+class NameBusy(BashError):
+    """A task name is still held by a pending or running task."""
+
+
+class UnknownTask(BashError, LookupError):
+    """No task has this id."""
+
+
+class DiskError(BashError, OSError):
+    """The state directory cannot be written (full disk, read-only file system, ...)."""
+
+
+class DaemonUnavailable(BashError, ConnectionError):
+    """The operator CLI could not reach the daemon's socket."""

@@ -1,0 +1,106 @@
+"""Newline-delimited JSON-RPC over a byte stream, as the `mcp` SDK's message streams.
+
+The SDK's own stdio transport does this for stdin/stdout; here the same framing runs
+over a Unix socket connection, for the daemon (one MCP session per connection) and for
+the operator CLI's client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import mcp_types as types
+import trio
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE = 16 * 1024 * 1024
+
+
+class FramingError(ValueError):
+    """The peer sent something that is not a newline-delimited JSON-RPC message."""
+
+
+def parse_error(reason: str) -> bytes:
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": reason}}
+    return json.dumps(error).encode() + b"\n"
+
+
+@asynccontextmanager
+async def message_streams(
+    stream: trio.abc.Stream, *, answer_garbage: bool
+) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
+    """The SDK's (read, write) message streams over ``stream``.
+
+    A line that is not a JSON-RPC message ends the connection: with ``answer_garbage``
+    (the server side) the peer is first sent a JSON-RPC parse error saying why. The read
+    stream ends when the peer closes its side or the connection breaks.
+    """
+    to_session, read_stream = create_context_streams[SessionMessage | Exception](0)
+    write_stream, from_session = create_context_streams[SessionMessage](0)
+    send_lock = trio.Lock()
+
+    async def send_line(data: bytes) -> None:
+        async with send_lock:
+            await stream.send_all(data)
+
+    async def read_lines() -> None:
+        buffer = bytearray()
+        async with to_session:
+            while True:
+                try:
+                    data = await stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+                if not data:
+                    return
+                buffer += data
+                while (end := buffer.find(b"\n")) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 1]
+                    if not line.strip():
+                        continue
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValueError as exc:
+                        await _refuse(f"not a JSON-RPC message: {_first_line(exc)}")
+                        return
+                    await to_session.send(SessionMessage(message))
+                if len(buffer) > MAX_MESSAGE:
+                    await _refuse(f"message longer than {MAX_MESSAGE} bytes")
+                    return
+
+    async def _refuse(reason: str) -> None:
+        log.info("closing a connection: %s", reason)
+        if answer_garbage:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await send_line(parse_error(reason))
+
+    async def write_lines() -> None:
+        async with from_session:
+            async for message in from_session:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+                try:
+                    await send_line(data + b"\n")
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read_lines)
+        nursery.start_soon(write_lines)
+        try:
+            yield read_stream, write_stream
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,92 @@
+"""The task state machine: a pure function of (state, event), no Trio, no I/O.
+
+    pending --spawned--> running --exited--> done | timed_out | stopped
+    pending | running --vanished--> interrupted
+
+A deadline, a stop request or the output cap does not end a task by itself: it
+records *why* the task is being stopped, and the exit that follows decides the
+final state. A final state is never left.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+
+class TaskState(enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    TIMED_OUT = "timed_out"
+    STOPPED = "stopped"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def final(self) -> bool:
+        return self in _FINAL
+
+
+_FINAL = frozenset({TaskState.DONE, TaskState.TIMED_OUT, TaskState.STOPPED, TaskState.INTERRUPTED})
+
+
+class StopReason(enum.Enum):
+    TIMEOUT = "timeout"
+    REQUESTED = "requested"
+    OUTPUT_CAP = "output_cap"
+
+
+@attrs.frozen
+class Spawned:
+    pass
+
+
+@attrs.frozen
+class StopBegun:
+    reason: StopReason
+
+
+@attrs.frozen
+class Exited:
+    pass
+
+
+@attrs.frozen
+class Vanished:
+    """The process is gone and left no exit status (a restart while it ran)."""
+
+
+Event = Spawned | StopBegun | Exited | Vanished
+
+
+@attrs.frozen
+class Phase:
+    """Where a task is: its state, and why it is being stopped if it is."""
+
+    state: TaskState
+    stop_reason: StopReason | None = None
+
+
+def advance(phase: Phase, event: Event) -> Phase:
+    """The phase after ``event``; unchanged when the event does not apply."""
+    if phase.state.final:
+        return phase
+    match event:
+        case Spawned() if phase.state is TaskState.PENDING:
+            return Phase(TaskState.RUNNING)
+        case StopBegun(reason) if phase.state is TaskState.RUNNING and phase.stop_reason is None:
+            return Phase(TaskState.RUNNING, reason)
+        case Exited() if phase.state is TaskState.RUNNING:
+            return Phase(_END_BY_REASON[phase.stop_reason], phase.stop_reason)
+        case Vanished():
+            return Phase(TaskState.INTERRUPTED, phase.stop_reason)
+    return phase
+
+
+_END_BY_REASON = {
+    None: TaskState.DONE,
+    StopReason.TIMEOUT: TaskState.TIMED_OUT,
+    StopReason.REQUESTED: TaskState.STOPPED,
+    StopReason.OUTPUT_CAP: TaskState.STOPPED,
+}

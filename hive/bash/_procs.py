@@ -1,0 +1,123 @@
+"""Process-level helpers for bash tasks: the wrapper, process groups, pid identity, exit waits."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import trio
+
+# The wrapper runs the command in the *foreground* of a shell that traps SIGINT with a
+# handler: an `&` child of a non-interactive shell would start with SIGINT ignored, and an
+# ignored signal (trap '') would be inherited across exec. The status file is written only
+# after the command has ended and is read only after the wrapper has exited, so a plain
+# redirect is enough (an `mv` for atomicity would cost one more fork+exec per task).
+WRAPPER = 'trap : INT; sh -c "$1"; rc=$?; printf "%s\\n" "$rc" >"$2"'
+
+
+async def spawn_task(
+    argv0: str, cmd: str, *, cwd: Path, out: Path, err: Path, exit_file: Path
+) -> trio.Process:
+    """Start ``sh -c cmd`` under the wrapper, leading a new session, output straight to files.
+
+    ``argv0`` becomes the wrapper's ``$0``: a mark by which :func:`find_wrapper` finds it again.
+    """
+    out_fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        err_fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            return await trio.lowlevel.open_process(
+                ["/bin/sh", "-c", WRAPPER, argv0, cmd, str(exit_file)],
+                stdin=subprocess.DEVNULL,
+                stdout=out_fd,
+                stderr=err_fd,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        finally:
+            os.close(err_fd)
+    finally:
+        os.close(out_fd)
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    if fields[0] == b"Z":
+        return None
+    return int(fields[19])
+
+
+def is_same_process(pid: int, recorded_start: int | None) -> bool:
+    return recorded_start is not None and start_time(pid) == recorded_start
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is ``pgid``."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if fields[0] != b"Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> bool:
+    """Send ``sig`` to the group; False if the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def wait_pidfd(pid: int, recorded_start: int | None) -> bool:
+    """Wait for a process that is not our child to exit; False if it was already gone (or reused)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    try:
+        # Check identity after opening: the pidfd now pins this exact process.
+        if not is_same_process(pid, recorded_start):
+            return False
+        await trio.lowlevel.wait_readable(fd)
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def find_wrapper(argv0: str) -> tuple[int, int] | None:
+    """The pid and start time of the live wrapper whose ``$0`` is ``argv0``, if there is one."""
+    mark = b"\0" + argv0.encode() + b"\0"
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if cmdline.startswith(b"/bin/sh\0-c\0") and mark in cmdline:
+            pid = int(entry.name)
+            started = start_time(pid)
+            if started is not None:
+                return pid, started
+    return None

@@ -1,0 +1,59 @@
+"""What the daemon keeps on disk: one record per task, one loose end per end the agent is owed."""
+
+from __future__ import annotations
+
+import attrs
+
+from hive.bash._model import Phase, StopReason, TaskState
+
+
+@attrs.frozen
+class TaskRecord:
+    """``bash-tasks/<id>.json``: everything needed to report on a task or re-adopt it after a restart."""
+
+    id: str
+    serial: str
+    cmd: str
+    cwd: str
+    created_at: float
+    state: TaskState = TaskState.PENDING
+    named: bool = False
+    timeout_secs: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    pid: int | None = None
+    pid_start_time: int | None = None
+    stop_reason: StopReason | None = None
+    stop_started_at: float | None = None
+    signals: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def phase(self) -> Phase:
+        return Phase(self.state, self.stop_reason)
+
+    def duration(self, now: float) -> float | None:
+        if self.started_at is None:
+            return None
+        return max(0.0, (self.ended_at if self.ended_at is not None else now) - self.started_at)
+
+
+@attrs.frozen
+class OwedWake:
+    sender: str
+    body: str
+
+
+@attrs.frozen
+class LooseEnd:
+    """``mcp-loose-ends/bash-task-<id>.json``: an end the agent has not been told yet.
+
+    ``wake`` is filled in when the task ends; until then the task is still running.
+    """
+
+    task_id: str
+    serial: str
+    cmd: str
+    since: float
+    wake: OwedWake | None = None

@@ -1,0 +1,142 @@
+"""The daemon's MCP endpoint: a Unix socket, one `mcp` SDK server session per connection."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import struct
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import trio
+from mcp.server import Server
+
+from hive import __version__
+from hive.bash._framing import message_streams
+from hive.bash._tools import TOOLS, BashTools
+
+log = logging.getLogger(__name__)
+
+MAX_SOCKET_PATH = 107
+INSTRUCTIONS = (
+    "Background shell execution. `run` starts a command and, if it ends within a few seconds, answers "
+    "with its result; otherwise you are woken by a message from bash-task-<id> when it ends. `status` "
+    "checks on or waits for a task, `stop` ends one, `list` shows them all."
+)
+
+
+class SocketInUse(OSError):
+    """Another daemon already answers on the socket path."""
+
+
+def make_mcp_server(tools: BashTools) -> Server[Any]:
+    listing = types.ListToolsResult(
+        tools=[
+            types.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema)
+            for spec in TOOLS
+        ]
+    )
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return listing
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        result = await tools.call(params.name, params.arguments)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=result.text)],
+            structured_content=result.structured,
+            is_error=result.is_error,
+        )
+
+    return Server(
+        "bash",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def peer_uid(sock: trio.socket.SocketType) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+def uid_allowed(peer: int, own: int) -> bool:
+    """Only the daemon's own user and root may use its socket."""
+    return peer in (own, 0)
+
+
+def check_socket_path(path: Path) -> None:
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise ValueError(
+            f"socket path {path} is {len(os.fsencode(path))} bytes long; Unix sockets allow "
+            f"{MAX_SOCKET_PATH}: choose a shorter --socket (or HIVE_BASH_SOCKET)"
+        )
+
+
+def _clear_stale_socket(path: Path) -> None:
+    if not path.exists() and not path.is_symlink():
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(os.fspath(path))
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
+            raise
+    else:
+        raise SocketInUse(
+            errno.EADDRINUSE,
+            f"another daemon is already serving {path}; stop it, or give this one another --socket",
+        )
+    finally:
+        probe.close()
+    path.unlink(missing_ok=True)
+
+
+async def open_socket_listener(path: Path) -> trio.SocketListener:
+    """Listen on ``path``: the socket is created 0600, in a directory created 0700 if missing."""
+    check_socket_path(path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _clear_stale_socket(path)
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # The umask makes the socket 0600 from the moment it exists; no window for another user.
+    old_umask = os.umask(0o177)
+    try:
+        await sock.bind(os.fspath(path))
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    sock.listen(512)
+    return trio.SocketListener(sock)
+
+
+async def serve_mcp(
+    listener: trio.SocketListener,
+    server: Server[Any],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve MCP on every connection until cancelled; a bad connection ends only itself."""
+    options = server.create_initialization_options()
+    own_uid = os.getuid()
+
+    async def serve_connection(stream: trio.SocketStream) -> None:
+        async with stream:
+            uid = peer_uid(stream.socket)
+            if not uid_allowed(uid, own_uid):
+                log.warning("refused a connection from uid %d (the daemon runs as uid %d)", uid, own_uid)
+                return
+            try:
+                async with message_streams(stream, answer_garbage=True) as (read, write):
+                    await server.run(read, write, options)
+            except Exception:
+                log.exception("an MCP connection failed; the daemon goes on serving")
+
+    async with listener:
+        task_status.started()
+        await trio.serve_listeners(serve_connection, [listener])

@@ -1,0 +1,514 @@
+"""The task manager: starts, watches, stops and re-adopts bash tasks.
+
+Every task is watched by a supervisor, a child of the manager's nursery. Output never
+passes through the daemon: the task writes its own files. Cancelling the manager (an
+orderly daemon shutdown) cancels the supervisors but never signals a task: the tasks
+keep running, and the next daemon re-adopts them from their records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import re
+import secrets
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import attrs
+import trio
+
+from hive.bash import _procs
+from hive.bash._courier import WakeCourier
+from hive.bash._errors import BadArgument, DiskError, NameBusy, UnknownTask
+from hive.bash._model import Event, Exited, Spawned, StopBegun, StopReason, TaskState, Vanished, advance
+from hive.bash._records import LooseEnd, OwedWake, TaskRecord
+from hive.bash._store import TaskStore, last_lines, read_tail
+from hive.wake import Wake
+
+log = logging.getLogger(__name__)
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
+WAKE_STDOUT_LINES = 20
+WAKE_STDOUT_BYTES = 2048
+
+
+@attrs.frozen
+class TaskSettings:
+    workdir: Path
+    kill_grace: float = 10.0
+    max_output_bytes: int = 5 * 1024**3
+    output_check_interval: float = 1.0
+
+
+@attrs.define(eq=False)
+class Task:
+    """A task the daemon knows, with the in-memory state that its record does not hold."""
+
+    record: TaskRecord
+    ended: trio.Event = attrs.field(factory=trio.Event)
+    exited: trio.Event = attrs.field(factory=trio.Event)
+    owed: bool = False
+    """The agent must be told the end: `run` returned without a final state."""
+    supervisor: trio.Nursery | None = None
+    write_lock: trio.Lock = attrs.field(factory=trio.Lock)
+    record_dirty: bool = False
+    loose_end_lock: trio.Lock = attrs.field(factory=trio.Lock)
+    owed_wake: OwedWake | None = None
+    """The wake for this task's end, composed once when it ends."""
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def final(self) -> bool:
+        return self.record.state.final
+
+
+def describe_end(record: TaskRecord) -> str:
+    state = record.state
+    code = f"exit code {record.exit_code}" if record.exit_code is not None else "no exit code"
+    duration = record.duration(record.ended_at or time.time())
+    took = f" after {duration:.2f} s" if duration is not None else ""
+    if state is TaskState.DONE:
+        return f"done, {code}{took}"
+    if state is TaskState.TIMED_OUT:
+        return f"timed out after {record.timeout_secs:g} s ({describe_signals(record)}), {code}"
+    if state is TaskState.STOPPED:
+        why = "on request" if record.stop_reason is StopReason.REQUESTED else "at the output cap"
+        return f"stopped {why} ({describe_signals(record)}), {code}{took}"
+    if state is TaskState.INTERRUPTED:
+        return "interrupted: its process was gone after a daemon restart and no exit status was recorded"
+    return str(state.value)
+
+
+def describe_signals(record: TaskRecord) -> str:
+    if not record.signals:
+        return "no signal sent"
+    if record.signals == ("SIGINT",):
+        return "SIGINT to its process group"
+    return "SIGINT to its process group, then SIGKILL after the grace period"
+
+
+@attrs.define(eq=False)
+class TaskManager:
+    store: TaskStore
+    settings: TaskSettings
+    courier: WakeCourier
+    tasks: dict[str, Task] = attrs.field(factory=dict)
+    _nursery: trio.Nursery | None = None
+    clock: Callable[[], float] = time.time
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[TaskManager] = trio.TASK_STATUS_IGNORED) -> None:
+        """Recover the tasks of earlier runs, then watch tasks until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(self.courier.run, self._on_acked)
+            await self._recover()
+            task_status.started(self)
+            await trio.sleep_forever()
+
+    def _register(self, task: Task) -> Task:
+        self.tasks[task.id] = task
+        return task
+
+    def compose_wake(self, record: TaskRecord) -> OwedWake:
+        """The wake for a task's end: its state, exit code and last stdout lines."""
+        lines = [f"bash task {record.id} ended: {describe_end(record)}", f"$ {record.cmd}"]
+        stdout = read_tail(self.store.out_path(record.id), WAKE_STDOUT_BYTES).text
+        tail = last_lines(stdout, WAKE_STDOUT_LINES)
+        lines += ["last stdout lines:", tail] if tail else ["(no stdout)"]
+        lines.append(
+            f"status({record.id!r}) gives the full status; the whole output is in its .out/.err files."
+        )
+        return OwedWake(sender=f"bash-task-{record.id}", body="\n".join(lines))
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def get(self, task_id: str) -> Task:
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise UnknownTask(
+                f"no task has id {task_id!r}; `run` returns the id (or use the name you gave it), "
+                "and `list` shows every known task"
+            )
+        return task
+
+    def newest_first(self) -> list[TaskRecord]:
+        return sorted((t.record for t in self.tasks.values()), key=lambda r: r.created_at, reverse=True)
+
+    # -- run ------------------------------------------------------------------------------------
+
+    async def start(
+        self, cmd: str, *, name: str | None = None, timeout_secs: float | None = None
+    ) -> tuple[Task, TaskRecord | None]:
+        """Start a task; returns it and, if a name was reused, the previous task's record when
+        its end had not reached the agent yet (the caller reports it, which tells the agent)."""
+        if name is not None:
+            if not NAME_PATTERN.fullmatch(name):
+                raise BadArgument(f"bad name {name!r}: use 1 to 64 ASCII letters, digits, '.', '_' or '-'")
+            task_id = name
+        else:
+            task_id = secrets.token_hex(6)
+            while task_id in self.tasks:
+                task_id = secrets.token_hex(6)
+        previous = self.tasks.get(task_id)
+        if previous is not None and not previous.final:
+            raise NameBusy(
+                f"name {task_id!r} is held by a task that is still {previous.record.state.value}; "
+                f"wait for it (status({task_id!r}, wait_seconds=30)), stop it (stop({task_id!r})), "
+                "or choose another name"
+            )
+        unreported = None
+        if previous is not None and previous.owed:
+            unreported = previous.record
+            await self.told(previous)
+
+        record = TaskRecord(
+            id=task_id,
+            serial=secrets.token_hex(8),
+            cmd=cmd,
+            cwd=str(self.settings.workdir),
+            created_at=self.clock(),
+            named=name is not None,
+            timeout_secs=timeout_secs,
+        )
+        task = self._register(Task(record))
+        try:
+            await trio.to_thread.run_sync(self._prepare_files, record)
+        except OSError as exc:
+            self._forget(task, previous)
+            raise DiskError(
+                f"cannot record the task under {self.store.tasks_dir}: {exc.strerror or exc}; "
+                "free space there (or fix its permissions) and run it again"
+            ) from None
+        try:
+            process = await _procs.spawn_task(
+                self._wrapper_argv0(record),
+                cmd,
+                cwd=self.settings.workdir,
+                out=self.store.out_path(task_id),
+                err=self.store.err_path(task_id),
+                exit_file=self.store.exit_path(task_id),
+            )
+        except OSError as exc:
+            self._forget(task, previous)
+            await trio.to_thread.run_sync(self.store.delete_record, task_id)
+            raise DiskError(f"could not start `sh` in {self.settings.workdir}: {exc}") from None
+        self._apply(
+            task,
+            Spawned(),
+            started_at=self.clock(),
+            pid=process.pid,
+            pid_start_time=_procs.start_time(process.pid),
+        )
+        assert self._nursery is not None
+        self._nursery.start_soon(self._supervise, task, _own_child_exit(process))
+        self._nursery.start_soon(self._persist, task)
+        return task, unreported
+
+    def _wrapper_argv0(self, record: TaskRecord) -> str:
+        # The wrapper's $0 carries the serial, so a restart can find a task whose pid was
+        # never recorded (the daemon died between spawning it and saving its record).
+        return f"hive-bash-task:{record.serial}"
+
+    def _prepare_files(self, record: TaskRecord) -> None:
+        self.store.clear_exit_status(record.id)
+        self.store.save_record(record)
+
+    def _forget(self, task: Task, previous: Task | None) -> None:
+        if previous is not None:
+            self.tasks[task.id] = previous
+        else:
+            self.tasks.pop(task.id, None)
+
+    # -- state changes --------------------------------------------------------------------------
+
+    def _apply(self, task: Task, event: Event | None = None, **changes: object) -> None:
+        record = task.record
+        if event is not None:
+            phase = advance(record.phase, event)
+            changes["state"] = phase.state
+            changes["stop_reason"] = phase.stop_reason
+        task.record = attrs.evolve(record, **changes)  # type: ignore[arg-type]
+        task.record_dirty = True
+
+    def _note(self, task: Task, note: str) -> None:
+        if note not in task.record.notes:
+            self._apply(task, notes=(*task.record.notes, note))
+
+    async def _persist(self, task: Task) -> None:
+        """Bring the record on disk up to date; a failing disk becomes a note on the task."""
+        async with task.write_lock:
+            if not task.record_dirty:
+                return
+            task.record_dirty = False
+            record = task.record
+            try:
+                await trio.to_thread.run_sync(self.store.save_record, record)
+            except OSError as exc:
+                task.record_dirty = True
+                log.warning("cannot save the record of task %s: %s", task.id, exc)
+                self._note(task, _disk_note("its record", exc))
+
+    async def _sync_loose_end(self, task: Task) -> None:
+        """Make the loose end on disk match whether the agent is still owed this task's end."""
+        async with task.loose_end_lock:
+            record = task.record
+            try:
+                if task.owed:
+                    loose_end = LooseEnd(
+                        task_id=record.id,
+                        serial=record.serial,
+                        cmd=record.cmd,
+                        since=record.created_at,
+                        wake=task.owed_wake if task.final else None,
+                    )
+                    await trio.to_thread.run_sync(self.store.save_loose_end, loose_end)
+                else:
+                    await trio.to_thread.run_sync(self.store.delete_loose_end, record.id, record.serial)
+            except OSError as exc:
+                log.warning("cannot update the loose end of task %s: %s", task.id, exc)
+                self._note(task, _disk_note("its loose end", exc))
+
+    async def owe(self, task: Task) -> None:
+        """`run` is returning without a final state: the agent must be told the end later."""
+        task.owed = True
+        await self._sync_loose_end(task)
+        if task.final:
+            self._send_wake(task)
+
+    async def told(self, task: Task) -> None:
+        """The agent has seen the final state (a `status` answer): no wake is owed any more."""
+        if not task.owed:
+            return
+        task.owed = False
+        self.courier.withdraw(task.id, task.record.serial)
+        await self._sync_loose_end(task)
+
+    def _send_wake(self, task: Task) -> None:
+        wake = task.owed_wake
+        assert wake is not None
+        self.courier.enqueue(task.id, task.record.serial, Wake(sender=wake.sender, body=wake.body))
+
+    async def _on_acked(self, task_id: str, serial: str) -> None:
+        task = self.tasks.get(task_id)
+        if task is not None and task.record.serial == serial:
+            task.owed = False
+            await self._sync_loose_end(task)
+        else:
+            await trio.to_thread.run_sync(self.store.delete_loose_end, task_id, serial)
+
+    # -- waiting --------------------------------------------------------------------------------
+
+    async def wait(self, task: Task, seconds: float) -> None:
+        if seconds > 0 and not task.final:
+            with trio.move_on_after(seconds):
+                await task.ended.wait()
+
+    # -- supervision ----------------------------------------------------------------------------
+
+    async def _supervise(self, task: Task, wait_exit: Callable[[], Awaitable[int | None]]) -> None:
+        async with trio.open_nursery() as nursery:
+            task.supervisor = nursery
+            timeout = task.record.timeout_secs
+            if timeout is not None:
+                nursery.start_soon(self._deadline, task, timeout)
+            nursery.start_soon(self._watch_output, task)
+            if task.record.stop_reason is not None:
+                # A stop was under way when the previous daemon went down: finish it.
+                nursery.start_soon(self._stop_sequence, task, task.record.stop_reason)
+            returncode = await wait_exit()
+            task.exited.set()
+            if task.record.stop_reason is None:
+                nursery.cancel_scope.cancel()
+            # Otherwise the stop sequence is still giving the group its grace period.
+        task.supervisor = None
+        await self._finish(task, returncode)
+
+    async def _deadline(self, task: Task, seconds: float) -> None:
+        started = task.record.started_at or task.record.created_at
+        await trio.sleep(max(0.0, started + seconds - self.clock()))
+        await self._stop_sequence(task, StopReason.TIMEOUT)
+
+    async def _watch_output(self, task: Task) -> None:
+        # File growth cannot be awaited without a wake-up per write, so the cap is checked
+        # on a timer: one fstat per task per interval, whatever the output's size.
+        cap = self.settings.max_output_bytes
+        out, err = self.store.out_path(task.id), self.store.err_path(task.id)
+        while True:
+            await trio.sleep(self.settings.output_check_interval)
+            size = _size(out) + _size(err)
+            if size > cap:
+                self._note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
+                await self._stop_sequence(task, StopReason.OUTPUT_CAP)
+                return
+            if _disk_full(self.store.tasks_dir):
+                self._note(
+                    task, f"the disk holding {self.store.tasks_dir} filled up; its output may be cut short"
+                )
+
+    def request_stop(self, task: Task) -> bool:
+        """Begin stopping a running task; False if it is not running or already stopping."""
+        if (
+            task.final
+            or task.exited.is_set()
+            or task.record.stop_reason is not None
+            or task.supervisor is None
+        ):
+            return False
+        task.supervisor.start_soon(self._stop_sequence, task, StopReason.REQUESTED)
+        return True
+
+    async def _stop_sequence(self, task: Task, reason: StopReason) -> None:
+        """SIGINT to the group; SIGKILL after the grace if any of it is still alive."""
+        resumed = task.record.stop_reason is not None and task.record.stop_started_at is not None
+        if not resumed:
+            before = task.record.phase
+            self._apply(task, StopBegun(reason), stop_started_at=self.clock())
+            if task.record.phase == before:
+                return
+        pgid = task.record.pid
+        assert pgid is not None
+        if not resumed:
+            if _procs.signal_group(pgid, signal.SIGINT):
+                self._apply(task, signals=(*task.record.signals, "SIGINT"))
+            await self._persist(task)
+        assert task.record.stop_started_at is not None
+        grace_ends = task.record.stop_started_at + self.settings.kill_grace
+        with trio.move_on_after(max(0.0, grace_ends - self.clock())):
+            await task.exited.wait()
+        if task.exited.is_set() and _procs.group_members(pgid):
+            # The wrapper is gone but some of its group lingers: it gets the rest of the grace.
+            await trio.sleep(max(0.0, grace_ends - self.clock()))
+        if (not task.exited.is_set() or _procs.group_members(pgid)) and _procs.signal_group(
+            pgid, signal.SIGKILL
+        ):
+            self._apply(task, signals=(*task.record.signals, "SIGKILL"))
+
+    async def _finish(self, task: Task, returncode: int | None) -> None:
+        exit_code = await trio.to_thread.run_sync(self.store.read_exit_status, task.id)
+        if exit_code is None:
+            if returncode is not None and returncode < 0:
+                self._note(task, f"its wrapper shell was killed by {signal.Signals(-returncode).name}")
+            else:
+                self._note(task, "it left no exit status (its wrapper could not write the .exit file)")
+        self._apply(task, Exited(), exit_code=exit_code, ended_at=self.clock())
+        task.owed_wake = self.compose_wake(task.record)
+        task.ended.set()
+        await self._persist(task)
+        if task.owed:
+            await self._sync_loose_end(task)
+            self._send_wake(task)
+
+    # -- recovery -------------------------------------------------------------------------------
+
+    async def _recover(self) -> None:
+        """Pick up where the previous daemon left off: re-adopt live tasks, settle dead ones,
+        and owe the agent every end it has not been told."""
+        records = await trio.to_thread.run_sync(lambda: list(self.store.load_records()))
+        loose_ends = await trio.to_thread.run_sync(lambda: list(self.store.load_loose_ends()))
+        by_id = {le.task_id: le for le in loose_ends}
+        for record in records:
+            task = self._register(Task(record))
+            loose_end = by_id.pop(record.id, None)
+            if loose_end is not None and loose_end.serial != record.serial:
+                await trio.to_thread.run_sync(self.store.delete_loose_end, record.id, loose_end.serial)
+                loose_end = None
+            if record.state.final:
+                task.ended.set()
+                task.exited.set()
+                if loose_end is not None:
+                    task.owed = True
+                    task.owed_wake = loose_end.wake or self.compose_wake(record)
+                    await self._sync_loose_end(task)
+                    self._send_wake(task)
+                continue
+            # The previous daemon died before this task's end was recorded, so the agent has
+            # not been told it (or was told it inline moments before: a wake then is a repeat).
+            task.owed = True
+            await self._resume(task)
+        for orphan in by_id.values():
+            log.warning("loose end for %s has no task record; sending what it holds", orphan.task_id)
+            wake = orphan.wake or OwedWake(
+                sender=f"bash-task-{orphan.task_id}",
+                body=f"bash task {orphan.task_id} (`{orphan.cmd}`): its record was lost; its end is unknown",
+            )
+            self.courier.enqueue(orphan.task_id, orphan.serial, Wake(sender=wake.sender, body=wake.body))
+
+    async def _resume(self, task: Task) -> None:
+        record = task.record
+        pid = record.pid
+        if pid is None:
+            found = _procs.find_wrapper(self._wrapper_argv0(record))
+            if found is not None:
+                pid, start = found
+                self._apply(task, Spawned(), pid=pid, pid_start_time=start, started_at=record.created_at)
+        if pid is not None and _procs.is_same_process(pid, task.record.pid_start_time):
+            log.info("re-adopting task %s (pid %d)", task.id, pid)
+            await self._sync_loose_end(task)
+            await self._persist(task)
+            assert self._nursery is not None
+            self._nursery.start_soon(self._supervise, task, _adopted_exit(pid, task.record.pid_start_time))
+            return
+        exit_code = await trio.to_thread.run_sync(self.store.read_exit_status, task.id)
+        if exit_code is not None and task.record.state is TaskState.RUNNING:
+            ended_at = _mtime(self.store.exit_path(task.id)) or self.clock()
+            self._apply(task, Exited(), exit_code=exit_code, ended_at=ended_at)
+            self._note(task, "it ended while the daemon was down; its exit status was recovered")
+        else:
+            self._apply(task, Vanished(), ended_at=self.clock())
+        task.owed_wake = self.compose_wake(task.record)
+        task.ended.set()
+        task.exited.set()
+        await self._persist(task)
+        await self._sync_loose_end(task)
+        self._send_wake(task)
+
+
+def _own_child_exit(process: trio.Process) -> Callable[[], Awaitable[int | None]]:
+    async def wait() -> int | None:
+        return await process.wait()
+
+    return wait
+
+
+def _adopted_exit(pid: int, start: int | None) -> Callable[[], Awaitable[int | None]]:
+    async def wait() -> int | None:
+        await _procs.wait_pidfd(pid, start)
+        return None
+
+    return wait
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _mtime(path: Path) -> float | None:
+    with contextlib.suppress(OSError):
+        return os.stat(path).st_mtime
+    return None
+
+
+def _disk_full(path: Path) -> bool:
+    try:
+        return os.statvfs(path).f_bavail == 0
+    except OSError:
+        return False
+
+
+def _disk_note(what: str, exc: OSError) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk is full: {what} could not be saved ({exc.strerror}); it is kept in memory"
+    return f"{what} could not be saved ({exc}); it is kept in memory"

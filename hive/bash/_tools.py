@@ -1,0 +1,348 @@
+"""The bash tools (`run`, `status`, `stop`, `list`): argument checking, behaviour and rendering.
+
+Nothing here knows MCP: each tool takes the raw arguments and returns a :class:`ToolResult`
+(text for the agent, structured content for programs). ``_server`` puts them on the wire.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from hive.bash._errors import BadArgument, BashError
+from hive.bash._records import TaskRecord
+from hive.bash._store import read_tail
+from hive.bash._tasks import Task, TaskManager, describe_end, describe_signals
+
+MAX_WAIT = 30.0
+DEFAULT_RUN_WAIT = 3.0
+
+
+@attrs.frozen
+class ToolResult:
+    text: str
+    structured: dict[str, Any]
+    is_error: bool = False
+
+
+@attrs.frozen
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+_WAIT_DESCRIPTION = (
+    "Seconds to wait for the task to finish before answering (0 to 30; larger values are capped at 30). "
+    "If it finishes in time you get its full status at once."
+)
+
+TOOLS = [
+    ToolSpec(
+        "run",
+        "Run a shell command (`sh -c CMD`) in the background. Its stdout and stderr go to files; "
+        "the answer gives their paths. If the command finishes within wait_seconds (default 3) you get "
+        "its full status right away and no wake follows. Otherwise the answer is `task started: id=<id>`, "
+        "the task keeps running, and when it ends you are woken by a message from `bash-task-<id>` with "
+        "its exit code and last stdout lines. Use `status` to check on it or wait for it, `stop` to end it.",
+        {
+            "type": "object",
+            "properties": {
+                "cmd": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The shell command, run with sh -c.",
+                },
+                "timeout_secs": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "Stop the task after this many seconds and mark it timed_out "
+                    "(SIGINT to its process group, SIGKILL after a grace period). Omit for no timeout.",
+                },
+                "wait_seconds": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": MAX_WAIT,
+                    "default": DEFAULT_RUN_WAIT,
+                    "description": _WAIT_DESCRIPTION + " Pass 0 to get the task id back at once.",
+                },
+                "name": {
+                    "type": "string",
+                    "pattern": "^[A-Za-z0-9._-]{1,64}$",
+                    "description": "A memorable id for the task instead of a random one (letters, digits, "
+                    "'.', '_', '-'; up to 64). It names the wake (`bash-task-<name>`). A name can be "
+                    "reused once its previous task has finished.",
+                },
+            },
+            "required": ["cmd"],
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "status",
+        "The status of a task started with `run`: state (pending, running, done, timed_out, stopped, "
+        "interrupted), exit code, duration, and the last 4 KiB of stdout and of stderr, with the paths of "
+        "the whole output files. `interrupted` means its process was gone after a daemon restart with no "
+        "exit status recorded.",
+        {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "description": "The id `run` returned, or the name you gave it."},
+                "wait_seconds": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": MAX_WAIT,
+                    "default": 0,
+                    "description": _WAIT_DESCRIPTION,
+                },
+            },
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "stop",
+        "Stop a running task: SIGINT to its whole process group, and SIGKILL if anything in the group is "
+        "still alive after the grace period. Answers with the task's status once it has ended; the status "
+        "says it was stopped and which signals it took.",
+        {
+            "type": "object",
+            "properties": {"id": {"type": "string", "description": "The task's id or name."}},
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        "list",
+        "Every task the daemon knows, newest first: id, state, exit code, duration and command.",
+        {"type": "object", "properties": {}, "additionalProperties": False},
+    ),
+]
+
+
+# -- argument checking ----------------------------------------------------------------------------
+
+
+def _check_keys(args: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(args) - set(allowed))
+    if unknown:
+        takes = ", ".join(allowed) if allowed else "no arguments"
+        raise BadArgument(f"unknown argument(s) {', '.join(unknown)}; this tool takes {takes}")
+
+
+def _number(args: Mapping[str, Any], key: str) -> float | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise BadArgument(f"{key} must be a number of seconds, not {value!r}")
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise BadArgument(f"{key} must be a number of seconds, not {value!r}") from None
+    if not isinstance(value, int | float):
+        raise BadArgument(f"{key} must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value):
+        raise BadArgument(f"{key} must be a finite number of seconds, not {value!r}")
+    if value < 0:
+        raise BadArgument(f"{key} must not be negative (got {value:g})")
+    return float(value)
+
+
+def _wait(args: Mapping[str, Any], default: float) -> float:
+    value = _number(args, "wait_seconds")
+    return default if value is None else min(value, MAX_WAIT)
+
+
+def _task_id(args: Mapping[str, Any]) -> str:
+    value = args.get("id")
+    if not isinstance(value, str) or not value:
+        raise BadArgument("id is required: the id `run` returned, or the task's name")
+    return value
+
+
+# -- rendering ------------------------------------------------------------------------------------
+
+
+def status_of(manager: TaskManager, task: Task, now: float) -> ToolResult:
+    r = task.record
+    store = manager.store
+    out = read_tail(store.out_path(r.id))
+    err = read_tail(store.err_path(r.id))
+    duration = r.duration(now)
+    structured: dict[str, Any] = {
+        "id": r.id,
+        "state": r.state.value,
+        "exit_code": r.exit_code,
+        "duration_secs": None if duration is None else round(duration, 3),
+        "cmd": r.cmd,
+        "cwd": r.cwd,
+        "timeout_secs": r.timeout_secs,
+        "stop_reason": r.stop_reason.value if r.stop_reason else None,
+        "signals": list(r.signals),
+        "notes": list(r.notes),
+        "created_at": r.created_at,
+        "started_at": r.started_at,
+        "ended_at": r.ended_at,
+        "stdout": {"tail": out.text, "bytes": out.size, "path": str(out.path)},
+        "stderr": {"tail": err.text, "bytes": err.size, "path": str(err.path)},
+    }
+    lines = [f"task {r.id}: {_headline(r, now)}", f"$ {r.cmd}"]
+    lines += [f"note: {note}" for note in r.notes]
+    for label, tail in (("stdout", out), ("stderr", err)):
+        scope = (
+            f"last {len(tail.text.encode())} of {tail.size} bytes" if tail.truncated else f"{tail.size} bytes"
+        )
+        lines.append(f"--- {label} ({scope}; whole output: {tail.path}) ---")
+        if tail.text:
+            lines.append(tail.text.rstrip("\n"))
+    return ToolResult("\n".join(lines), structured)
+
+
+def _headline(r: TaskRecord, now: float) -> str:
+    if r.state.final:
+        return describe_end(r)
+    duration = r.duration(now)
+    running = f"running for {duration:.2f} s" if duration is not None else r.state.value
+    if r.stop_reason is not None:
+        return f"{running}, being stopped ({r.stop_reason.value}; {describe_signals(r)})"
+    return running
+
+
+def _started(task: Task, manager: TaskManager) -> ToolResult:
+    tid = task.id
+    text = (
+        f"task started: id={tid}\n"
+        f"It runs in the background; you will be woken by a message from bash-task-{tid} when it ends. "
+        f"status({tid!r}, wait_seconds=30) waits for it, stop({tid!r}) ends it.\n"
+        f"stdout: {manager.store.out_path(tid)}\nstderr: {manager.store.err_path(tid)}"
+    )
+    structured = {
+        "id": tid,
+        "state": task.record.state.value,
+        "stdout_path": str(manager.store.out_path(tid)),
+        "stderr_path": str(manager.store.err_path(tid)),
+    }
+    return ToolResult(text, structured)
+
+
+# -- the tools ------------------------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class BashTools:
+    manager: TaskManager
+    clock: Callable[[], float] = time.time
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+        """Run tool ``name``; a caller's mistake comes back as an error result, never an exception."""
+        handler = self._handlers().get(name)
+        if handler is None:
+            return ToolResult(
+                f"unknown tool {name!r}; the bash tools are {', '.join(t.name for t in TOOLS)}",
+                {"error": "unknown_tool"},
+                is_error=True,
+            )
+        try:
+            return await handler(dict(arguments or {}))
+        except BashError as exc:
+            return ToolResult(str(exc), {"error": type(exc).__name__, "message": str(exc)}, is_error=True)
+
+    def _handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[ToolResult]]]:
+        return {"run": self.run, "status": self.status, "stop": self.stop, "list": self.list}
+
+    async def run(self, args: dict[str, Any]) -> ToolResult:
+        _check_keys(args, ("cmd", "timeout_secs", "wait_seconds", "name"))
+        cmd = args.get("cmd")
+        if not isinstance(cmd, str):
+            raise BadArgument("cmd is required and must be a string: the shell command to run")
+        if not cmd.strip():
+            raise BadArgument("cmd is empty: give the shell command to run")
+        timeout = _number(args, "timeout_secs")
+        if timeout == 0:
+            raise BadArgument("timeout_secs must be more than 0; omit it for no timeout")
+        wait = _wait(args, DEFAULT_RUN_WAIT)
+        name = args.get("name")
+        if name is not None and not isinstance(name, str):
+            raise BadArgument(f"name must be a string, not {name!r}")
+
+        task, previous = await self.manager.start(cmd, name=name, timeout_secs=timeout)
+        try:
+            await self.manager.wait(task, wait)
+        except BaseException:
+            # The caller will never read this answer, so the end is owed to it as a wake.
+            with trio.CancelScope(shield=True):
+                await self.manager.owe(task)
+            raise
+        result = status_of(self.manager, task, self.clock()) if task.final else None
+        if result is None:
+            await self.manager.owe(task)
+            result = _started(task, self.manager)
+        if previous is not None:
+            note = f"(the previous task named {previous.id} had ended: {describe_end(previous)})"
+            result = attrs.evolve(
+                result,
+                text=f"{note}\n{result.text}",
+                structured={
+                    **result.structured,
+                    "previous": {
+                        "id": previous.id,
+                        "state": previous.state.value,
+                        "exit_code": previous.exit_code,
+                    },
+                },
+            )
+        return result
+
+    async def status(self, args: dict[str, Any]) -> ToolResult:
+        _check_keys(args, ("id", "wait_seconds"))
+        task = self.manager.get(_task_id(args))
+        wait = _wait(args, 0.0)
+        await self.manager.wait(task, wait)
+        if task.final:
+            await self.manager.told(task)
+        return status_of(self.manager, task, self.clock())
+
+    async def stop(self, args: dict[str, Any]) -> ToolResult:
+        _check_keys(args, ("id",))
+        task = self.manager.get(_task_id(args))
+        if task.final:
+            await self.manager.told(task)
+            result = status_of(self.manager, task, self.clock())
+            return attrs.evolve(
+                result, text=f"task {task.id} had already ended; nothing to stop.\n{result.text}"
+            )
+        self.manager.request_stop(task)
+        await self.manager.wait(task, self.manager.settings.kill_grace + 5.0)
+        if task.final:
+            await self.manager.told(task)
+        return status_of(self.manager, task, self.clock())
+
+    async def list(self, args: dict[str, Any]) -> ToolResult:
+        _check_keys(args, ())
+        now = self.clock()
+        rows = []
+        lines = []
+        for r in self.manager.newest_first():
+            duration = r.duration(now)
+            rows.append(
+                {
+                    "id": r.id,
+                    "state": r.state.value,
+                    "exit_code": r.exit_code,
+                    "duration_secs": None if duration is None else round(duration, 3),
+                    "cmd": r.cmd,
+                    "created_at": r.created_at,
+                }
+            )
+            code = "-" if r.exit_code is None else str(r.exit_code)
+            took = "-" if duration is None else f"{duration:.2f}s"
+            lines.append(f"{r.id}\t{r.state.value}\t{code}\t{took}\t{r.cmd}")
+        text = "\n".join(["id\tstate\texit\tduration\tcommand", *lines]) if lines else "no tasks yet"
+        return ToolResult(text, {"tasks": rows})

@@ -1,0 +1,274 @@
+"""``hive-bash-daemon``: owns bash tasks and serves the bash tools over MCP on a Unix socket."""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import logging
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, TypeVar
+
+import attrs
+import trio
+
+from hive import __version__, sdnotify
+from hive.bash._courier import WakeCourier
+from hive.bash._server import make_mcp_server, open_socket_listener, serve_mcp
+from hive.bash._store import TaskStore
+from hive.bash._tasks import TaskManager, TaskSettings
+from hive.bash._tools import BashTools
+
+log = logging.getLogger("hive.bash.daemon")
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class DaemonConfig:
+    state_dir: Path
+    socket: Path
+    agent_socket: Path | None = None
+    kill_grace: float = 10.0
+    workdir: Path = attrs.field(factory=Path.cwd)
+    max_output_bytes: int = 5 * 1024**3
+    output_check_interval: float = 1.0
+    wake_retry_max: float = 5.0
+
+
+class StateDirBusy(RuntimeError):
+    """Another daemon holds the state directory."""
+
+
+def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+    if env.get("HIVE_STATE_DIR"):
+        return Path(env["HIVE_STATE_DIR"])
+    xdg = env.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "hive"
+
+
+def _lock_state_dir(state_dir: Path) -> IO[bytes]:
+    lock = open(state_dir / "bash-daemon.lock", "wb")  # noqa: SIM115 - held for the daemon's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StateDirBusy(
+            f"another hive-bash-daemon is using {state_dir}; stop it, or give this one another --state-dir"
+        ) from None
+    return lock
+
+
+async def serve_daemon(
+    config: DaemonConfig, *, task_status: trio.TaskStatus[TaskManager] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run the daemon until cancelled. Cancelling it leaves every task running for the next start."""
+    store = TaskStore(config.state_dir)
+    store.create_dirs()
+    lock = _lock_state_dir(config.state_dir)
+    try:
+        courier = WakeCourier(config.agent_socket, retry_max=config.wake_retry_max)
+        settings = TaskSettings(
+            workdir=config.workdir,
+            kill_grace=config.kill_grace,
+            max_output_bytes=config.max_output_bytes,
+            output_check_interval=config.output_check_interval,
+        )
+        manager = TaskManager(store, settings, courier)
+        listener = await open_socket_listener(config.socket)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(manager.serve)
+            await nursery.start(serve_mcp, listener, make_mcp_server(BashTools(manager)))
+            log.info("listening on %s (state in %s)", config.socket, config.state_dir)
+            task_status.started(manager)
+    finally:
+        lock.close()
+
+
+# -- command line ---------------------------------------------------------------------------------
+
+
+def _env_default(env: str, fallback: str | None = None) -> str | None:
+    return os.environ.get(env) or fallback
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds, 0 or more")
+    return value
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
+
+
+def _size(text: str) -> int:
+    match = _SIZE.fullmatch(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; write e.g. 5368709120, 512M or 5GiB")
+    number, unit = match.groups()
+    value = int(float(number) * 1024 ** " KMGT".index(unit.upper() or " "))
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 bytes")
+    return value
+
+
+def _from_env(parser: argparse.ArgumentParser, env: str, convert: Callable[[str], T]) -> T | None:
+    raw = os.environ.get(env)
+    if not raw:
+        return None
+    try:
+        return convert(raw)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"{env}: {exc}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hive-bash-daemon",
+        description="Run shell commands in the background for an agent and serve the MCP tools run, status, "
+        "stop and list on a Unix socket (one MCP session per connection; hive-bash-mcp relays an MCP "
+        "client's stdio to it). Tasks survive a daemon restart: the next start re-adopts them. "
+        "SIGINT or SIGTERM stops the daemon and leaves its tasks running.",
+        epilog="Each option falls back to the environment variable named in its help, then to its default.",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="where task records, output (bash-tasks/) and loose ends (mcp-loose-ends/) live "
+        "[HIVE_STATE_DIR; default $XDG_STATE_HOME/hive or ~/.local/state/hive]",
+    )
+    parser.add_argument(
+        "--socket",
+        type=Path,
+        help="the MCP socket to serve [HIVE_BASH_SOCKET; default <state-dir>/bash.sock]",
+    )
+    parser.add_argument(
+        "--agent-socket",
+        type=Path,
+        help="the agent's socket, where wakes are sent when tasks end [HIVE_AGENT_SOCKET; default: no wakes "
+        "are sent, and loose ends accumulate in <state-dir>/mcp-loose-ends/]",
+    )
+    parser.add_argument(
+        "--kill-grace",
+        type=_seconds,
+        help="seconds between SIGINT and SIGKILL when a task times out or is stopped "
+        "[HIVE_BASH_KILL_GRACE; default 10]",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="the directory tasks run in [HIVE_BASH_WORKDIR; default: the current one]",
+    )
+    parser.add_argument(
+        "--max-output-bytes",
+        type=_size,
+        help="stop a task whose stdout and stderr together pass this size (e.g. 512M, 5GiB) "
+        "[HIVE_BASH_MAX_OUTPUT_BYTES; default 5GiB]",
+    )
+    parser.add_argument(
+        "--output-check-secs",
+        type=_seconds,
+        help="how often a running task's output size is checked against the cap "
+        "[HIVE_BASH_OUTPUT_CHECK_SECS; default 1]",
+    )
+    parser.add_argument(
+        "--wake-retry-max",
+        type=_seconds,
+        help="the longest wait between attempts to reach an absent agent socket "
+        "[HIVE_BASH_WAKE_RETRY_MAX; default 5]",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("HIVE_LOG_LEVEL", "info"),
+        choices=["debug", "info", "warning", "error"],
+        help="[HIVE_LOG_LEVEL; default info]",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def config_from_args(argv: Sequence[str] | None = None) -> tuple[DaemonConfig, str]:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    state_dir = (args.state_dir or default_state_dir()).absolute()
+    socket_path = args.socket or _optional_path("HIVE_BASH_SOCKET") or state_dir / "bash.sock"
+    agent_socket = args.agent_socket or _optional_path("HIVE_AGENT_SOCKET")
+    workdir = (args.workdir or _optional_path("HIVE_BASH_WORKDIR") or Path.cwd()).absolute()
+    if not workdir.is_dir():
+        parser.error(f"--workdir {workdir} is not a directory")
+
+    def pick(value: T | None, env: str, convert: Callable[[str], T], default: T) -> T:
+        if value is not None:
+            return value
+        from_env = _from_env(parser, env, convert)
+        return default if from_env is None else from_env
+
+    config = DaemonConfig(
+        state_dir=state_dir,
+        socket=socket_path.absolute(),
+        agent_socket=agent_socket.absolute() if agent_socket else None,
+        kill_grace=pick(args.kill_grace, "HIVE_BASH_KILL_GRACE", _seconds, 10.0),
+        workdir=workdir,
+        max_output_bytes=pick(args.max_output_bytes, "HIVE_BASH_MAX_OUTPUT_BYTES", _size, 5 * 1024**3),
+        output_check_interval=max(
+            0.01, pick(args.output_check_secs, "HIVE_BASH_OUTPUT_CHECK_SECS", _seconds, 1.0)
+        ),
+        wake_retry_max=max(0.01, pick(args.wake_retry_max, "HIVE_BASH_WAKE_RETRY_MAX", _seconds, 5.0)),
+    )
+    return config, args.log_level
+
+
+def _optional_path(env: str) -> Path | None:
+    value = os.environ.get(env)
+    return Path(value) if value else None
+
+
+async def _main(config: DaemonConfig) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_daemon, config)
+            sdnotify.notify("READY=1")
+            async for signum in signals:
+                log.info(
+                    "%s: stopping; running tasks are left for the next start", signal.Signals(signum).name
+                )
+                sdnotify.notify("STOPPING=1")
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config, level = config_from_args(argv)
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="hive-bash-daemon: %(levelname)s: %(message)s"
+    )
+    for noisy in ("mcp", "httpx"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        trio.run(_main, config)
+    except (OSError, ValueError, RuntimeError, ExceptionGroup) as exc:
+        cause = _first_leaf(exc)
+        if not isinstance(cause, OSError | ValueError | RuntimeError):
+            raise
+        log.error("%s", cause)  # noqa: TRY400 - the message says what to do; a traceback would not
+        return 1
+    return 0
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

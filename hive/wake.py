@@ -1,0 +1,242 @@
+"""The agent socket's wire: AgentRequest lines and their one-line answers.
+
+One JSON object a line over the agent's Unix socket, answered by one line::
+
+    {"type":"wake","from":"bash-task-ab12","body":"...","transient":true}  ->  {"ok":true}
+    {"type":"compact"}                                                      ->  {"ok":true}
+    anything malformed or unknown                                           ->  {"ok":false,"error":"..."}
+
+The bash daemon is a client (it sends wakes); the harness serves the socket. A small
+server loop lives here too, so the harness, the demo and the tests share one parser.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+import trio
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.preconf.json import make_converter
+
+log = logging.getLogger(__name__)
+
+MAX_LINE = 1 << 20
+
+
+@attrs.frozen
+class Wake:
+    """Wake the agent: a message from ``sender`` (e.g. ``bash-task-ab12``) for its next turn."""
+
+    sender: str
+    body: str
+    transient: bool = True
+    type: Literal["wake"] = "wake"
+
+
+@attrs.frozen
+class Compact:
+    """The operator's ``/compact``."""
+
+    type: Literal["compact"] = "compact"
+
+
+AgentRequest = Wake | Compact
+
+
+@attrs.frozen
+class AgentReply:
+    ok: bool
+    error: str | None = None
+
+
+converter = make_converter()
+converter.register_unstructure_hook(
+    Wake, make_dict_unstructure_fn(Wake, converter, sender=override(rename="from"))
+)
+converter.register_structure_hook(
+    Wake, make_dict_structure_fn(Wake, converter, sender=override(rename="from"))
+)
+converter.register_unstructure_hook(
+    AgentReply, make_dict_unstructure_fn(AgentReply, converter, _cattrs_omit_if_default=True)
+)
+
+_REQUEST_TYPES: dict[str, type[Wake] | type[Compact]] = {"wake": Wake, "compact": Compact}
+
+
+class AgentRequestError(ValueError):
+    """A line on the agent socket is not a well-formed AgentRequest."""
+
+
+class WakeRefused(Exception):
+    """The agent socket answered a request with ``ok: false``."""
+
+
+def encode(message: AgentRequest | AgentReply) -> bytes:
+    return json.dumps(converter.unstructure(message), separators=(",", ":")).encode() + b"\n"
+
+
+def decode_request(line: bytes) -> AgentRequest:
+    try:
+        raw: Any = json.loads(line)
+    except ValueError as exc:
+        raise AgentRequestError(f"not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise AgentRequestError("expected a JSON object with a 'type'")
+    cls = _REQUEST_TYPES.get(raw.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise AgentRequestError(f"unknown request type {raw.get('type')!r}; expected 'wake' or 'compact'")
+    try:
+        return converter.structure(raw, cls)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        raise AgentRequestError(f"malformed {raw['type']} request: {_flatten(exc)}") from None
+
+
+def decode_reply(line: bytes) -> AgentReply:
+    try:
+        return converter.structure(json.loads(line), AgentReply)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        raise AgentRequestError(f"malformed reply {line[:200]!r}: {_flatten(exc)}") from None
+
+
+def _flatten(exc: BaseException) -> str:
+    if isinstance(exc, cattrs.BaseValidationError):
+        return "; ".join(cattrs.transform_error(exc))
+    return str(exc)
+
+
+class LineReader:
+    """Splits a byte stream into lines, refusing any longer than ``limit``."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream, limit: int = MAX_LINE) -> None:
+        self._stream = stream
+        self._buffer = bytearray()
+        self._limit = limit
+
+    async def readline(self) -> bytes | None:
+        """The next line without its newline, or None at a clean end of stream."""
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                return line
+            if len(self._buffer) > self._limit:
+                raise AgentRequestError(f"line longer than {self._limit} bytes")
+            data = await self._stream.receive_some(65536)
+            if not data:
+                if self._buffer:
+                    raise AgentRequestError("connection closed in the middle of a line")
+                return None
+            self._buffer += data
+
+
+class AgentConnection:
+    """A client connection to an agent socket: one request, one reply, in order."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._reader = LineReader(stream)
+
+    async def request(self, message: AgentRequest) -> AgentReply:
+        await self._stream.send_all(encode(message))
+        line = await self._reader.readline()
+        if line is None:
+            raise ConnectionResetError("the agent socket closed before answering")
+        return decode_reply(line)
+
+    async def wake(self, wake: Wake) -> None:
+        """Send a wake and wait for ``{"ok":true}``; raises WakeRefused on ``ok: false``."""
+        reply = await self.request(wake)
+        if not reply.ok:
+            raise WakeRefused(reply.error or "the agent refused the wake without saying why")
+
+
+@asynccontextmanager
+async def open_agent_connection(path: str | os.PathLike[str]) -> AsyncIterator[AgentConnection]:
+    stream = await trio.open_unix_socket(os.fspath(path))
+    async with stream:
+        yield AgentConnection(stream)
+
+
+async def send_wake(path: str | os.PathLike[str], wake: Wake) -> None:
+    """Deliver one wake over a fresh connection and await its acknowledgement."""
+    async with open_agent_connection(path) as conn:
+        await conn.wake(wake)
+
+
+RequestHandler = Callable[[AgentRequest], Awaitable[None]]
+
+
+async def serve_agent_socket(
+    path: str | os.PathLike[str],
+    handler: RequestHandler,
+    *,
+    task_status: trio.TaskStatus[trio.SocketListener] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve AgentRequests on a Unix socket (0600) until cancelled.
+
+    Each well-formed request is passed to ``handler`` and answered ``{"ok":true}`` once
+    the handler returns; a handler that raises, or a malformed line, is answered
+    ``{"ok":false,"error":...}`` and the connection stays usable.
+    """
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        await sock.bind(os.fspath(path))
+    finally:
+        os.umask(old_umask)
+    sock.listen(64)
+    listener = trio.SocketListener(sock)
+
+    async def serve_connection(stream: trio.SocketStream) -> None:
+        async with stream:
+            reader = LineReader(stream)
+            while True:
+                try:
+                    line = await reader.readline()
+                except AgentRequestError as exc:
+                    await _answer(stream, AgentReply(ok=False, error=str(exc)))
+                    return
+                except trio.BrokenResourceError:
+                    return
+                if line is None:
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    request = decode_request(line)
+                except AgentRequestError as exc:
+                    reply = AgentReply(ok=False, error=str(exc))
+                else:
+                    try:
+                        await handler(request)
+                    except Exception as exc:
+                        log.exception("agent request handler failed")
+                        reply = AgentReply(ok=False, error=f"the harness failed to take it: {exc}")
+                    else:
+                        reply = AgentReply(ok=True)
+                if not await _answer(stream, reply):
+                    return
+
+    async with listener:
+        task_status.started(listener)
+        await trio.serve_listeners(serve_connection, [listener])
+
+
+async def _answer(stream: trio.SocketStream, reply: AgentReply) -> bool:
+    try:
+        await stream.send_all(encode(reply))
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return False
+    return True
