@@ -316,31 +316,32 @@ class TaskManager:
     # -- supervision ----------------------------------------------------------------------------
 
     async def _supervise(self, task: Task, wait_exit: Callable[[], Awaitable[int | None]]) -> None:
-        async with trio.open_nursery() as nursery:
-            task.supervisor = nursery
-            timeout = task.record.timeout_secs
-            if timeout is not None:
-                nursery.start_soon(self._deadline, task, timeout)
-            nursery.start_soon(self._watch_output, task)
+        # The outer nursery holds a stop sequence, which outlives the wrapper's exit (lingering
+        # members of the group still get their grace); the watchers end with the wrapper.
+        async with trio.open_nursery() as stoppers:
+            task.supervisor = stoppers
             if task.record.stop_reason is not None:
                 # A stop was under way when the previous daemon went down: finish it.
-                nursery.start_soon(self._stop_sequence, task, task.record.stop_reason)
-            returncode = await wait_exit()
-            task.exited.set()
-            if task.record.stop_reason is None:
-                nursery.cancel_scope.cancel()
-            # Otherwise the stop sequence is still giving the group its grace period.
+                stoppers.start_soon(self._stop_sequence, task, task.record.stop_reason)
+            async with trio.open_nursery() as watchers:
+                timeout = task.record.timeout_secs
+                if timeout is not None:
+                    watchers.start_soon(self._deadline, task, timeout)
+                watchers.start_soon(self._watch_output, task)
+                returncode = await wait_exit()
+                task.exited.set()
+                watchers.cancel_scope.cancel()
         task.supervisor = None
         await self._finish(task, returncode)
 
     async def _deadline(self, task: Task, seconds: float) -> None:
         started = task.record.started_at or task.record.created_at
         await trio.sleep(max(0.0, started + seconds - self.clock()))
-        await self._stop_sequence(task, StopReason.TIMEOUT)
+        self._begin_stop(task, StopReason.TIMEOUT)
 
     async def _watch_output(self, task: Task) -> None:
         # File growth cannot be awaited without a wake-up per write, so the cap is checked
-        # on a timer: one fstat per task per interval, whatever the output's size.
+        # on a timer: one stat per task per interval, whatever the output's size.
         cap = self.settings.max_output_bytes
         out, err = self.store.out_path(task.id), self.store.err_path(task.id)
         while True:
@@ -348,7 +349,7 @@ class TaskManager:
             size = _size(out) + _size(err)
             if size > cap:
                 self._note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
-                await self._stop_sequence(task, StopReason.OUTPUT_CAP)
+                self._begin_stop(task, StopReason.OUTPUT_CAP)
                 return
             if _disk_full(self.store.tasks_dir):
                 self._note(
@@ -357,6 +358,9 @@ class TaskManager:
 
     def request_stop(self, task: Task) -> bool:
         """Begin stopping a running task; False if it is not running or already stopping."""
+        return self._begin_stop(task, StopReason.REQUESTED)
+
+    def _begin_stop(self, task: Task, reason: StopReason) -> bool:
         if (
             task.final
             or task.exited.is_set()
@@ -364,7 +368,7 @@ class TaskManager:
             or task.supervisor is None
         ):
             return False
-        task.supervisor.start_soon(self._stop_sequence, task, StopReason.REQUESTED)
+        task.supervisor.start_soon(self._stop_sequence, task, reason)
         return True
 
     async def _stop_sequence(self, task: Task, reason: StopReason) -> None:

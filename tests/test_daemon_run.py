@@ -1,0 +1,110 @@
+"""run / status / stop / list through the real relay, against a real daemon process."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import trio
+
+from tests.conftest import AgentListener, DaemonHandle, call, group_alive, structured, text_of
+
+
+async def test_task_ending_inside_the_wait_answers_inline_with_no_wake_and_no_loose_end(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    async with agent.serving(), daemon.running(), daemon.session() as session:
+        result = await call(session, "run", cmd="echo out; echo err >&2; exit 4")
+        assert not result.is_error, text_of(result)
+        status = structured(result)
+        assert status["state"] == "done"
+        assert status["exit_code"] == 4
+        assert status["stdout"]["tail"] == "out\n"
+        assert status["stderr"]["tail"] == "err\n"
+        assert "exit code 4" in text_of(result)
+        task_id = status["id"]
+        assert not daemon.loose_end(task_id).exists()
+        # A later task that does wake proves the daemon had every chance to wake for the first.
+        await call(session, "run", cmd="sleep 0.2", name="marker", wait_seconds=0)
+        with trio.fail_after(20):
+            await agent.wait_for(1)
+        assert agent.senders() == ["bash-task-marker"]
+    record = json.loads(daemon.task_file(task_id, ".json").read_text())
+    assert record["state"] == "done"
+    assert record["exit_code"] == 4
+
+
+async def test_task_ending_later_wakes_once_and_its_loose_end_goes_after_the_ack(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    async with agent.serving(), daemon.running(), daemon.session() as session:
+        result = await call(session, "run", cmd="sleep 0.5; seq 1 50", wait_seconds=0)
+        text = text_of(result)
+        task_id = structured(result)["id"]
+        assert text.startswith(f"task started: id={task_id}")
+        assert daemon.loose_end(task_id).exists()
+        with trio.fail_after(20):
+            (wake,) = await agent.wait_for(1)
+        assert wake.sender == f"bash-task-{task_id}"
+        assert "exit code 0" in wake.body
+        assert wake.body.rstrip().splitlines()[-2] == "50"
+        assert "\n31\n" in wake.body and "\n30\n" not in wake.body  # the last 20 lines
+        assert wake.transient
+        status = structured(await call(session, "status", id=task_id))
+        assert status["state"] == "done"
+        assert status["stdout"]["bytes"] == len("".join(f"{i}\n" for i in range(1, 51)))
+    assert not daemon.loose_end(task_id).exists()
+    assert len(agent.wakes) == 1
+
+
+async def test_status_waits_for_the_end(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        started = structured(await call(session, "run", cmd="sleep 0.3; echo late", wait_seconds=0))
+        assert started["state"] == "running"
+        now = structured(await call(session, "status", id=started["id"]))
+        assert now["state"] == "running"
+        assert now["exit_code"] is None
+        ended = structured(await call(session, "status", id=started["id"], wait_seconds=20))
+        assert ended["state"] == "done"
+        assert ended["stdout"]["tail"] == "late\n"
+
+
+async def test_name_is_refused_while_running_and_reusable_once_finished(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        first = await call(session, "run", cmd="sleep 30", name="build", wait_seconds=0)
+        assert structured(first)["id"] == "build"
+        busy = await call(session, "run", cmd="true", name="build")
+        assert busy.is_error
+        assert "still running" in text_of(busy)
+        stopped = structured(await call(session, "stop", id="build"))
+        assert stopped["state"] == "stopped"
+        again = await call(session, "run", cmd="echo second", name="build")
+        assert not again.is_error, text_of(again)
+        assert structured(again)["stdout"]["tail"] == "second\n"
+
+
+async def test_timeout_kills_a_group_that_ignores_sigint_after_the_grace(daemon: DaemonHandle) -> None:
+    async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+        cmd = "trap '' INT; sleep 60 & sleep 60; wait"
+        started = structured(await call(session, "run", cmd=cmd, timeout_secs=0.5, wait_seconds=0))
+        ended = structured(await call(session, "status", id=started["id"], wait_seconds=20))
+        assert ended["state"] == "timed_out"
+        assert ended["signals"] == ["SIGINT", "SIGKILL"]
+        record = json.loads(daemon.task_file(started["id"], ".json").read_text())
+        assert not group_alive(record["pid"])
+
+
+async def test_timeout_with_a_task_that_obeys_sigint(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        result = structured(await call(session, "run", cmd="sleep 60", timeout_secs=0.3, wait_seconds=20))
+        assert result["state"] == "timed_out"
+        assert result["signals"] == ["SIGINT"]
+        assert result["exit_code"] == 130
+
+
+async def test_socket_is_private(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False):
+        mode = os.stat(daemon.socket).st_mode
+        assert stat.S_ISSOCK(mode)
+        assert stat.S_IMODE(mode) == 0o600
