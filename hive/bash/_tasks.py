@@ -200,7 +200,7 @@ class TaskManager:
             )
         except OSError as exc:
             self._forget(task, previous)
-            await trio.to_thread.run_sync(self.store.delete_record, task_id)
+            self.store.delete_record(task_id)
             raise DiskError(f"could not start `sh` in {self.settings.workdir}: {exc}") from None
         self._apply(
             task,
