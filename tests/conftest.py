@@ -6,7 +6,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -58,13 +58,13 @@ class DaemonHandle:
 
     @asynccontextmanager
     async def running(
-        self, *extra: str, agent: bool = True, stop: bool = True
+        self, *extra: str, agent: bool = True, stop: bool = True, wrapper: Sequence[str] = ()
     ) -> AsyncIterator[trio.Process]:
         """Run the daemon with these extra flags for the duration of the block."""
         self.stderr_path = self.root / "daemon.err"
         with open(self.stderr_path, "ab") as err:
             async with running_daemon(
-                self.args(*extra, agent=agent), stderr=err, stop_on_exit=stop
+                self.args(*extra, agent=agent), stderr=err, stop_on_exit=stop, wrapper=wrapper
             ) as process:
                 self.process = process
                 yield process
@@ -108,13 +108,24 @@ class AgentListener:
     _arrived: trio.Event = attrs.field(factory=trio.Event)
     refuse: bool = False
 
+    refusals: int = 0
+
     async def _take(self, request: AgentRequest) -> None:
         if self.refuse:
+            self.refusals += 1
+            self._signal()
             raise RuntimeError("refusing on purpose")
         if isinstance(request, Wake):
             self.wakes.append(request)
-            self._arrived.set()
-            self._arrived = trio.Event()
+            self._signal()
+
+    def _signal(self) -> None:
+        self._arrived.set()
+        self._arrived = trio.Event()
+
+    async def wait_for_refusals(self, count: int) -> None:
+        while self.refusals < count:
+            await self._arrived.wait()
 
     @asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:

@@ -13,24 +13,83 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import attrs
 import mcp_types as types
 import trio
-from mcp.shared._context_streams import create_context_streams
+from mcp.shared._context_streams import ContextReceiveStream, ContextSendStream, create_context_streams
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 16 * 1024 * 1024
-
-
-class FramingError(ValueError):
-    """The peer sent something that is not a newline-delimited JSON-RPC message."""
+LINGER = 2.0
+_CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError)
 
 
 def parse_error(reason: str) -> bytes:
     error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": reason}}
     return json.dumps(error).encode() + b"\n"
+
+
+@attrs.define(eq=False)
+class _Framer:
+    stream: trio.abc.Stream
+    answer_garbage: bool
+    _send_lock: trio.Lock = attrs.field(factory=trio.Lock)
+
+    async def _send(self, data: bytes) -> None:
+        async with self._send_lock:
+            await self.stream.send_all(data)
+
+    async def read_lines(self, to_session: ContextSendStream[SessionMessage | Exception]) -> None:
+        buffer = bytearray()
+        async with to_session:
+            while True:
+                try:
+                    data = await self.stream.receive_some(65536)
+                except _CLOSED:
+                    return
+                if not data:
+                    return
+                buffer += data
+                while (end := buffer.find(b"\n")) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 1]
+                    if not line.strip():
+                        continue
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValueError as exc:
+                        await self._refuse(f"not a JSON-RPC message: {_first_line(exc)}")
+                        return
+                    await to_session.send(SessionMessage(message))
+                if len(buffer) > MAX_MESSAGE:
+                    await self._refuse(f"message longer than {MAX_MESSAGE} bytes")
+                    return
+
+    async def _refuse(self, reason: str) -> None:
+        log.info("closing a connection: %s", reason)
+        if not self.answer_garbage:
+            return
+        with contextlib.suppress(*_CLOSED):
+            await self._send(parse_error(reason))
+            # Closing with unread input would reset the connection and lose the answer, so
+            # take (and drop) what the peer is still sending, for a moment.
+            if isinstance(self.stream, trio.abc.HalfCloseableStream):
+                await self.stream.send_eof()
+            with trio.move_on_after(LINGER):
+                while await self.stream.receive_some(65536):
+                    pass
+
+    async def write_lines(self, from_session: ContextReceiveStream[SessionMessage]) -> None:
+        async with from_session:
+            async for message in from_session:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+                try:
+                    await self._send(data + b"\n")
+                except _CLOSED:
+                    return
 
 
 @asynccontextmanager
@@ -45,56 +104,10 @@ async def message_streams(
     """
     to_session, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, from_session = create_context_streams[SessionMessage](0)
-    send_lock = trio.Lock()
-
-    async def send_line(data: bytes) -> None:
-        async with send_lock:
-            await stream.send_all(data)
-
-    async def read_lines() -> None:
-        buffer = bytearray()
-        async with to_session:
-            while True:
-                try:
-                    data = await stream.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-                if not data:
-                    return
-                buffer += data
-                while (end := buffer.find(b"\n")) >= 0:
-                    line = bytes(buffer[:end])
-                    del buffer[: end + 1]
-                    if not line.strip():
-                        continue
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as exc:
-                        await _refuse(f"not a JSON-RPC message: {_first_line(exc)}")
-                        return
-                    await to_session.send(SessionMessage(message))
-                if len(buffer) > MAX_MESSAGE:
-                    await _refuse(f"message longer than {MAX_MESSAGE} bytes")
-                    return
-
-    async def _refuse(reason: str) -> None:
-        log.info("closing a connection: %s", reason)
-        if answer_garbage:
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await send_line(parse_error(reason))
-
-    async def write_lines() -> None:
-        async with from_session:
-            async for message in from_session:
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-                try:
-                    await send_line(data + b"\n")
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-
+    framer = _Framer(stream, answer_garbage)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(read_lines)
-        nursery.start_soon(write_lines)
+        nursery.start_soon(framer.read_lines, to_session)
+        nursery.start_soon(framer.write_lines, from_session)
         try:
             yield read_stream, write_stream
         finally:

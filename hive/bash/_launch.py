@@ -30,11 +30,13 @@ async def running_daemon(
     stderr: int | IO[bytes] | None = None,
     stop_on_exit: bool = True,
     ready_within: float = 60.0,
+    wrapper: Sequence[str] = (),
 ) -> AsyncIterator[trio.Process]:
     """Run ``hive-bash-daemon args`` until the block ends; it is listening once the block starts.
 
     On exit the daemon gets SIGINT (unless it has already exited or ``stop_on_exit`` is
     false) and is waited for; its tasks keep running, as they do after any daemon stop.
+    ``wrapper`` is a command line to start the daemon under (it must exec the daemon).
     """
     with tempfile.TemporaryDirectory(prefix="hive-notify-") as tmp:
         notify_path = Path(tmp) / "notify"
@@ -43,7 +45,7 @@ async def running_daemon(
             await notify.bind(os.fspath(notify_path))
             child_env = {**(os.environ if env is None else env), "NOTIFY_SOCKET": os.fspath(notify_path)}
             process = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "hive.bash.daemon", *args], env=child_env, stderr=stderr
+                [*wrapper, sys.executable, "-m", "hive.bash.daemon", *args], env=child_env, stderr=stderr
             )
             try:
                 await _wait_ready(notify, process, ready_within)

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 WAKE_STDOUT_LINES = 20
 WAKE_STDOUT_BYTES = 2048
+_FILLED_UP = "the disk holding {} filled up while it ran; its output may be cut short"
 
 
 @attrs.frozen
@@ -352,9 +353,7 @@ class TaskManager:
                 self._begin_stop(task, StopReason.OUTPUT_CAP)
                 return
             if _disk_full(self.store.tasks_dir):
-                self._note(
-                    task, f"the disk holding {self.store.tasks_dir} filled up; its output may be cut short"
-                )
+                self._note(task, _FILLED_UP.format(self.store.tasks_dir))
 
     def request_stop(self, task: Task) -> bool:
         """Begin stopping a running task; False if it is not running or already stopping."""
@@ -399,6 +398,8 @@ class TaskManager:
 
     async def _finish(self, task: Task, returncode: int | None) -> None:
         exit_code = await trio.to_thread.run_sync(self.store.read_exit_status, task.id)
+        if _disk_full(self.store.tasks_dir):
+            self._note(task, _FILLED_UP.format(self.store.tasks_dir))
         if exit_code is None:
             if returncode is not None and returncode < 0:
                 self._note(task, f"its wrapper shell was killed by {signal.Signals(-returncode).name}")

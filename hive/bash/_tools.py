@@ -183,6 +183,7 @@ def status_of(manager: TaskManager, task: Task, now: float) -> ToolResult:
         "duration_secs": None if duration is None else round(duration, 3),
         "cmd": r.cmd,
         "cwd": r.cwd,
+        "pid": r.pid,
         "timeout_secs": r.timeout_secs,
         "stop_reason": r.stop_reason.value if r.stop_reason else None,
         "signals": list(r.signals),
@@ -225,7 +226,7 @@ def _started(task: Task, manager: TaskManager) -> ToolResult:
     )
     structured = {
         "id": tid,
-        "state": task.record.state.value,
+        "state": "running",
         "stdout_path": str(manager.store.out_path(tid)),
         "stderr_path": str(manager.store.err_path(tid)),
     }
@@ -280,10 +281,12 @@ class BashTools:
             with trio.CancelScope(shield=True):
                 await self.manager.owe(task)
             raise
-        result = status_of(self.manager, task, self.clock()) if task.final else None
-        if result is None:
-            await self.manager.owe(task)
+        if task.final and wait > 0:
+            result = status_of(self.manager, task, self.clock())
+        else:
+            # wait_seconds=0 always answers at once; the end, even an immediate one, comes as a wake.
             result = _started(task, self.manager)
+            await self.manager.owe(task)
         if previous is not None:
             note = f"(the previous task named {previous.id} had ended: {describe_end(previous)})"
             result = attrs.evolve(
@@ -302,8 +305,8 @@ class BashTools:
 
     async def status(self, args: dict[str, Any]) -> ToolResult:
         _check_keys(args, ("id", "wait_seconds"))
-        task = self.manager.get(_task_id(args))
         wait = _wait(args, 0.0)
+        task = self.manager.get(_task_id(args))
         await self.manager.wait(task, wait)
         if task.final:
             await self.manager.told(task)

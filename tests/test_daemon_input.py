@@ -1,0 +1,211 @@
+"""Bad input to the daemon: tool errors that say what was wrong, and a daemon that goes on serving."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import warnings
+from typing import Any
+
+import pytest
+import trio
+
+from hive.bash._server import uid_allowed
+from tests.conftest import DaemonHandle, call, structured, text_of
+
+BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
+    ("run", {}, "cmd is required"),
+    ("run", {"cmd": ""}, "cmd is empty"),
+    ("run", {"cmd": "   "}, "cmd is empty"),
+    ("run", {"cmd": 5}, "must be a string"),
+    ("run", {"cmd": ["ls"]}, "must be a string"),
+    ("run", {"cmd": "true", "name": "has space"}, "bad name"),
+    ("run", {"cmd": "true", "name": "x" * 65}, "bad name"),
+    ("run", {"cmd": "true", "name": ""}, "bad name"),
+    ("run", {"cmd": "true", "name": 12}, "name must be a string"),
+    ("run", {"cmd": "true", "timeout_secs": -1}, "must not be negative"),
+    ("run", {"cmd": "true", "timeout_secs": "soon"}, "must be a number"),
+    ("run", {"cmd": "true", "timeout_secs": True}, "must be a number"),
+    ("run", {"cmd": "true", "timeout_secs": 0}, "more than 0"),
+    ("run", {"cmd": "true", "timeout_secs": "inf"}, "finite"),
+    ("run", {"cmd": "true", "wait_seconds": -0.5}, "must not be negative"),
+    ("run", {"cmd": "true", "wait_seconds": "a while"}, "must be a number"),
+    ("run", {"cmd": "true", "wait_seconds": {"s": 1}}, "must be a number"),
+    ("run", {"cmd": "true", "timeout": 5}, "unknown argument(s) timeout"),
+    ("status", {}, "id is required"),
+    ("status", {"id": 7}, "id is required"),
+    ("status", {"id": "nope"}, "no task has id 'nope'"),
+    ("status", {"id": "nope", "wait_seconds": -1}, "must not be negative"),
+    ("stop", {"id": "nope"}, "no task has id 'nope'"),
+    ("stop", {}, "id is required"),
+    ("list", {"all": True}, "takes no arguments"),
+    ("rm", {"id": "x"}, "unknown tool 'rm'"),
+]
+
+
+async def test_each_bad_call_is_a_tool_error_saying_what_was_wrong(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        for tool, arguments, message in BAD_CALLS:
+            result = await session.call_tool(tool, arguments)
+            assert result.is_error, (tool, arguments, text_of(result))
+            assert message in text_of(result), (tool, arguments, text_of(result))
+        # Still serving, on the same session.
+        ok = await call(session, "run", cmd="echo fine")
+        assert structured(ok)["stdout"]["tail"] == "fine\n"
+
+
+async def test_numbers_may_come_as_strings_and_waits_are_capped(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        result = await call(session, "run", cmd="echo x", wait_seconds="5", timeout_secs="60")
+        assert not result.is_error, text_of(result)
+        assert structured(result)["timeout_secs"] == 60
+        started = structured(await call(session, "run", cmd="sleep 0.5", wait_seconds=0))
+        # Capped at 30 s rather than refused: the answer comes when the task ends.
+        capped = await call(session, "status", id=started["id"], wait_seconds=1e9)
+        assert not capped.is_error, text_of(capped)
+        assert structured(capped)["state"] == "done"
+
+
+def raw_exchange(path: str, payload: bytes, half_close: bool = True) -> bytes:
+    """Send ``payload`` on a fresh connection and read until the daemon closes it."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(20)
+        sock.connect(path)
+        try:
+            sock.sendall(payload)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the daemon hung up before taking it all; what it answered is still to be read
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+INITIALIZE = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    ).encode()
+    + b"\n"
+)
+
+
+def answers_initialize(path: str) -> bool:
+    reply = raw_exchange(path, INITIALIZE)
+    return json.loads(reply.splitlines()[0])["result"]["serverInfo"]["name"] == "bash"
+
+
+async def test_garbage_gets_a_parse_error_and_ends_only_its_connection(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        path = str(daemon.socket)
+        reply = await trio.to_thread.run_sync(raw_exchange, path, b"\x00\xffnot json at all\n", False)
+        error = json.loads(reply)
+        assert error["error"]["code"] == -32700
+        assert "not a JSON-RPC message" in error["error"]["message"]
+        reply = await trio.to_thread.run_sync(raw_exchange, path, b'{"jsonrpc": "2.0", "id": 1}\n', False)
+        assert json.loads(reply)["error"]["code"] == -32700
+        # Half a message, then the client shuts its side: the connection just ends.
+        assert await trio.to_thread.run_sync(raw_exchange, path, b'{"jsonrpc": "2.0", "met') == b""
+        # The session opened before all this is untouched.
+        assert structured(await call(session, "run", cmd="echo still"))["stdout"]["tail"] == "still\n"
+        assert await trio.to_thread.run_sync(answers_initialize, path)
+
+
+async def test_an_oversized_message_ends_its_connection(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False):
+        path = str(daemon.socket)
+        reply = await trio.to_thread.run_sync(raw_exchange, path, b"x" * (17 * 1024 * 1024), False)
+        assert b"longer than" in reply
+        assert await trio.to_thread.run_sync(answers_initialize, path)
+
+
+def test_only_the_daemons_own_uid_and_root_are_allowed() -> None:
+    assert uid_allowed(1000, 1000)
+    assert uid_allowed(0, 1000)
+    assert not uid_allowed(1001, 1000)
+    assert uid_allowed(0, 0)
+    assert not uid_allowed(65534, 0)
+
+
+def exchange_as_uid(path: str, uid: int) -> bytes:
+    """Connect as ``uid`` (from a forked child, which needs no executable that uid may run)."""
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns about fork() with threads; the child only touches a socket and exits.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            os.setgid(uid)
+            os.setuid(uid)
+            os.write(write_end, raw_exchange(path, INITIALIZE))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as replies:
+        reply = replies.read()
+    os.waitpid(pid, 0)
+    return reply
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="connecting as another uid needs root")
+async def test_a_peer_with_another_uid_is_refused_even_if_the_socket_mode_lets_it_in(
+    daemon: DaemonHandle,
+) -> None:
+    async with daemon.running(agent=False):
+        os.chmod(daemon.root, 0o755)
+        os.chmod(daemon.socket, 0o666)
+        reply = await trio.to_thread.run_sync(exchange_as_uid, str(daemon.socket), 65534)
+        assert reply == b""
+        assert "refused a connection from uid 65534" in daemon.stderr_text()
+        assert await trio.to_thread.run_sync(answers_initialize, str(daemon.socket))
+
+
+async def test_a_second_daemon_on_the_same_state_dir_is_refused(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False):
+        result = await trio.run_process(
+            [sys.executable, "-m", "hive.bash.daemon", *daemon.args(agent=False)],
+            capture_stderr=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        assert result.returncode == 1
+        assert b"another hive-bash-daemon is using" in result.stderr
+        assert await trio.to_thread.run_sync(answers_initialize, str(daemon.socket))
+
+
+async def test_bad_flags_and_environment_are_refused_with_the_name_of_the_culprit(
+    daemon: DaemonHandle,
+) -> None:
+    cases = [
+        (["--kill-grace", "soon"], {}, b"--kill-grace"),
+        (["--max-output-bytes", "lots"], {}, b"--max-output-bytes"),
+        ([], {"HIVE_BASH_KILL_GRACE": "-3"}, b"HIVE_BASH_KILL_GRACE"),
+        ([], {"HIVE_BASH_MAX_OUTPUT_BYTES": "0"}, b"HIVE_BASH_MAX_OUTPUT_BYTES"),
+        (["--workdir", str(daemon.root / "missing")], {}, b"is not a directory"),
+        (["--socket", "/tmp/" + "s" * 120], {}, b"choose a shorter --socket"),
+    ]
+    for args, env, message in cases:
+        result = await trio.run_process(
+            [sys.executable, "-m", "hive.bash.daemon", "--state-dir", str(daemon.state_dir), *args],
+            env={**os.environ, **env},
+            capture_stderr=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        assert result.returncode != 0, (args, env)
+        assert message in result.stderr, (args, env, result.stderr)

@@ -1,0 +1,204 @@
+"""A daemon that goes down (SIGKILL or an orderly stop) and comes back: nothing is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import trio
+
+from tests.conftest import AgentListener, DaemonHandle, call, group_alive, structured, text_of
+
+
+def make_gate(root: Path, name: str = "gate") -> Path:
+    """A FIFO a task blocks on until the test opens it: the test decides when the task ends."""
+    path = root / name
+    os.mkfifo(path)
+    return path
+
+
+def open_gate(path: Path, line: str = "go") -> None:
+    # The task already has the FIFO open for reading, so a non-blocking open for writing succeeds.
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(fd, f"{line}\n".encode())
+    finally:
+        os.close(fd)
+
+
+async def wait_pid_exit(pid: int) -> None:
+    """Wait for a process that is not ours to exit."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+
+
+async def sigkill(process: trio.Process) -> None:
+    os.kill(process.pid, signal.SIGKILL)
+    await process.wait()
+
+
+def gated(gate: Path, code: int = 7) -> str:
+    return f"read line < {gate}; echo got $line; exit {code}"
+
+
+async def start_gated(daemon: DaemonHandle, name: str, gate: Path, code: int = 7) -> int:
+    """Start a task that waits on ``gate``; returns its wrapper's pid."""
+    async with daemon.session() as session:
+        started = structured(await call(session, "run", cmd=gated(gate, code), name=name, wait_seconds=0))
+        assert started["state"] == "running"
+        status = structured(await call(session, "status", id=name))
+    pid = status["pid"]
+    assert isinstance(pid, int)
+    return pid
+
+
+async def test_sigkilled_daemon_re_adopts_a_running_task_and_learns_its_exit_status(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    gate = make_gate(daemon.root)
+    async with agent.serving():
+        async with daemon.running(stop=False) as first:
+            pid = await start_gated(daemon, "survivor", gate)
+            await sigkill(first)
+        assert group_alive(pid), "the task must outlive its daemon"
+        async with daemon.running(), daemon.session() as session:
+            status = structured(await call(session, "status", id="survivor"))
+            assert status["state"] == "running"
+            assert status["pid"] == pid
+            open_gate(gate)
+            with trio.fail_after(20):
+                (wake,) = await agent.wait_for(1)
+            assert wake.sender == "bash-task-survivor"
+            assert "exit code 7" in wake.body
+            assert "got go" in wake.body
+            status = structured(await call(session, "status", id="survivor"))
+            assert status["state"] == "done"
+            assert status["exit_code"] == 7
+            assert status["stdout"]["tail"] == "got go\n"
+    record = json.loads(daemon.task_file("survivor", ".json").read_text())
+    assert (record["state"], record["exit_code"]) == ("done", 7)
+    assert not daemon.loose_end("survivor").exists()
+
+
+async def test_task_that_ended_while_the_daemon_was_down_is_recovered_with_its_exit_status(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    gate = make_gate(daemon.root)
+    async with daemon.running(stop=False) as first:
+        pid = await start_gated(daemon, "quiet", gate, code=3)
+        await sigkill(first)
+    open_gate(gate)
+    await wait_pid_exit(pid)
+    async with agent.serving(), daemon.running(), daemon.session() as session:
+        with trio.fail_after(20):
+            (wake,) = await agent.wait_for(1)
+        assert wake.sender == "bash-task-quiet"
+        assert "done, exit code 3" in wake.body
+        status = structured(await call(session, "status", id="quiet"))
+        assert (status["state"], status["exit_code"]) == ("done", 3)
+        assert any("ended while the daemon was down" in note for note in status["notes"])
+
+
+async def test_task_killed_while_the_daemon_was_down_is_interrupted_and_woken(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    gate = make_gate(daemon.root)
+    async with daemon.running(stop=False) as first:
+        pid = await start_gated(daemon, "victim", gate)
+        await sigkill(first)
+    # A machine restart, in effect: the whole group dies without writing an exit status.
+    os.killpg(pid, signal.SIGKILL)
+    await wait_pid_exit(pid)
+    async with agent.serving(), daemon.running(), daemon.session() as session:
+        with trio.fail_after(20):
+            (wake,) = await agent.wait_for(1)
+        assert wake.sender == "bash-task-victim"
+        assert "interrupted" in wake.body
+        status = structured(await call(session, "status", id="victim"))
+        assert status["state"] == "interrupted"
+        assert status["exit_code"] is None
+    assert not daemon.loose_end("victim").exists()
+
+
+async def test_orderly_shutdown_leaves_tasks_running_for_the_next_start(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    gate = make_gate(daemon.root)
+    async with agent.serving():
+        async with daemon.running() as first:
+            pid = await start_gated(daemon, "keeper", gate, code=0)
+        assert first.returncode == 0
+        assert group_alive(pid)
+        async with daemon.running(), daemon.session() as session:
+            assert structured(await call(session, "status", id="keeper"))["state"] == "running"
+            open_gate(gate)
+            ended = structured(await call(session, "status", id="keeper", wait_seconds=20))
+            assert (ended["state"], ended["exit_code"]) == ("done", 0)
+
+
+async def test_wake_owed_before_a_restart_is_sent_after_it(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    gate = make_gate(daemon.root)
+    # No agent socket at first: the end is owed, and only the loose end remembers it.
+    async with daemon.running(agent=False):
+        pid = await start_gated(daemon, "owed", gate, code=0)
+        open_gate(gate, "owed")
+        await wait_pid_exit(pid)
+    loose_end = json.loads(daemon.loose_end("owed").read_text())
+    assert loose_end["task_id"] == "owed"
+    async with agent.serving(), daemon.running():
+        with trio.fail_after(20):
+            (wake,) = await agent.wait_for(1)
+    assert wake.sender == "bash-task-owed"
+    assert "got owed" in wake.body
+    assert not daemon.loose_end("owed").exists()
+
+
+async def test_wakes_wait_for_an_absent_agent_socket_and_arrive_once_each(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    names = [f"t{i}" for i in range(4)]
+    gates = {name: make_gate(daemon.root, name) for name in names}
+    async with daemon.running("--wake-retry-max", "0.2"), daemon.session() as session:
+        pids = [await start_gated(daemon, name, gates[name], code=0) for name in names]
+        for name in names:
+            open_gate(gates[name])
+        for pid in pids:
+            await wait_pid_exit(pid)
+        assert not agent.path.exists()
+        async with agent.serving():
+            with trio.fail_after(20):
+                await agent.wait_for(len(names))
+            # A later wake comes after any repeat of the earlier ones would have.
+            await call(session, "run", cmd="true", name="last", wait_seconds=0)
+            with trio.fail_after(20):
+                await agent.wait_for(len(names) + 1)
+    assert sorted(agent.senders()) == sorted([*(f"bash-task-{n}" for n in names), "bash-task-last"])
+    for name in names:
+        assert not daemon.loose_end(name).exists()
+
+
+async def test_a_refused_wake_is_retried_until_acknowledged(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    agent.refuse = True
+    async with agent.serving(), daemon.running("--wake-retry-max", "0.2"), daemon.session() as session:
+        await call(session, "run", cmd="true", name="refused", wait_seconds=0)
+        with trio.fail_after(20):
+            await agent.wait_for_refusals(2)
+        assert daemon.loose_end("refused").exists()
+        agent.refuse = False
+        with trio.fail_after(20):
+            (wake,) = await agent.wait_for(1)
+        assert wake.sender == "bash-task-refused"
+        status = await call(session, "list")
+        assert "refused" in text_of(status)

@@ -1,0 +1,72 @@
+"""The package layers of DESIGN.md, checked on the source: lower layers never import higher ones."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+HIVE = Path(__file__).resolve().parent.parent / "hive"
+
+# What each part of hive may import from hive itself (the package root holds only __version__).
+ALLOWED: dict[str, set[str]] = {
+    "sink": {"sink"},
+    "runtime": {"runtime", "sink"},
+    "claude": {"claude", "runtime", "sink"},
+    "acp": {"acp", "runtime", "sink"},
+    "wake": set(),
+    "sdnotify": set(),
+    "bash": {"bash", "wake", "sdnotify", ""},
+}
+
+
+def part_of(path: Path) -> str:
+    relative = path.relative_to(HIVE)
+    return relative.parts[0].removesuffix(".py")
+
+
+def hive_imports(path: Path) -> set[str]:
+    """The parts of hive that ``path`` imports (``""`` for the package root)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        for name in names:
+            if name == "hive":
+                found.add("")
+            elif name.startswith("hive."):
+                found.add(name.split(".")[1])
+    return found
+
+
+def test_every_module_keeps_to_its_layer() -> None:
+    checked = 0
+    for path in sorted(HIVE.rglob("*.py")):
+        part = part_of(path)
+        if part not in ALLOWED:
+            continue
+        stray = hive_imports(path) - ALLOWED[part] - {part}
+        assert not stray, f"{path.relative_to(HIVE)} imports hive.{sorted(stray)}"
+        checked += 1
+    assert checked >= 10
+
+
+def test_the_relay_imports_only_the_standard_library() -> None:
+    tree = ast.parse((HIVE / "bash" / "relay.py").read_text())
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+    }
+    imported.discard("__future__")
+    import sys
+
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)

@@ -1,0 +1,125 @@
+"""The output cap, and a disk that fills up: the task says so, the daemon goes on."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import trio
+
+from hive.bash._courier import WakeCourier
+from hive.bash._errors import DiskError
+from hive.bash._records import TaskRecord
+from hive.bash._store import TaskStore
+from hive.bash._tasks import TaskManager, TaskSettings
+from hive.bash._tools import BashTools
+from tests.conftest import DaemonHandle, call, group_alive, structured, text_of
+
+
+async def test_a_task_past_the_output_cap_is_stopped_and_says_why(daemon: DaemonHandle) -> None:
+    extra = ("--max-output-bytes", "64K", "--output-check-secs", "0.05", "--kill-grace", "2")
+    async with daemon.running(*extra, agent=False), daemon.session() as session:
+        result = await call(session, "run", cmd="yes hive", wait_seconds=30)
+        status = structured(result)
+        assert status["state"] == "stopped"
+        assert status["stop_reason"] == "output_cap"
+        assert status["signals"][0] == "SIGINT"
+        assert any("over the cap of 65536 bytes" in note for note in status["notes"])
+        assert "at the output cap" in text_of(result)
+        assert not group_alive(status["pid"])
+        # Later tasks are unaffected.
+        assert structured(await call(session, "run", cmd="echo small"))["state"] == "done"
+
+
+class FlakyStore(TaskStore):
+    """A store whose disk is full whenever ``full`` is set."""
+
+    full: bool = False
+
+    def _check(self) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def save_record(self, record: TaskRecord) -> None:
+        self._check()
+        super().save_record(record)
+
+    def save_loose_end(self, loose_end: object) -> None:  # type: ignore[override]
+        self._check()
+        super().save_loose_end(loose_end)  # type: ignore[arg-type]
+
+
+async def test_a_full_disk_is_reported_by_the_tasks_it_affects_and_does_not_stop_the_daemon(
+    short_tmp: Path,
+) -> None:
+    store = FlakyStore(short_tmp / "state")
+    store.create_dirs()
+    manager = TaskManager(store, TaskSettings(workdir=short_tmp), WakeCourier(None))
+    tools = BashTools(manager)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.serve)
+        started = await tools.call("run", {"cmd": "sleep 60", "name": "writer", "wait_seconds": 0})
+        assert not started.is_error, started.text
+        store.full = True
+        refused = await tools.call("run", {"cmd": "true"})
+        assert refused.is_error
+        assert "No space left on device" in refused.text
+        assert "free space" in refused.text
+        stopped = await tools.call("stop", {"id": "writer"})
+        assert stopped.structured["state"] == "stopped"
+        assert any("the disk is full" in note for note in stopped.structured["notes"])
+        store.full = False
+        ok = await tools.call("run", {"cmd": "echo recovered"})
+        assert ok.structured["stdout"]["tail"] == "recovered\n"
+        nursery.cancel_scope.cancel()
+
+
+async def test_starting_a_task_on_a_full_disk_raises_disk_error(short_tmp: Path) -> None:
+    store = FlakyStore(short_tmp / "state")
+    store.create_dirs()
+    store.full = True
+    manager = TaskManager(store, TaskSettings(workdir=short_tmp), WakeCourier(None))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.serve)
+        with pytest.raises(DiskError, match="No space left on device"):
+            await manager.start("true")
+        assert manager.tasks == {}
+        nursery.cancel_scope.cancel()
+
+
+def _can_mount_tmpfs() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+        capture_output=True,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unshare and a mountable tmpfs (user namespaces)")
+async def test_a_really_full_disk(daemon: DaemonHandle) -> None:
+    """The state directory on a 1 MiB tmpfs, in the daemon's own mount namespace: a task fills it."""
+    daemon.state_dir.mkdir()
+    script = 'mount -t tmpfs -o size=1m tmpfs "$1" && shift && exec "$@"'
+    runner = ["unshare", "-rm", "sh", "-c", script, "sh", str(daemon.state_dir)]
+    async with (
+        daemon.running("--output-check-secs", "0.05", agent=False, wrapper=runner),
+        daemon.session() as session,
+    ):
+        result = await call(session, "run", cmd="head -c 2000000 /dev/zero", wait_seconds=30)
+        status = structured(result)
+        assert status["state"] == "done"
+        assert status["stdout"]["bytes"] < 1024 * 1024  # the rest did not fit
+        # Not even the wrapper's exit status fitted: the task says why it has none.
+        assert status["exit_code"] is None
+        notes = " / ".join(status["notes"])
+        assert "filled up" in notes
+        assert "no exit status" in notes
+        # The daemon is still serving.
+        assert not (await call(session, "list")).is_error
