@@ -43,38 +43,41 @@ async def spawn_task(
         os.close(out_fd)
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat from the third (the state) on; None if there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
-    except (FileNotFoundError, ProcessLookupError):
+    except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    fields = stat[stat.rindex(b")") + 2 :].split()
-    if fields[0] == b"Z":
-        return None
-    return int(fields[19])
+    return stat[stat.rindex(b")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or None.
+
+    A zombie keeps its start time until it is reaped, so a child that has already exited
+    still has one.
+    """
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[19])
 
 
 def is_same_process(pid: int, recorded_start: int | None) -> bool:
-    return recorded_start is not None and start_time(pid) == recorded_start
+    """Whether ``pid`` is still the live (not zombie) process that started at ``recorded_start``."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != b"Z" and recorded_start == int(fields[19])
 
 
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes whose process group is ``pgid``."""
     members = []
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        if fields[0] != b"Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
+        if entry.name.isdigit():
+            fields = _stat_fields(entry.name)
+            if fields is not None and fields[0] != b"Z" and int(fields[2]) == pgid:
+                members.append(int(entry.name))
     return members
 
 

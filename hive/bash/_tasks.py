@@ -323,7 +323,9 @@ class TaskManager:
             task.supervisor = stoppers
             if task.record.stop_reason is not None:
                 # A stop was under way when the previous daemon went down: finish it.
-                stoppers.start_soon(self._stop_sequence, task, task.record.stop_reason)
+                if task.record.stop_started_at is None:
+                    self._apply(task, stop_started_at=self.clock())
+                stoppers.start_soon(self._finish_stop, task)
             async with trio.open_nursery() as watchers:
                 timeout = task.record.timeout_secs
                 if timeout is not None:
@@ -360,31 +362,23 @@ class TaskManager:
         return self._begin_stop(task, StopReason.REQUESTED)
 
     def _begin_stop(self, task: Task, reason: StopReason) -> bool:
-        if (
-            task.final
-            or task.exited.is_set()
-            or task.record.stop_reason is not None
-            or task.supervisor is None
-        ):
+        if task.final or task.exited.is_set() or task.record.stop_reason is not None or task.supervisor is None:
             return False
-        task.supervisor.start_soon(self._stop_sequence, task, reason)
-        return True
-
-    async def _stop_sequence(self, task: Task, reason: StopReason) -> None:
-        """SIGINT to the group; SIGKILL after the grace if any of it is still alive."""
-        resumed = task.record.stop_reason is not None and task.record.stop_started_at is not None
-        if not resumed:
-            before = task.record.phase
-            self._apply(task, StopBegun(reason), stop_started_at=self.clock())
-            if task.record.phase == before:
-                return
+        # Recorded before anything awaits, so a second stop (a deadline during a requested
+        # stop, say) finds this one under way and leaves it be.
+        self._apply(task, StopBegun(reason), stop_started_at=self.clock())
         pgid = task.record.pid
         assert pgid is not None
-        if not resumed:
-            if _procs.signal_group(pgid, signal.SIGINT):
-                self._apply(task, signals=(*task.record.signals, "SIGINT"))
-            await self._persist(task)
-        assert task.record.stop_started_at is not None
+        if _procs.signal_group(pgid, signal.SIGINT):
+            self._apply(task, signals=(*task.record.signals, "SIGINT"))
+        task.supervisor.start_soon(self._finish_stop, task)
+        return True
+
+    async def _finish_stop(self, task: Task) -> None:
+        """After the SIGINT: SIGKILL the group if any of it is still alive when the grace ends."""
+        await self._persist(task)
+        pgid = task.record.pid
+        assert pgid is not None and task.record.stop_started_at is not None
         grace_ends = task.record.stop_started_at + self.settings.kill_grace
         with trio.move_on_after(max(0.0, grace_ends - self.clock())):
             await task.exited.wait()
