@@ -19,7 +19,7 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import attrs
 import cattrs
@@ -30,6 +30,7 @@ from cattrs.preconf.json import make_converter
 log = logging.getLogger(__name__)
 
 MAX_LINE = 1 << 20
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -59,6 +60,20 @@ class AgentReply:
 
 
 converter = make_converter()
+
+
+def _strict(kind: type[T]) -> Callable[[Any, Any], T]:
+    def structure(value: Any, _: Any) -> T:
+        # cattrs would coerce (12 -> "12", "no" -> True); a wire value of the wrong type is refused.
+        if type(value) is not kind:
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r:.40}")
+        return value
+
+    return structure
+
+
+converter.register_structure_hook(str, _strict(str))
+converter.register_structure_hook(bool, _strict(bool))
 converter.register_unstructure_hook(
     Wake, make_dict_unstructure_fn(Wake, converter, sender=override(rename="from"))
 )
@@ -84,32 +99,46 @@ def encode(message: AgentRequest | AgentReply) -> bytes:
     return json.dumps(converter.unstructure(message), separators=(",", ":")).encode() + b"\n"
 
 
-def decode_request(line: bytes) -> AgentRequest:
+_REQUIRED = {"wake": ("from", "body"), "compact": ()}
+
+
+def _loads(line: bytes) -> Any:
     try:
-        raw: Any = json.loads(line)
-    except ValueError as exc:
-        raise AgentRequestError(f"not JSON: {exc}") from None
+        return json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise AgentRequestError(f"not JSON: {str(exc)[:200]}") from None
+
+
+def decode_request(line: bytes) -> AgentRequest:
+    """Parse one request line; anything malformed raises AgentRequestError saying what is wrong."""
+    raw = _loads(line)
     if not isinstance(raw, dict):
         raise AgentRequestError("expected a JSON object with a 'type'")
-    cls = _REQUEST_TYPES.get(raw.get("type"))  # type: ignore[arg-type]
-    if cls is None:
-        raise AgentRequestError(f"unknown request type {raw.get('type')!r}; expected 'wake' or 'compact'")
+    kind = raw.get("type")
+    cls = _REQUEST_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None or not isinstance(kind, str):
+        raise AgentRequestError(f"unknown request type {kind!r:.60}; expected 'wake' or 'compact'")
+    missing = [field for field in _REQUIRED[kind] if field not in raw]
+    if missing:
+        raise AgentRequestError(f"malformed {kind} request: missing {', '.join(missing)}")
     try:
         return converter.structure(raw, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
-        raise AgentRequestError(f"malformed {raw['type']} request: {_flatten(exc)}") from None
+        raise AgentRequestError(f"malformed {kind} request: {_flatten(exc)}") from None
 
 
 def decode_reply(line: bytes) -> AgentReply:
+    raw = _loads(line)
     try:
-        return converter.structure(json.loads(line), AgentReply)
+        return converter.structure(raw, AgentReply)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         raise AgentRequestError(f"malformed reply {line[:200]!r}: {_flatten(exc)}") from None
 
 
 def _flatten(exc: BaseException) -> str:
     if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc))
+        # Paths name attributes; on the wire the sender is "from".
+        return "; ".join(cattrs.transform_error(exc)).replace("$.sender", "$.from")
     return str(exc)
 
 

@@ -37,6 +37,22 @@ class _Framer:
     stream: trio.abc.Stream
     answer_garbage: bool
     _send_lock: trio.Lock = attrs.field(factory=trio.Lock)
+    # Requests read but not yet answered. A peer that shuts its sending side (the relay,
+    # when its client closes stdin) still gets these answers: the SDK would cancel them
+    # if the session's input ended at once.
+    _unanswered: set[types.RequestId] = attrs.field(factory=set)
+    _answered: trio.Event = attrs.field(factory=trio.Event)
+    _peer_gone: bool = False
+
+    async def _wait_for_answers(self) -> None:
+        while self._unanswered and not self._peer_gone:
+            self._answered = trio.Event()
+            await self._answered.wait()
+
+    def _note_outgoing(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            self._unanswered.discard(message.id)
+            self._answered.set()
 
     async def _send(self, data: bytes) -> None:
         async with self._send_lock:
@@ -51,6 +67,7 @@ class _Framer:
                 except _CLOSED:
                     return
                 if not data:
+                    await self._wait_for_answers()
                     return
                 buffer += data
                 while (end := buffer.find(b"\n")) >= 0:
@@ -63,6 +80,8 @@ class _Framer:
                     except ValueError as exc:
                         await self._refuse(f"not a JSON-RPC message: {_first_line(exc)}")
                         return
+                    if self.answer_garbage and isinstance(message, types.JSONRPCRequest):
+                        self._unanswered.add(message.id)
                     await to_session.send(SessionMessage(message))
                 if len(buffer) > MAX_MESSAGE:
                     await self._refuse(f"message longer than {MAX_MESSAGE} bytes")
@@ -89,7 +108,10 @@ class _Framer:
                 try:
                     await self._send(data + b"\n")
                 except _CLOSED:
+                    self._peer_gone = True
+                    self._answered.set()
                     return
+                self._note_outgoing(message.message)
 
 
 @asynccontextmanager

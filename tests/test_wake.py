@@ -1,0 +1,361 @@
+"""The agent socket's wire (hive.wake): encoding, decoding, and the server loop over a real Unix socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hive.wake import (
+    MAX_LINE,
+    AgentReply,
+    AgentRequest,
+    AgentRequestError,
+    Compact,
+    Wake,
+    WakeRefused,
+    decode_reply,
+    decode_request,
+    encode,
+    open_agent_connection,
+    send_wake,
+    serve_agent_socket,
+)
+
+# -- encoding and decoding ------------------------------------------------------------------------
+
+
+def test_wake_goes_on_the_wire_with_from_not_sender() -> None:
+    line = encode(Wake(sender="bash-task-ab12", body="done\n", transient=False))
+    assert line.endswith(b"\n")
+    assert json.loads(line) == {
+        "type": "wake",
+        "from": "bash-task-ab12",
+        "body": "done\n",
+        "transient": False,
+    }
+    assert decode_request(line) == Wake("bash-task-ab12", "done\n", transient=False)
+
+
+def test_wake_is_transient_unless_it_says_otherwise() -> None:
+    assert decode_request(b'{"type":"wake","from":"a","body":"b"}') == Wake("a", "b", transient=True)
+
+
+def test_compact_round_trip() -> None:
+    assert json.loads(encode(Compact())) == {"type": "compact"}
+    assert decode_request(encode(Compact())) == Compact()
+
+
+def test_reply_wire_form() -> None:
+    assert encode(AgentReply(ok=True)) == b'{"ok":true}\n'
+    assert json.loads(encode(AgentReply(ok=False, error="nope"))) == {"ok": False, "error": "nope"}
+    assert decode_reply(b'{"ok":true}') == AgentReply(ok=True)
+    assert decode_reply(b'{"ok":false,"error":"nope"}') == AgentReply(ok=False, error="nope")
+
+
+@given(sender=st.text(), body=st.text(), transient=st.booleans())
+def test_wake_round_trips_any_strings_on_one_line(sender: str, body: str, transient: bool) -> None:
+    wake = Wake(sender=sender, body=body, transient=transient)
+    line = encode(wake)
+    assert line.count(b"\n") == 1 and line.endswith(b"\n")  # one request, one line, whatever the body
+    raw = json.loads(line)
+    assert raw["from"] == sender
+    assert "sender" not in raw
+    assert decode_request(line.rstrip(b"\n")) == wake
+
+
+@given(ok=st.booleans(), error=st.none() | st.text())
+def test_reply_round_trips(ok: bool, error: str | None) -> None:
+    reply = AgentReply(ok=ok, error=error)
+    line = encode(reply)
+    assert line.count(b"\n") == 1
+    assert decode_reply(line) == reply
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        (b"", "not JSON"),
+        (b"wake me", "not JSON"),
+        (b'{"type":"wake"', "not JSON"),
+        (b"\xff\xfe\x00", "not JSON"),
+        (b'["wake"]', "expected a JSON object"),
+        (b'"wake"', "expected a JSON object"),
+        (b"null", "expected a JSON object"),
+        (b'{"type":"nap"}', "unknown request type 'nap'"),
+        (b'{"from":"a","body":"b"}', "unknown request type None"),
+        (b'{"type":"wake","from":"a"}', "body"),
+        (b'{"type":"wake","body":"b"}', "from"),  # the wire's name for the field, not the attribute's
+    ],
+)
+def test_decode_request_refuses_malformed_lines_saying_why(line: bytes, says: str) -> None:
+    with pytest.raises(AgentRequestError) as caught:
+        decode_request(line)
+    assert says in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"from": 12, "body": "b"},
+        {"from": "a", "body": None},
+        {"from": "a", "body": ["b"]},
+        {"from": "a", "body": "b", "transient": "no"},
+        {"from": "a", "body": "b", "transient": 2},
+        {"from": "a", "body": "b", "transient": None},
+    ],
+    ids=["from-int", "body-null", "body-list", "transient-string", "transient-int", "transient-null"],
+)
+def test_decode_request_refuses_wrong_types(fields: dict[str, Any]) -> None:
+    """Not coerced: "transient": "no" must not become True, a null body must not become 'None'."""
+    line = json.dumps({"type": "wake", **fields}).encode()
+    with pytest.raises(AgentRequestError, match="malformed wake request"):
+        decode_request(line)
+
+
+@pytest.mark.parametrize("kind", [[], {}, ["wake"]], ids=["list", "object", "list-of-wake"])
+def test_decode_request_refuses_an_unhashable_type(kind: Any) -> None:
+    with pytest.raises(AgentRequestError, match="unknown request type"):
+        decode_request(json.dumps({"type": kind, "from": "a", "body": "b"}).encode())
+
+
+def test_decode_request_refuses_deeply_nested_json() -> None:
+    with pytest.raises(AgentRequestError):
+        decode_request(b"[" * 100_000)
+
+
+@given(st.binary())
+def test_arbitrary_bytes_raise_nothing_but_agent_request_error(line: bytes) -> None:
+    try:
+        decoded = decode_request(line)
+    except AgentRequestError as exc:
+        assert str(exc)
+    else:
+        assert isinstance(decoded, Wake | Compact)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+request_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["wake", "compact"]) | json_values,
+        "from": json_values,
+        "body": json_values,
+        "transient": json_values,
+    },
+)
+
+
+@given(request_like)
+def test_arbitrary_json_objects_raise_nothing_but_agent_request_error(raw: dict[str, Any]) -> None:
+    try:
+        decoded = decode_request(json.dumps(raw).encode())
+    except AgentRequestError as exc:
+        assert str(exc)
+    else:
+        assert isinstance(decoded, Wake | Compact)
+
+
+# -- the server loop over a real socket -----------------------------------------------------------
+
+
+@asynccontextmanager
+async def agent_server(
+    path: Path, handler: Any = None
+) -> AsyncIterator[tuple[list[AgentRequest], trio.SocketListener]]:
+    """Serve ``path`` for the block; yields the requests the default handler took, and the listener."""
+    taken: list[AgentRequest] = []
+
+    async def take(request: AgentRequest) -> None:
+        taken.append(request)
+
+    async with trio.open_nursery() as nursery:
+        listener = await nursery.start(serve_agent_socket, path, handler or take)
+        yield taken, listener
+        nursery.cancel_scope.cancel()
+
+
+class RawClient:
+    """Speaks bytes to the agent socket and reads its one-line answers."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self._buffer = bytearray()
+
+    async def reply(self) -> dict[str, Any] | None:
+        """The next answer, or None when the server closes the connection."""
+        while (end := self._buffer.find(b"\n")) < 0:
+            data = await self.stream.receive_some(65536)
+            if not data:
+                assert not self._buffer, bytes(self._buffer)
+                return None
+            self._buffer += data
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    async def ask(self, data: bytes) -> dict[str, Any] | None:
+        await self.stream.send_all(data)
+        return await self.reply()
+
+
+@asynccontextmanager
+async def raw_client(path: Path) -> AsyncIterator[RawClient]:
+    stream = await trio.open_unix_socket(os.fspath(path))
+    async with stream:
+        yield RawClient(stream)
+
+
+async def test_a_wake_reaches_the_handler_and_is_acknowledged(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+    with trio.fail_after(10):
+        async with agent_server(path) as (taken, _):
+            await send_wake(path, Wake("bash-task-x", "exit code 0\n"))
+            assert taken == [Wake("bash-task-x", "exit code 0\n")]
+            async with open_agent_connection(path) as conn:
+                await conn.wake(Wake("bash-task-y", "one"))
+                await conn.wake(Wake("bash-task-z", "two", transient=False))
+            assert [w.sender for w in taken if isinstance(w, Wake)] == [
+                "bash-task-x",
+                "bash-task-y",
+                "bash-task-z",
+            ]
+            assert taken[-1] == Wake("bash-task-z", "two", transient=False)
+
+
+async def test_the_socket_is_private(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+    async with agent_server(path):
+        mode = os.stat(path).st_mode
+        assert stat.S_ISSOCK(mode)
+        assert stat.S_IMODE(mode) == 0o600
+
+
+async def test_a_stale_socket_file_is_replaced(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+    path.write_text("left over")
+    with trio.fail_after(10):
+        async with agent_server(path) as (taken, _):
+            await send_wake(path, Wake("a", "b"))
+            assert taken == [Wake("a", "b")]
+
+
+async def test_a_malformed_line_is_refused_and_the_connection_stays_usable(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+    with trio.fail_after(10):
+        async with agent_server(path) as (taken, _), raw_client(path) as client:
+            bad = await client.ask(b"this is not json\n")
+            assert bad is not None
+            assert bad["ok"] is False
+            assert "not JSON" in bad["error"]
+            unknown = await client.ask(b'{"type":"nap"}\n')
+            assert unknown is not None
+            assert unknown["ok"] is False
+            assert "nap" in unknown["error"]
+            # Blank lines are skipped without an answer; the next good request is answered in order.
+            good = await client.ask(b"\n  \n" + encode(Wake("bash-task-ok", "fine")))
+            assert good == {"ok": True}
+            assert taken == [Wake("bash-task-ok", "fine")]
+
+
+async def test_a_handler_that_raises_is_an_ok_false_and_wake_refused(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+
+    async def refuse(request: AgentRequest) -> None:
+        raise RuntimeError("the inbox is full")
+
+    with trio.fail_after(10):
+        async with agent_server(path, refuse):
+            with pytest.raises(WakeRefused, match="the inbox is full"):
+                await send_wake(path, Wake("bash-task-x", "body"))
+            async with raw_client(path) as client:
+                answer = await client.ask(encode(Wake("bash-task-x", "body")))
+                assert answer is not None
+                assert answer["ok"] is False
+                assert "the inbox is full" in answer["error"]
+                # The connection survives a refusal too.
+                again = await client.ask(encode(Compact()))
+                assert again is not None
+                assert again["ok"] is False
+
+
+async def test_a_compact_request_is_answered_ok(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+    with trio.fail_after(10):
+        async with agent_server(path) as (taken, _), open_agent_connection(path) as conn:
+            assert await conn.request(Compact()) == AgentReply(ok=True)
+            assert taken == [Compact()]
+
+
+async def test_a_line_longer_than_the_limit_is_refused(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+    with trio.fail_after(20):
+        async with agent_server(path) as (taken, _):
+            async with raw_client(path) as client:
+                answer = await client.ask(b"x" * (MAX_LINE + 1))
+                assert answer is not None
+                assert answer["ok"] is False
+                assert f"longer than {MAX_LINE} bytes" in answer["error"]
+                assert await client.reply() is None  # the server hangs up: it cannot find the next line
+            await send_wake(path, Wake("after", "the long line"))
+            assert taken == [Wake("after", "the long line")]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"[" * 100_000 + b"\n", b'{"type":[],"from":"a","body":"b"}\n'],
+    ids=["deeply-nested", "unhashable-type"],
+)
+async def test_one_bad_line_does_not_stop_the_server(short_tmp: Path, line: bytes) -> None:
+    path = short_tmp / "agent.sock"
+    with trio.fail_after(10):
+        async with agent_server(path) as (taken, _):
+            async with raw_client(path) as client:
+                answer = await client.ask(line)
+                assert answer is not None, "the server hung up without answering: serve_agent_socket crashed"
+                assert answer["ok"] is False
+            await send_wake(path, Wake("after", "the bad line"))
+            assert taken == [Wake("after", "the bad line")]
+
+
+def expected_answers(junk: bytes) -> int:
+    """How many answers the server owes for ``junk`` followed by the end of the stream."""
+    *lines, rest = junk.split(b"\n")
+    return sum(1 for line in lines if line.strip()) + (1 if rest else 0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(junk=st.binary(max_size=2048) | st.lists(st.binary(max_size=64)).map(b"\n".join))
+def test_random_bytes_never_stop_the_server(junk: bytes) -> None:
+    async def main() -> None:
+        with tempfile.TemporaryDirectory(prefix="hive-w-", dir="/tmp") as tmp:
+            path = Path(tmp) / "agent.sock"
+            with trio.fail_after(10):
+                async with agent_server(path) as (taken, _):
+                    async with raw_client(path) as client:
+                        await client.stream.send_all(junk)
+                        await client.stream.send_eof()
+                        answers = []
+                        while (answer := await client.reply()) is not None:
+                            answers.append(answer)
+                    assert len(answers) == expected_answers(junk)
+                    assert all(isinstance(a["ok"], bool) for a in answers)
+                    await send_wake(path, Wake("after", "junk"))
+                    assert taken[-1] == Wake("after", "junk")
+
+    trio.run(main)
