@@ -362,7 +362,12 @@ class TaskManager:
         return self._begin_stop(task, StopReason.REQUESTED)
 
     def _begin_stop(self, task: Task, reason: StopReason) -> bool:
-        if task.final or task.exited.is_set() or task.record.stop_reason is not None or task.supervisor is None:
+        if (
+            task.final
+            or task.exited.is_set()
+            or task.record.stop_reason is not None
+            or task.supervisor is None
+        ):
             return False
         # Recorded before anything awaits, so a second stop (a deadline during a requested
         # stop, say) finds this one under way and leaves it be.
