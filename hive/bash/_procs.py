@@ -12,35 +12,31 @@ import trio
 
 # The wrapper runs the command in the *foreground* of a shell that traps SIGINT with a
 # handler: an `&` child of a non-interactive shell would start with SIGINT ignored, and an
-# ignored signal (trap '') would be inherited across exec. The status file is written only
-# after the command has ended and is read only after the wrapper has exited, so a plain
-# redirect is enough (an `mv` for atomicity would cost one more fork+exec per task).
-WRAPPER = 'trap : INT; sh -c "$1"; rc=$?; printf "%s\\n" "$rc" >"$2"'
+# ignored signal (trap '') would be inherited. The command runs in a subshell, where the
+# trap is reset to the default: `sh -c CMD` semantics (the same $0, no positional
+# parameters, `exit` ends only the command) for one fork and no exec of a second shell.
+# The status file is written only after the command has ended and is read only after the
+# wrapper has exited, so a plain redirect is enough (an `mv` would cost a fork and exec).
+# $3, unused by the script, is a mark by which a restarted daemon finds the wrapper.
+WRAPPER = """trap : INT; (eval "set --; $1"); rc=$?; printf '%s\\n' "$rc" >"$2\""""
+
+
+def wrapper_mark(serial: str) -> str:
+    return f"hive-bash-task:{serial}"
 
 
 async def spawn_task(
-    argv0: str, cmd: str, *, cwd: Path, out: Path, err: Path, exit_file: Path
+    cmd: str, *, mark: str, cwd: Path, stdout: int, stderr: int, exit_file: Path
 ) -> trio.Process:
-    """Start ``sh -c cmd`` under the wrapper, leading a new session, output straight to files.
-
-    ``argv0`` becomes the wrapper's ``$0``: a mark by which :func:`find_wrapper` finds it again.
-    """
-    out_fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        err_fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            return await trio.lowlevel.open_process(
-                ["/bin/sh", "-c", WRAPPER, argv0, cmd, str(exit_file)],
-                stdin=subprocess.DEVNULL,
-                stdout=out_fd,
-                stderr=err_fd,
-                cwd=cwd,
-                start_new_session=True,
-            )
-        finally:
-            os.close(err_fd)
-    finally:
-        os.close(out_fd)
+    """Start ``cmd`` under the wrapper, leading a new session, its output on the given fds."""
+    return await trio.lowlevel.open_process(
+        ["/bin/sh", "-c", WRAPPER, "sh", cmd, str(exit_file), mark],
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=cwd,
+        start_new_session=True,
+    )
 
 
 def _stat_fields(pid: int | str) -> list[bytes] | None:
@@ -107,9 +103,9 @@ async def wait_pidfd(pid: int, recorded_start: int | None) -> bool:
             os.close(fd)
 
 
-def find_wrapper(argv0: str) -> tuple[int, int] | None:
-    """The pid and start time of the live wrapper whose ``$0`` is ``argv0``, if there is one."""
-    mark = b"\0" + argv0.encode() + b"\0"
+def find_wrapper(mark_text: str) -> tuple[int, int] | None:
+    """The pid and start time of the live wrapper that carries ``mark_text``, if there is one."""
+    mark = b"\0" + mark_text.encode() + b"\0"
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue

@@ -120,6 +120,12 @@ class TaskManager:
         self.tasks[task.id] = task
         return task
 
+    def _wake_of(self, task: Task) -> OwedWake:
+        """The wake for a task's end, composed once (its output's tail is read then)."""
+        if task.owed_wake is None:
+            task.owed_wake = self.compose_wake(task.record)
+        return task.owed_wake
+
     def compose_wake(self, record: TaskRecord) -> OwedWake:
         """The wake for a task's end: its state, exit code and last stdout lines."""
         lines = [f"bash task {record.id} ended: {describe_end(record)}", f"$ {record.cmd}"]
@@ -183,7 +189,7 @@ class TaskManager:
         )
         task = self._register(Task(record))
         try:
-            await trio.to_thread.run_sync(self._prepare_files, record)
+            out_fd, err_fd = await trio.to_thread.run_sync(self._prepare_files, record)
         except OSError as exc:
             self._forget(task, previous)
             raise DiskError(
@@ -192,37 +198,39 @@ class TaskManager:
             ) from None
         try:
             process = await _procs.spawn_task(
-                self._wrapper_argv0(record),
                 cmd,
+                mark=_procs.wrapper_mark(record.serial),
                 cwd=self.settings.workdir,
-                out=self.store.out_path(task_id),
-                err=self.store.err_path(task_id),
+                stdout=out_fd,
+                stderr=err_fd,
                 exit_file=self.store.exit_path(task_id),
             )
         except OSError as exc:
             self._forget(task, previous)
             self.store.delete_record(task_id)
             raise DiskError(f"could not start `sh` in {self.settings.workdir}: {exc}") from None
-        self._apply(
-            task,
-            Spawned(),
-            started_at=self.clock(),
-            pid=process.pid,
-            pid_start_time=_procs.start_time(process.pid),
-        )
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
+        # The record on disk still says pending: a task that outlives the first output check
+        # has its pid saved then, and a restart finds one that does not by its wrapper's mark.
+        self._apply(task, Spawned(), started_at=self.clock(), pid=process.pid)
         assert self._nursery is not None
         self._nursery.start_soon(self._supervise, task, _own_child_exit(process))
-        self._nursery.start_soon(self._persist, task)
         return task, unreported
 
-    def _wrapper_argv0(self, record: TaskRecord) -> str:
-        # The wrapper's $0 carries the serial, so a restart can find a task whose pid was
-        # never recorded (the daemon died between spawning it and saving its record).
-        return f"hive-bash-task:{record.serial}"
-
-    def _prepare_files(self, record: TaskRecord) -> None:
+    def _prepare_files(self, record: TaskRecord) -> tuple[int, int]:
+        """Record the task durably and open its output files (in a worker thread: it fsyncs)."""
         self.store.clear_exit_status(record.id)
         self.store.save_record(record)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        out_fd = os.open(self.store.out_path(record.id), flags, 0o600)
+        try:
+            err_fd = os.open(self.store.err_path(record.id), flags, 0o600)
+        except OSError:
+            os.close(out_fd)
+            raise
+        return out_fd, err_fd
 
     def _forget(self, task: Task, previous: Task | None) -> None:
         if previous is not None:
@@ -270,7 +278,7 @@ class TaskManager:
                         serial=record.serial,
                         cmd=record.cmd,
                         since=record.created_at,
-                        wake=task.owed_wake if task.final else None,
+                        wake=self._wake_of(task) if task.final else None,
                     )
                     await trio.to_thread.run_sync(self.store.save_loose_end, loose_end)
                 else:
@@ -295,8 +303,7 @@ class TaskManager:
         await self._sync_loose_end(task)
 
     def _send_wake(self, task: Task) -> None:
-        wake = task.owed_wake
-        assert wake is not None
+        wake = self._wake_of(task)
         self.courier.enqueue(task.id, task.record.serial, Wake(sender=wake.sender, body=wake.body))
 
     async def _on_acked(self, task_id: str, serial: str) -> None:
@@ -349,6 +356,10 @@ class TaskManager:
         out, err = self.store.out_path(task.id), self.store.err_path(task.id)
         while True:
             await trio.sleep(self.settings.output_check_interval)
+            if task.record.pid is not None and task.record.pid_start_time is None:
+                # Off the spawn path: reading /proc/<pid>/stat can wait on the child's exec.
+                self._apply(task, pid_start_time=_procs.start_time(task.record.pid))
+            await self._persist(task)
             size = _size(out) + _size(err)
             if size > cap:
                 self._note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
@@ -396,7 +407,7 @@ class TaskManager:
             self._apply(task, signals=(*task.record.signals, "SIGKILL"))
 
     async def _finish(self, task: Task, returncode: int | None) -> None:
-        exit_code = await trio.to_thread.run_sync(self.store.read_exit_status, task.id)
+        exit_code = self.store.read_exit_status(task.id)
         if _disk_full(self.store.tasks_dir):
             self._note(task, _FILLED_UP.format(self.store.tasks_dir))
         if exit_code is None:
@@ -405,7 +416,6 @@ class TaskManager:
             else:
                 self._note(task, "it left no exit status (its wrapper could not write the .exit file)")
         self._apply(task, Exited(), exit_code=exit_code, ended_at=self.clock())
-        task.owed_wake = self.compose_wake(task.record)
         task.ended.set()
         await self._persist(task)
         if task.owed:
@@ -451,7 +461,7 @@ class TaskManager:
         record = task.record
         pid = record.pid
         if pid is None:
-            found = _procs.find_wrapper(self._wrapper_argv0(record))
+            found = _procs.find_wrapper(_procs.wrapper_mark(record.serial))
             if found is not None:
                 pid, start = found
                 self._apply(task, Spawned(), pid=pid, pid_start_time=start, started_at=record.created_at)
@@ -462,14 +472,15 @@ class TaskManager:
             assert self._nursery is not None
             self._nursery.start_soon(self._supervise, task, _adopted_exit(pid, task.record.pid_start_time))
             return
-        exit_code = await trio.to_thread.run_sync(self.store.read_exit_status, task.id)
-        if exit_code is not None and task.record.state is TaskState.RUNNING:
+        exit_code = self.store.read_exit_status(task.id)
+        if exit_code is not None:
+            if task.record.state is TaskState.PENDING:  # spawned, but its record not saved since
+                self._apply(task, Spawned(), started_at=task.record.created_at)
             ended_at = _mtime(self.store.exit_path(task.id)) or self.clock()
             self._apply(task, Exited(), exit_code=exit_code, ended_at=ended_at)
             self._note(task, "it ended while the daemon was down; its exit status was recovered")
         else:
             self._apply(task, Vanished(), ended_at=self.clock())
-        task.owed_wake = self.compose_wake(task.record)
         task.ended.set()
         task.exited.set()
         await self._persist(task)
