@@ -8,6 +8,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import attrs
 import trio
 
 # The wrapper runs the command in the *foreground* of a shell that traps SIGINT with a
@@ -25,11 +26,33 @@ def wrapper_mark(serial: str) -> str:
     return f"hive-bash-task:{serial}"
 
 
-async def spawn_task(
-    cmd: str, *, mark: str, cwd: Path, stdout: int, stderr: int, exit_file: Path
-) -> trio.Process:
-    """Start ``cmd`` under the wrapper, leading a new session, its output on the given fds."""
-    return await trio.lowlevel.open_process(
+@attrs.define(eq=False)
+class Child:
+    """A task's wrapper, started by this daemon: waited for through a pidfd, then reaped."""
+
+    popen: subprocess.Popen[bytes]
+    pidfd: int
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    async def wait(self) -> int:
+        """Wait for the wrapper to exit and reap it; its return code (negative: killed by a signal)."""
+        try:
+            await trio.lowlevel.wait_readable(self.pidfd)
+        finally:
+            os.close(self.pidfd)
+        # It has exited, so this reaps it at once.
+        return self.popen.wait()
+
+
+def spawn_task(cmd: str, *, mark: str, cwd: Path, stdout: int, stderr: int, exit_file: Path) -> Child:
+    """Start ``cmd`` under the wrapper, leading a new session, its output on the given fds.
+
+    Blocking (fork and exec): call it from a worker thread, as trio's own open_process does.
+    """
+    popen = subprocess.Popen(
         ["/bin/sh", "-c", WRAPPER, "sh", cmd, str(exit_file), mark],
         stdin=subprocess.DEVNULL,
         stdout=stdout,
@@ -37,6 +60,8 @@ async def spawn_task(
         cwd=cwd,
         start_new_session=True,
     )
+    # The child cannot be reaped before we reap it, so its pid is still its own here.
+    return Child(popen, os.pidfd_open(popen.pid))
 
 
 def _stat_fields(pid: int | str) -> list[bytes] | None:

@@ -70,13 +70,14 @@ def decode_tail(data: bytes) -> str:
 
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> Tail:
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > limit:
-                f.seek(size - limit)
-            data = f.read(limit)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return Tail("", 0, path)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, limit, max(0, size - limit))
+    finally:
+        os.close(fd)
     return Tail(decode_tail(data) if size > limit else data.decode("utf-8", errors="replace"), size, path)
 
 
@@ -135,9 +136,13 @@ class TaskStore:
     def read_exit_status(self, task_id: str) -> int | None:
         """The status the wrapper wrote, or None if it never finished writing one."""
         try:
-            text = self.exit_path(task_id).read_text().strip()
+            fd = os.open(self.exit_path(task_id), os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
+        try:
+            text = os.read(fd, 64)
+        finally:
+            os.close(fd)
         try:
             return int(text)
         except ValueError:

@@ -16,7 +16,7 @@ import re
 import secrets
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import attrs
@@ -113,6 +113,7 @@ class TaskManager:
             self._nursery = nursery
             await nursery.start(self.courier.run, self._on_acked)
             await self._recover()
+            nursery.start_soon(self._watch_running)
             task_status.started(self)
             await trio.sleep_forever()
 
@@ -189,48 +190,43 @@ class TaskManager:
         )
         task = self._register(Task(record))
         try:
-            out_fd, err_fd = await trio.to_thread.run_sync(self._prepare_files, record)
+            child = await trio.to_thread.run_sync(self._prepare_and_spawn, record)
         except OSError as exc:
             self._forget(task, previous)
             raise DiskError(
-                f"cannot record the task under {self.store.tasks_dir}: {exc.strerror or exc}; "
-                "free space there (or fix its permissions) and run it again"
+                f"cannot start the task (state under {self.store.tasks_dir}, run in "
+                f"{self.settings.workdir}): {exc.strerror or exc}; free space there, or fix its "
+                "permissions, and run it again"
             ) from None
-        try:
-            process = await _procs.spawn_task(
-                cmd,
-                mark=_procs.wrapper_mark(record.serial),
-                cwd=self.settings.workdir,
-                stdout=out_fd,
-                stderr=err_fd,
-                exit_file=self.store.exit_path(task_id),
-            )
-        except OSError as exc:
-            self._forget(task, previous)
-            self.store.delete_record(task_id)
-            raise DiskError(f"could not start `sh` in {self.settings.workdir}: {exc}") from None
-        finally:
-            os.close(out_fd)
-            os.close(err_fd)
         # The record on disk still says pending: a task that outlives the first output check
         # has its pid saved then, and a restart finds one that does not by its wrapper's mark.
-        self._apply(task, Spawned(), started_at=self.clock(), pid=process.pid)
+        self._apply(task, Spawned(), started_at=self.clock(), pid=child.pid)
         assert self._nursery is not None
-        self._nursery.start_soon(self._supervise, task, _own_child_exit(process))
+        self._nursery.start_soon(self._supervise, task, child.wait)
         return task, unreported
 
-    def _prepare_files(self, record: TaskRecord) -> tuple[int, int]:
-        """Record the task durably and open its output files (in a worker thread: it fsyncs)."""
+    def _prepare_and_spawn(self, record: TaskRecord) -> _procs.Child:
+        """Record the task durably, open its output files and start it: all blocking, so all in
+        one trip to a worker thread."""
         self.store.clear_exit_status(record.id)
         self.store.save_record(record)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-        out_fd = os.open(self.store.out_path(record.id), flags, 0o600)
         try:
-            err_fd = os.open(self.store.err_path(record.id), flags, 0o600)
+            with (
+                closing_fd(os.open(self.store.out_path(record.id), flags, 0o600)) as out_fd,
+                closing_fd(os.open(self.store.err_path(record.id), flags, 0o600)) as err_fd,
+            ):
+                return _procs.spawn_task(
+                    record.cmd,
+                    mark=_procs.wrapper_mark(record.serial),
+                    cwd=self.settings.workdir,
+                    stdout=out_fd,
+                    stderr=err_fd,
+                    exit_file=self.store.exit_path(record.id),
+                )
         except OSError:
-            os.close(out_fd)
+            self.store.delete_record(record.id)
             raise
-        return out_fd, err_fd
 
     def _forget(self, task: Task, previous: Task | None) -> None:
         if previous is not None:
@@ -325,7 +321,7 @@ class TaskManager:
 
     async def _supervise(self, task: Task, wait_exit: Callable[[], Awaitable[int | None]]) -> None:
         # The outer nursery holds a stop sequence, which outlives the wrapper's exit (lingering
-        # members of the group still get their grace); the watchers end with the wrapper.
+        # members of the group still get their grace); the deadline ends with the wrapper.
         async with trio.open_nursery() as stoppers:
             task.supervisor = stoppers
             if task.record.stop_reason is not None:
@@ -333,40 +329,52 @@ class TaskManager:
                 if task.record.stop_started_at is None:
                     self._apply(task, stop_started_at=self.clock())
                 stoppers.start_soon(self._finish_stop, task)
-            async with trio.open_nursery() as watchers:
-                timeout = task.record.timeout_secs
-                if timeout is not None:
-                    watchers.start_soon(self._deadline, task, timeout)
-                watchers.start_soon(self._watch_output, task)
-                returncode = await wait_exit()
-                task.exited.set()
-                watchers.cancel_scope.cancel()
+            timeout = task.record.timeout_secs
+            deadline = trio.CancelScope()
+            if timeout is not None:
+                stoppers.start_soon(self._deadline, task, timeout, deadline)
+            returncode = await wait_exit()
+            task.exited.set()
+            deadline.cancel()
         task.supervisor = None
         await self._finish(task, returncode)
 
-    async def _deadline(self, task: Task, seconds: float) -> None:
-        started = task.record.started_at or task.record.created_at
-        await trio.sleep(max(0.0, started + seconds - self.clock()))
-        self._begin_stop(task, StopReason.TIMEOUT)
+    async def _deadline(self, task: Task, seconds: float, scope: trio.CancelScope) -> None:
+        with scope:
+            started = task.record.started_at or task.record.created_at
+            await trio.sleep(max(0.0, started + seconds - self.clock()))
+            self._begin_stop(task, StopReason.TIMEOUT)
 
-    async def _watch_output(self, task: Task) -> None:
-        # File growth cannot be awaited without a wake-up per write, so the cap is checked
-        # on a timer: one stat per task per interval, whatever the output's size.
-        cap = self.settings.max_output_bytes
-        out, err = self.store.out_path(task.id), self.store.err_path(task.id)
+    async def _watch_running(self) -> None:
+        """Every interval: save the records of tasks still running, and check each one's output
+        against the cap and its disk for space.
+
+        File growth cannot be awaited without a wake-up per write, so this is a timer: one
+        stat per running task per interval, whatever the output's size, and one timer for
+        all tasks.
+        """
+        assert self._nursery is not None
         while True:
             await trio.sleep(self.settings.output_check_interval)
-            if task.record.pid is not None and task.record.pid_start_time is None:
-                # Off the spawn path: reading /proc/<pid>/stat can wait on the child's exec.
-                self._apply(task, pid_start_time=_procs.start_time(task.record.pid))
-            await self._persist(task)
-            size = _size(out) + _size(err)
-            if size > cap:
-                self._note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
-                self._begin_stop(task, StopReason.OUTPUT_CAP)
-                return
-            if _disk_full(self.store.tasks_dir):
-                self._note(task, _FILLED_UP.format(self.store.tasks_dir))
+            disk_full = _disk_full(self.store.tasks_dir)
+            for task in list(self.tasks.values()):
+                if task.supervisor is None or task.exited.is_set():
+                    continue
+                self._check_running(task, disk_full)
+                if task.record_dirty:
+                    self._nursery.start_soon(self._persist, task)
+
+    def _check_running(self, task: Task, disk_full: bool) -> None:
+        if task.record.pid is not None and task.record.pid_start_time is None:
+            # Off the spawn path: reading /proc/<pid>/stat can wait on the child's exec.
+            self._apply(task, pid_start_time=_procs.start_time(task.record.pid))
+        cap = self.settings.max_output_bytes
+        size = _size(self.store.out_path(task.id)) + _size(self.store.err_path(task.id))
+        if size > cap and task.record.stop_reason is None:
+            self._note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
+            self._begin_stop(task, StopReason.OUTPUT_CAP)
+        if disk_full:
+            self._note(task, _FILLED_UP.format(self.store.tasks_dir))
 
     def request_stop(self, task: Task) -> bool:
         """Begin stopping a running task; False if it is not running or already stopping."""
@@ -488,19 +496,20 @@ class TaskManager:
         self._send_wake(task)
 
 
-def _own_child_exit(process: trio.Process) -> Callable[[], Awaitable[int | None]]:
-    async def wait() -> int | None:
-        return await process.wait()
-
-    return wait
-
-
 def _adopted_exit(pid: int, start: int | None) -> Callable[[], Awaitable[int | None]]:
     async def wait() -> int | None:
         await _procs.wait_pidfd(pid, start)
         return None
 
     return wait
+
+
+@contextlib.contextmanager
+def closing_fd(fd: int) -> Iterator[int]:
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _size(path: Path) -> int:
