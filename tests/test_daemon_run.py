@@ -108,3 +108,20 @@ async def test_socket_is_private(daemon: DaemonHandle) -> None:
         mode = os.stat(daemon.socket).st_mode
         assert stat.S_ISSOCK(mode)
         assert stat.S_IMODE(mode) == 0o600
+
+
+async def test_a_task_that_ends_while_run_answers_is_woken_exactly_once(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    # `true` with wait_seconds=0 ends while `run` is still writing its loose end: both the
+    # end and the answer then owe the wake, and it must still be sent once.
+    names = [f"quick{i}" for i in range(20)]
+    async with agent.serving(), daemon.running(), daemon.session() as session:
+        for name in names:
+            assert structured(await call(session, "run", cmd="true", name=name, wait_seconds=0))["id"] == name
+        with trio.fail_after(30):
+            await agent.wait_for(len(names))
+        await call(session, "run", cmd="true", name="marker", wait_seconds=0)
+        with trio.fail_after(30):
+            await agent.wait_for(len(names) + 1)
+    assert sorted(agent.senders()) == sorted(f"bash-task-{n}" for n in [*names, "marker"])

@@ -59,6 +59,7 @@ class Task:
     write_lock: trio.Lock = attrs.field(factory=trio.Lock)
     record_dirty: bool = False
     loose_end_lock: trio.Lock = attrs.field(factory=trio.Lock)
+    wake_queued: bool = False
     owed_wake: OwedWake | None = None
     """The wake for this task's end, composed once when it ends."""
 
@@ -299,6 +300,10 @@ class TaskManager:
         await self._sync_loose_end(task)
 
     def _send_wake(self, task: Task) -> None:
+        # Once per task: `run` owing an end and the end itself can both get here.
+        if task.wake_queued:
+            return
+        task.wake_queued = True
         wake = self._wake_of(task)
         self.courier.enqueue(task.id, task.record.serial, Wake(sender=wake.sender, body=wake.body))
 
@@ -425,10 +430,13 @@ class TaskManager:
                 self._note(task, "it left no exit status (its wrapper could not write the .exit file)")
         self._apply(task, Exited(), exit_code=exit_code, ended_at=self.clock())
         task.ended.set()
+        if task.owed:
+            # Sent before the saves: if the daemon dies before they land, the loose end that
+            # already exists still owes the end, so the wake is sent again (at least once).
+            self._send_wake(task)
         await self._persist(task)
         if task.owed:
             await self._sync_loose_end(task)
-            self._send_wake(task)
 
     # -- recovery -------------------------------------------------------------------------------
 
