@@ -88,6 +88,29 @@ async def test_sigkilled_daemon_re_adopts_a_running_task_and_learns_its_exit_sta
     assert not daemon.loose_end("survivor").exists()
 
 
+async def test_a_running_task_whose_record_was_lost_is_adopted_by_its_mark(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    # As if the daemon died between starting the task and saving its record.
+    gate = make_gate(daemon.root)
+    async with daemon.running(stop=False) as first:
+        pid = await start_gated(daemon, "unrecorded", gate, code=4)
+        await sigkill(first)
+    daemon.task_file("unrecorded", ".json").unlink()
+    async with agent.serving(), daemon.running(), daemon.session() as session:
+        status = structured(await call(session, "status", id="unrecorded"))
+        assert (status["state"], status["pid"]) == ("running", pid)
+        assert status["cmd"] == gated(gate, 4)
+        assert any("record was lost" in note for note in status["notes"])
+        open_gate(gate)
+        with trio.fail_after(20):
+            (wake,) = await agent.wait_for(1)
+        assert wake.sender == "bash-task-unrecorded"
+        assert "exit code 4" in wake.body
+    record = json.loads(daemon.task_file("unrecorded", ".json").read_text())
+    assert (record["state"], record["exit_code"]) == ("done", 4)
+
+
 async def test_task_that_ended_while_the_daemon_was_down_is_recovered_with_its_exit_status(
     daemon: DaemonHandle, agent: AgentListener
 ) -> None:

@@ -44,6 +44,9 @@ class FlakyStore(TaskStore):
         if self.full:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
+    def has_space(self) -> bool:
+        return not self.full
+
     def save_record(self, record: TaskRecord) -> None:
         self._check()
         super().save_record(record)

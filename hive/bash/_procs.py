@@ -32,6 +32,7 @@ class Child:
 
     popen: subprocess.Popen[bytes]
     pidfd: int
+    started_at: float = 0.0
 
     @property
     def pid(self) -> int:
@@ -145,3 +146,46 @@ def find_wrapper(mark_text: str) -> tuple[int, int] | None:
             if started is not None:
                 return pid, started
     return None
+
+
+@attrs.frozen
+class FoundWrapper:
+    pid: int
+    start_time: int
+    task_id: str
+    serial: str
+    cmd: str
+    cwd: str
+
+
+def find_wrappers(tasks_dir: Path) -> list[FoundWrapper]:
+    """Every live wrapper whose exit file is in ``tasks_dir``: the tasks of this state directory."""
+    found = []
+    head = ["/bin/sh", "-c", WRAPPER, "sh"]
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")[:-1]
+            cwd = os.readlink(f"/proc/{entry.name}/cwd")
+        except OSError:
+            continue
+        if len(argv) != 7 or [a.decode(errors="replace") for a in argv[:4]] != head:
+            continue
+        cmd, exit_file, mark = (a.decode(errors="surrogateescape") for a in argv[4:])
+        exit_path = Path(exit_file)
+        started = start_time(int(entry.name))
+        if exit_path.parent != tasks_dir or not mark.startswith("hive-bash-task:") or started is None:
+            continue
+        found.append(
+            FoundWrapper(
+                pid=int(entry.name),
+                start_time=started,
+                task_id=exit_path.name.removesuffix(".exit"),
+                serial=mark.removeprefix("hive-bash-task:"),
+                cmd=cmd,
+                cwd=cwd,
+            )
+        )
+    return found

@@ -117,6 +117,13 @@ class TaskStore:
     def loose_end_path(self, task_id: str) -> Path:
         return self.loose_ends_dir / f"bash-task-{task_id}.json"
 
+    def has_space(self) -> bool:
+        """Whether the disk holding the task files has any room left."""
+        try:
+            return os.statvfs(self.tasks_dir).f_bavail > 0
+        except OSError:
+            return True
+
     # -- records ---------------------------------------------------------------------------------
 
     def save_record(self, record: TaskRecord) -> None:

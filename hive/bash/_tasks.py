@@ -191,7 +191,7 @@ class TaskManager:
         )
         task = self._register(Task(record))
         try:
-            child = await trio.to_thread.run_sync(self._prepare_and_spawn, record)
+            child, save_error = await trio.to_thread.run_sync(self._spawn_and_record, record)
         except OSError as exc:
             self._forget(task, previous)
             raise DiskError(
@@ -199,35 +199,45 @@ class TaskManager:
                 f"{self.settings.workdir}): {exc.strerror or exc}; free space there, or fix its "
                 "permissions, and run it again"
             ) from None
-        # The record on disk still says pending: a task that outlives the first output check
-        # has its pid saved then, and a restart finds one that does not by its wrapper's mark.
-        self._apply(task, Spawned(), started_at=self.clock(), pid=child.pid)
+        self._apply(task, Spawned(), started_at=child.started_at, pid=child.pid)
+        if save_error is None:
+            task.record_dirty = False
+        else:
+            self._note(task, _disk_note("its record", save_error))
         assert self._nursery is not None
         self._nursery.start_soon(self._supervise, task, child.wait)
         return task, unreported
 
-    def _prepare_and_spawn(self, record: TaskRecord) -> _procs.Child:
-        """Record the task durably, open its output files and start it: all blocking, so all in
-        one trip to a worker thread."""
+    def _spawn_and_record(self, record: TaskRecord) -> tuple[_procs.Child, OSError | None]:
+        """Start the task, then save its record: blocking work, all in one trip to a worker thread.
+
+        The record is saved (with its fsync) while the task already runs, so a short task costs
+        the larger of the two rather than their sum. A daemon that dies in between finds the
+        task by its wrapper's mark (see ``_adopt_unrecorded``).
+        """
+        if not self.store.has_space():
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         self.store.clear_exit_status(record.id)
-        self.store.save_record(record)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        with (
+            closing_fd(os.open(self.store.out_path(record.id), flags, 0o600)) as out_fd,
+            closing_fd(os.open(self.store.err_path(record.id), flags, 0o600)) as err_fd,
+        ):
+            child = _procs.spawn_task(
+                record.cmd,
+                mark=_procs.wrapper_mark(record.serial),
+                cwd=self.settings.workdir,
+                stdout=out_fd,
+                stderr=err_fd,
+                exit_file=self.store.exit_path(record.id),
+            )
+        child.started_at = self.clock()
+        running = attrs.evolve(record, state=TaskState.RUNNING, started_at=child.started_at, pid=child.pid)
         try:
-            with (
-                closing_fd(os.open(self.store.out_path(record.id), flags, 0o600)) as out_fd,
-                closing_fd(os.open(self.store.err_path(record.id), flags, 0o600)) as err_fd,
-            ):
-                return _procs.spawn_task(
-                    record.cmd,
-                    mark=_procs.wrapper_mark(record.serial),
-                    cwd=self.settings.workdir,
-                    stdout=out_fd,
-                    stderr=err_fd,
-                    exit_file=self.store.exit_path(record.id),
-                )
-        except OSError:
-            self.store.delete_record(record.id)
-            raise
+            self.store.save_record(running)
+        except OSError as exc:
+            return child, exc
+        return child, None
 
     def _forget(self, task: Task, previous: Task | None) -> None:
         if previous is not None:
@@ -465,6 +475,7 @@ class TaskManager:
             # not been told it (or was told it inline moments before: a wake then is a repeat).
             task.owed = True
             await self._resume(task)
+        await self._adopt_unrecorded({r.serial for r in records}, by_id)
         for orphan in by_id.values():
             log.warning("loose end for %s has no task record; sending what it holds", orphan.task_id)
             wake = orphan.wake or OwedWake(
@@ -473,14 +484,42 @@ class TaskManager:
             )
             self.courier.enqueue(orphan.task_id, orphan.serial, Wake(sender=wake.sender, body=wake.body))
 
+    async def _adopt_unrecorded(self, known: set[str], loose_ends: dict[str, LooseEnd]) -> None:
+        """Adopt live tasks of ours that have no record: the previous daemon died between
+        starting one and saving its record, before `run` could answer."""
+        for found in _procs.find_wrappers(self.store.tasks_dir):
+            if found.serial in known or (found.task_id in self.tasks and not self.tasks[found.task_id].final):
+                continue
+            log.warning("adopting task %s (pid %d), which has no record", found.task_id, found.pid)
+            loose_end = loose_ends.get(found.task_id)
+            if loose_end is not None and loose_end.serial == found.serial:
+                del loose_ends[found.task_id]
+            record = TaskRecord(
+                id=found.task_id,
+                serial=found.serial,
+                cmd=found.cmd,
+                cwd=found.cwd,
+                created_at=self.clock(),
+                state=TaskState.RUNNING,
+                started_at=self.clock(),
+                pid=found.pid,
+                pid_start_time=found.start_time,
+                notes=("its record was lost when the daemon went down just after starting it",),
+            )
+            task = self._register(Task(record, owed=True, record_dirty=True))
+            await self._resume(task)
+
     async def _resume(self, task: Task) -> None:
         record = task.record
         pid = record.pid
-        if pid is None:
+        if pid is None or record.pid_start_time is None:
+            # Saved before its start time was known: the wrapper's mark tells whether it lives.
             found = _procs.find_wrapper(_procs.wrapper_mark(record.serial))
             if found is not None:
                 pid, start = found
-                self._apply(task, Spawned(), pid=pid, pid_start_time=start, started_at=record.created_at)
+                self._apply(task, Spawned(), pid=pid, pid_start_time=start)
+                if task.record.started_at is None:
+                    self._apply(task, started_at=record.created_at)
         if pid is not None and _procs.is_same_process(pid, task.record.pid_start_time):
             log.info("re-adopting task %s (pid %d)", task.id, pid)
             await self._sync_loose_end(task)
@@ -534,6 +573,7 @@ def _mtime(path: Path) -> float | None:
 
 
 def _disk_full(path: Path) -> bool:
+    """True when not one block is left for unprivileged writers."""
     try:
         return os.statvfs(path).f_bavail == 0
     except OSError:
