@@ -32,7 +32,6 @@ class Child:
 
     popen: subprocess.Popen[bytes]
     pidfd: int
-    started_at: float = 0.0
 
     @property
     def pid(self) -> int:

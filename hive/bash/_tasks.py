@@ -191,7 +191,7 @@ class TaskManager:
         )
         task = self._register(Task(record))
         try:
-            child, save_error = await trio.to_thread.run_sync(self._spawn_and_record, record)
+            child = await trio.to_thread.run_sync(self._spawn, record)
         except OSError as exc:
             self._forget(task, previous)
             raise DiskError(
@@ -199,22 +199,17 @@ class TaskManager:
                 f"{self.settings.workdir}): {exc.strerror or exc}; free space there, or fix its "
                 "permissions, and run it again"
             ) from None
-        self._apply(task, Spawned(), started_at=child.started_at, pid=child.pid)
-        if save_error is None:
-            task.record_dirty = False
-        else:
-            self._note(task, _disk_note("its record", save_error))
+        # Not saved yet: a task that ends inside the caller's wait is saved once, at its end,
+        # off the answer's path; one that outlives the wait is saved before `run` says it
+        # started (see `owe`); the timer saves any other. A daemon that dies before the save
+        # finds a live task by its wrapper's mark (see `_adopt_unrecorded`).
+        self._apply(task, Spawned(), started_at=self.clock(), pid=child.pid)
         assert self._nursery is not None
         self._nursery.start_soon(self._supervise, task, child.wait)
         return task, unreported
 
-    def _spawn_and_record(self, record: TaskRecord) -> tuple[_procs.Child, OSError | None]:
-        """Start the task, then save its record: blocking work, all in one trip to a worker thread.
-
-        The record is saved (with its fsync) while the task already runs, so a short task costs
-        the larger of the two rather than their sum. A daemon that dies in between finds the
-        task by its wrapper's mark (see ``_adopt_unrecorded``).
-        """
+    def _spawn(self, record: TaskRecord) -> _procs.Child:
+        """Open the task's output files and start it (blocking: run in a worker thread)."""
         if not self.store.has_space():
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         self.store.clear_exit_status(record.id)
@@ -223,7 +218,7 @@ class TaskManager:
             closing_fd(os.open(self.store.out_path(record.id), flags, 0o600)) as out_fd,
             closing_fd(os.open(self.store.err_path(record.id), flags, 0o600)) as err_fd,
         ):
-            child = _procs.spawn_task(
+            return _procs.spawn_task(
                 record.cmd,
                 mark=_procs.wrapper_mark(record.serial),
                 cwd=self.settings.workdir,
@@ -231,13 +226,6 @@ class TaskManager:
                 stderr=err_fd,
                 exit_file=self.store.exit_path(record.id),
             )
-        child.started_at = self.clock()
-        running = attrs.evolve(record, state=TaskState.RUNNING, started_at=child.started_at, pid=child.pid)
-        try:
-            self.store.save_record(running)
-        except OSError as exc:
-            return child, exc
-        return child, None
 
     def _forget(self, task: Task, previous: Task | None) -> None:
         if previous is not None:
@@ -295,9 +283,14 @@ class TaskManager:
                 self._note(task, _disk_note("its loose end", exc))
 
     async def owe(self, task: Task) -> None:
-        """`run` is returning without a final state: the agent must be told the end later."""
+        """`run` is returning without a final state: the agent must be told the end later.
+
+        The task's record and its loose end are both on disk before this returns.
+        """
         task.owed = True
-        await self._sync_loose_end(task)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._persist, task)
+            nursery.start_soon(self._sync_loose_end, task)
         if task.final:
             self._send_wake(task)
 
