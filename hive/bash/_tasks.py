@@ -24,16 +24,16 @@ import trio
 
 from hive.bash import _procs
 from hive.bash._courier import WakeCourier
+from hive.bash._describe import wake_body
 from hive.bash._errors import BadArgument, DiskError, NameBusy, UnknownTask
 from hive.bash._model import Event, Exited, Spawned, StopBegun, StopReason, TaskState, Vanished, advance
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
-from hive.bash._store import TaskStore, last_lines, read_tail
+from hive.bash._store import TaskStore, read_tail
 from hive.wake import Wake
 
 log = logging.getLogger(__name__)
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
-WAKE_STDOUT_LINES = 20
 WAKE_STDOUT_BYTES = 2048
 _FILLED_UP = "the disk holding {} filled up while it ran; its output may be cut short"
 
@@ -72,31 +72,6 @@ class Task:
         return self.record.state.final
 
 
-def describe_end(record: TaskRecord) -> str:
-    state = record.state
-    code = f"exit code {record.exit_code}" if record.exit_code is not None else "no exit code"
-    duration = record.duration(record.ended_at or time.time())
-    took = f" after {duration:.2f} s" if duration is not None else ""
-    if state is TaskState.DONE:
-        return f"done, {code}{took}"
-    if state is TaskState.TIMED_OUT:
-        return f"timed out after {record.timeout_secs:g} s ({describe_signals(record)}), {code}"
-    if state is TaskState.STOPPED:
-        why = "on request" if record.stop_reason is StopReason.REQUESTED else "at the output cap"
-        return f"stopped {why} ({describe_signals(record)}), {code}{took}"
-    if state is TaskState.INTERRUPTED:
-        return "interrupted: its process was gone after a daemon restart and no exit status was recorded"
-    return str(state.value)
-
-
-def describe_signals(record: TaskRecord) -> str:
-    if not record.signals:
-        return "no signal sent"
-    if record.signals == ("SIGINT",):
-        return "SIGINT to its process group"
-    return "SIGINT to its process group, then SIGKILL after the grace period"
-
-
 @attrs.define(eq=False)
 class TaskManager:
     store: TaskStore
@@ -130,14 +105,8 @@ class TaskManager:
 
     def compose_wake(self, record: TaskRecord) -> OwedWake:
         """The wake for a task's end: its state, exit code and last stdout lines."""
-        lines = [f"bash task {record.id} ended: {describe_end(record)}", f"$ {record.cmd}"]
         stdout = read_tail(self.store.out_path(record.id), WAKE_STDOUT_BYTES).text
-        tail = last_lines(stdout, WAKE_STDOUT_LINES)
-        lines += ["last stdout lines:", tail] if tail else ["(no stdout)"]
-        lines.append(
-            f"status({record.id!r}) gives the full status; the whole output is in its .out/.err files."
-        )
-        return OwedWake(sender=f"bash-task-{record.id}", body="\n".join(lines))
+        return OwedWake(sender=f"bash-task-{record.id}", body=wake_body(record, stdout))
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -354,7 +323,7 @@ class TaskManager:
             self._begin_stop(task, StopReason.TIMEOUT)
 
     async def _watch_running(self) -> None:
-        """Every interval: save the records of tasks still running, and check each one's output
+        """Every interval: save the records that changed, and check each running task's output
         against the cap and its disk for space.
 
         File growth cannot be awaited without a wake-up per write, so this is a timer: one
@@ -366,10 +335,10 @@ class TaskManager:
             await trio.sleep(self.settings.output_check_interval)
             disk_full = _disk_full(self.store.tasks_dir)
             for task in list(self.tasks.values()):
-                if task.supervisor is None or task.exited.is_set():
-                    continue
-                self._check_running(task, disk_full)
-                if task.record_dirty:
+                if task.supervisor is not None and not task.exited.is_set():
+                    self._check_running(task, disk_full)
+                # Includes a save that failed earlier (a full disk): it is tried again.
+                if task.record_dirty and not task.write_lock.locked():
                     self._nursery.start_soon(self._persist, task)
 
     def _check_running(self, task: Task, disk_full: bool) -> None:

@@ -1,4 +1,4 @@
-"""The bash tools (`run`, `status`, `stop`, `list`): argument checking, behaviour and rendering.
+"""The bash tools (`run`, `status`, `stop`, `list`): their specs, argument checking and behaviour.
 
 Nothing here knows MCP: each tool takes the raw arguments and returns a :class:`ToolResult`
 (text for the agent, structured content for programs). ``_server`` puts them on the wire.
@@ -14,10 +14,10 @@ from typing import Any
 import attrs
 import trio
 
+from hive.bash._describe import describe_end, describe_status
 from hive.bash._errors import BadArgument, BashError
-from hive.bash._records import TaskRecord
 from hive.bash._store import read_tail
-from hive.bash._tasks import Task, TaskManager, describe_end, describe_signals
+from hive.bash._tasks import Task, TaskManager
 
 MAX_WAIT = 30.0
 DEFAULT_RUN_WAIT = 3.0
@@ -171,49 +171,10 @@ def _task_id(args: Mapping[str, Any]) -> str:
 
 
 def status_of(manager: TaskManager, task: Task, now: float) -> ToolResult:
-    r = task.record
-    store = manager.store
-    out = read_tail(store.out_path(r.id))
-    err = read_tail(store.err_path(r.id))
-    duration = r.duration(now)
-    structured: dict[str, Any] = {
-        "id": r.id,
-        "state": r.state.value,
-        "exit_code": r.exit_code,
-        "duration_secs": None if duration is None else round(duration, 3),
-        "cmd": r.cmd,
-        "cwd": r.cwd,
-        "pid": r.pid,
-        "timeout_secs": r.timeout_secs,
-        "stop_reason": r.stop_reason.value if r.stop_reason else None,
-        "signals": list(r.signals),
-        "notes": list(r.notes),
-        "created_at": r.created_at,
-        "started_at": r.started_at,
-        "ended_at": r.ended_at,
-        "stdout": {"tail": out.text, "bytes": out.size, "path": str(out.path)},
-        "stderr": {"tail": err.text, "bytes": err.size, "path": str(err.path)},
-    }
-    lines = [f"task {r.id}: {_headline(r, now)}", f"$ {r.cmd}"]
-    lines += [f"note: {note}" for note in r.notes]
-    for label, tail in (("stdout", out), ("stderr", err)):
-        scope = (
-            f"last {len(tail.text.encode())} of {tail.size} bytes" if tail.truncated else f"{tail.size} bytes"
-        )
-        lines.append(f"--- {label} ({scope}; whole output: {tail.path}) ---")
-        if tail.text:
-            lines.append(tail.text.rstrip("\n"))
-    return ToolResult("\n".join(lines), structured)
-
-
-def _headline(r: TaskRecord, now: float) -> str:
-    if r.state.final:
-        return describe_end(r)
-    duration = r.duration(now)
-    running = f"running for {duration:.2f} s" if duration is not None else r.state.value
-    if r.stop_reason is not None:
-        return f"{running}, being stopped ({r.stop_reason.value}; {describe_signals(r)})"
-    return running
+    out = read_tail(manager.store.out_path(task.id))
+    err = read_tail(manager.store.err_path(task.id))
+    text, structured = describe_status(task.record, out, err, now)
+    return ToolResult(text, structured)
 
 
 def _started(task: Task, manager: TaskManager) -> ToolResult:

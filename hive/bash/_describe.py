@@ -1,0 +1,90 @@
+"""How a task reads to an agent: the status of `status` and `run`, and the body of a wake."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hive.bash._model import StopReason, TaskState
+from hive.bash._records import TaskRecord
+from hive.bash._store import Tail, last_lines
+
+WAKE_STDOUT_LINES = 20
+
+
+def describe_signals(record: TaskRecord) -> str:
+    if not record.signals:
+        return "no signal sent"
+    if record.signals == ("SIGINT",):
+        return "SIGINT to its process group"
+    return "SIGINT to its process group, then SIGKILL after the grace period"
+
+
+def describe_end(record: TaskRecord) -> str:
+    """One line on how a final task ended, e.g. ``done, exit code 0 after 1.20 s``."""
+    state = record.state
+    code = f"exit code {record.exit_code}" if record.exit_code is not None else "no exit code"
+    duration = record.duration(record.ended_at or time.time())
+    took = f" after {duration:.2f} s" if duration is not None else ""
+    if state is TaskState.DONE:
+        return f"done, {code}{took}"
+    if state is TaskState.TIMED_OUT:
+        return f"timed out after {record.timeout_secs:g} s ({describe_signals(record)}), {code}"
+    if state is TaskState.STOPPED:
+        why = "on request" if record.stop_reason is StopReason.REQUESTED else "at the output cap"
+        return f"stopped {why} ({describe_signals(record)}), {code}{took}"
+    if state is TaskState.INTERRUPTED:
+        return "interrupted: its process was gone after a daemon restart and no exit status was recorded"
+    return str(state.value)
+
+
+def headline(record: TaskRecord, now: float) -> str:
+    if record.state.final:
+        return describe_end(record)
+    duration = record.duration(now)
+    running = f"running for {duration:.2f} s" if duration is not None else record.state.value
+    if record.stop_reason is not None:
+        return f"{running}, being stopped ({record.stop_reason.value}; {describe_signals(record)})"
+    return running
+
+
+def wake_body(record: TaskRecord, stdout: str) -> str:
+    lines = [f"bash task {record.id} ended: {describe_end(record)}", f"$ {record.cmd}"]
+    tail = last_lines(stdout, WAKE_STDOUT_LINES)
+    lines += ["last stdout lines:", tail] if tail else ["(no stdout)"]
+    lines.append(f"status({record.id!r}) gives the full status; the whole output is in its .out/.err files.")
+    return "\n".join(lines)
+
+
+def describe_status(record: TaskRecord, out: Tail, err: Tail, now: float) -> tuple[str, dict[str, Any]]:
+    """The full status: text for the agent and the same as structured content."""
+    r = record
+    duration = r.duration(now)
+    structured: dict[str, Any] = {
+        "id": r.id,
+        "state": r.state.value,
+        "exit_code": r.exit_code,
+        "duration_secs": None if duration is None else round(duration, 3),
+        "cmd": r.cmd,
+        "cwd": r.cwd,
+        "pid": r.pid,
+        "timeout_secs": r.timeout_secs,
+        "stop_reason": r.stop_reason.value if r.stop_reason else None,
+        "signals": list(r.signals),
+        "notes": list(r.notes),
+        "created_at": r.created_at,
+        "started_at": r.started_at,
+        "ended_at": r.ended_at,
+        "stdout": {"tail": out.text, "bytes": out.size, "path": str(out.path)},
+        "stderr": {"tail": err.text, "bytes": err.size, "path": str(err.path)},
+    }
+    lines = [f"task {r.id}: {headline(r, now)}", f"$ {r.cmd}"]
+    lines += [f"note: {note}" for note in r.notes]
+    for label, tail in (("stdout", out), ("stderr", err)):
+        scope = (
+            f"last {len(tail.text.encode())} of {tail.size} bytes" if tail.truncated else f"{tail.size} bytes"
+        )
+        lines.append(f"--- {label} ({scope}; whole output: {tail.path}) ---")
+        if tail.text:
+            lines.append(tail.text.rstrip("\n"))
+    return "\n".join(lines), structured
