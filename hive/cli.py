@@ -115,7 +115,7 @@ def _bash_stop(args: argparse.Namespace) -> int:
 
 
 def _bash_ls(args: argparse.Namespace) -> int:
-    return _call(args, "list", {})
+    return _call(args, "list", {"limit": 0})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -98,9 +98,19 @@ async def _call(session: ClientSession, tool: str, arguments: dict[str, Any]) ->
 
 def run_demo() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="hive-demo-"))
+    log_path = workdir / "daemon.log"
     try:
-        with open(workdir / "daemon.log", "wb") as daemon_log:
+        with open(log_path, "wb") as daemon_log:
             trio.run(_demo, workdir, daemon_log)
+    except Exception as exc:  # the demo's one error boundary: say what broke, with the daemon's log
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        cause: BaseException = exc
+        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]
+        print(f"hive demo failed: {cause}", file=sys.stderr)
+        if log:
+            print("hive-bash-daemon's log:\n" + textwrap.indent(log[-4000:], "  "), file=sys.stderr)
+        return 1
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     _say("demo finished; its temporary directory is removed")

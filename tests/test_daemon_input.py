@@ -41,7 +41,9 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("status", {"id": "nope", "wait_seconds": -1}, "must not be negative"),
     ("stop", {"id": "nope"}, "no task has id 'nope'"),
     ("stop", {}, "id is required"),
-    ("list", {"all": True}, "takes no arguments"),
+    ("list", {"all": True}, "unknown argument(s) all; this tool takes limit"),
+    ("list", {"limit": -1}, "limit must be a whole number"),
+    ("list", {"limit": "ten"}, "limit must be a whole number"),
     ("rm", {"id": "x"}, "unknown tool 'rm'"),
 ]
 

@@ -125,3 +125,16 @@ async def test_a_task_that_ends_while_run_answers_is_woken_exactly_once(
         with trio.fail_after(30):
             await agent.wait_for(len(names) + 1)
     assert sorted(agent.senders()) == sorted(f"bash-task-{n}" for n in [*names, "marker"])
+
+
+async def test_list_shows_the_newest_first_and_honours_its_limit(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        for i in range(3):
+            await call(session, "run", cmd=f"echo {i}", name=f"n{i}")
+        everything = structured(await call(session, "list", limit=0))
+        assert [t["id"] for t in everything["tasks"]] == ["n2", "n1", "n0"]
+        assert everything["tasks"][0]["cmd"] == "echo 2"
+        assert everything["total"] == 3
+        newest = await call(session, "list", limit=2)
+        assert [t["id"] for t in structured(newest)["tasks"]] == ["n2", "n1"]
+        assert "1 older tasks not shown" in text_of(newest)

@@ -21,6 +21,7 @@ from hive.bash._tasks import Task, TaskManager
 
 MAX_WAIT = 30.0
 DEFAULT_RUN_WAIT = 3.0
+DEFAULT_LIST_LIMIT = 50
 
 
 @attrs.frozen
@@ -119,8 +120,19 @@ TOOLS = [
     ),
     ToolSpec(
         "list",
-        "Every task the daemon knows, newest first: id, state, exit code, duration and command.",
-        {"type": "object", "properties": {}, "additionalProperties": False},
+        "The tasks the daemon knows, newest first: id, state, exit code, duration and command.",
+        {
+            "type": "object",
+            "properties": {
+                "limit": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "default": DEFAULT_LIST_LIMIT,
+                    "description": f"At most this many tasks (default {DEFAULT_LIST_LIMIT}); 0 for all of them.",
+                }
+            },
+            "additionalProperties": False,
+        },
     ),
 ]
 
@@ -289,11 +301,16 @@ class BashTools:
         return status_of(self.manager, task, self.clock())
 
     async def list(self, args: dict[str, Any]) -> ToolResult:
-        _check_keys(args, ())
+        _check_keys(args, ("limit",))
+        limit = args.get("limit", DEFAULT_LIST_LIMIT)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise BadArgument(f"limit must be a whole number, 0 or more (0 for every task), not {limit!r}")
         now = self.clock()
+        records = self.manager.newest_first()
+        shown = records[:limit] if limit else records
         rows = []
         lines = []
-        for r in self.manager.newest_first():
+        for r in shown:
             duration = r.duration(now)
             rows.append(
                 {
@@ -309,4 +326,6 @@ class BashTools:
             took = "-" if duration is None else f"{duration:.2f}s"
             lines.append(f"{r.id}\t{r.state.value}\t{code}\t{took}\t{r.cmd}")
         text = "\n".join(["id\tstate\texit\tduration\tcommand", *lines]) if lines else "no tasks yet"
-        return ToolResult(text, {"tasks": rows})
+        if len(shown) < len(records):
+            text += f"\n({len(records) - len(shown)} older tasks not shown; pass limit=0 for all)"
+        return ToolResult(text, {"tasks": rows, "total": len(records)})
