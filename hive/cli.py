@@ -31,6 +31,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
 
+    run = commands.add_parser(
+        "run",
+        help="run one agent turn, printing its stream-json",
+        description="Run one turn through the runtime HIVE_RUNTIME names (claude, the default, runs "
+        "HIVE_CLAUDE_COMMAND or `claude`; acp runs HIVE_ACP_COMMAND with HIVE_ACP_ARGS and HIVE_ACP_ENV). "
+        "The turn's stream-json goes to stdout, one message a line; the session id goes to stderr, for "
+        "--session next time. Exit status 0 when the turn's result is not an error. SIGINT or SIGTERM "
+        "stops the turn (SIGINT to the agent) and prints its result; a second one stops waiting for it.",
+    )
+    from hive.turn import add_arguments
+
+    add_arguments(run)
+    run.set_defaults(handler=_run_turn)
+
     bash = commands.add_parser("bash", help="run and inspect background bash tasks").add_subparsers(
         dest="bash_command", required=True, metavar="COMMAND"
     )
@@ -63,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     ls = bash.add_parser("ls", parents=[common], help="every known task, newest first")
     ls.set_defaults(handler=_bash_ls)
     return parser
+
+
+def _run_turn(args: argparse.Namespace) -> int:
+    from hive.turn import run_turn
+
+    return run_turn(args)
 
 
 def _demo(args: argparse.Namespace) -> int:

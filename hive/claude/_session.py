@@ -1,0 +1,314 @@
+"""InfiniteSession: one `claude --print` per turn, resuming one session id across turns."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import attrs
+import trio
+
+from hive.claude._argv import turn_argv, turn_env
+from hive.runtime import (
+    AgentProcess,
+    Config,
+    RuntimeSpec,
+    StderrTail,
+    StopReason,
+    TurnFailed,
+    TurnOutcome,
+    start_agent,
+)
+from hive.sink import (
+    AssistantMessage,
+    Batch,
+    ContextUsage,
+    LineFramer,
+    ResultMessage,
+    Sink,
+    SystemInit,
+    SystemMessage,
+    first_message,
+    last_message,
+)
+
+log = logging.getLogger(__name__)
+
+READ_SIZE = 1 << 20
+LINGER = 5.0
+"""How long a claude may stay after printing its result before it is sent SIGINT."""
+EXIT_AFTER_EOF = 2.0
+"""How long to wait for an exit status once stdout has closed without a result."""
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+MODELS = ("default", "sonnet", "opus", "haiku", "sonnet[1m]", "opusplan")
+EFFORTS = ("low", "medium", "high")
+
+
+@attrs.frozen
+class ClaudeChoices:
+    """What the claude CLI accepts: its model aliases (and any full model id) and effort levels."""
+
+    def models(self) -> tuple[str, ...]:
+        return MODELS
+
+    def efforts(self) -> tuple[str, ...]:
+        return EFFORTS
+
+
+@attrs.define(eq=False)
+class _Turn:
+    """One claude process and what it has said so far."""
+
+    agent: AgentProcess
+    stdout: trio.abc.ReceiveStream
+    session_id: str | None
+    started: float = attrs.field(factory=time.monotonic)
+    framer: LineFramer = attrs.field(factory=LineFramer)
+    stderr: StderrTail = attrs.field(factory=StderrTail)
+    result: ResultMessage | None = None
+    context_tokens: int | None = None
+    compacted_to: int | None = None
+    eof: bool = False
+
+
+@attrs.define(eq=False)
+class _Stopper:
+    """The Canceller: cancels the running turn's scope; a second call stops waiting for the agent."""
+
+    running: trio.CancelScope | None = None
+    grace: trio.CancelScope | None = None
+    requested: bool = False
+
+    def cancel(self) -> None:
+        if self.grace is not None:
+            self.grace.cancel()
+        elif self.running is not None:
+            self.requested = True
+            self.running.cancel()
+
+
+@attrs.define(eq=False)
+class InfiniteSession:
+    """The claude runtime: each turn is one ``claude --print`` process resuming the session.
+
+    The turn ends at claude's ``result`` line, not at its exit. Stopping a turn (the
+    Canceller, or no output for ``config.idle_timeout``) cancels the turn's scope, whose
+    exit path sends SIGINT to claude's process group and waits up to ``config.stop_grace``
+    for claude's own end of the turn; nothing escalates beyond SIGINT.
+    """
+
+    command: str
+    config: Config
+    _background: trio.Nursery
+    _session_id: str | None = None
+    _stopper: _Stopper = attrs.field(factory=_Stopper)
+    _busy: bool = False
+    context: ContextUsage | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    def canceller(self) -> _Stopper:
+        return self._stopper
+
+    def choices(self) -> ClaudeChoices:
+        return ClaudeChoices()
+
+    async def archive(self) -> None:
+        """Forget the session: the next turn starts a new one, carrying the system prompt."""
+        self._session_id = None
+        self.context = None
+
+    async def run(self, prompt: str, sink: Sink) -> TurnOutcome:
+        outcome = await self._exclusive(prompt, sink)
+        policy = self.config.compaction
+        usage = outcome.usage
+        if (
+            outcome.stop_reason is StopReason.COMPLETED
+            and policy.watermark is not None
+            and usage is not None
+            and usage.fraction is not None
+            and usage.fraction >= policy.watermark
+        ):
+            log.info("context at %.0f%%: checkpoint, then /compact", usage.fraction * 100)
+            checkpoint = await self._exclusive(policy.checkpoint_prompt, sink)
+            if checkpoint.stop_reason is StopReason.COMPLETED:
+                await self.compact(sink)
+        return outcome
+
+    async def compact(self, sink: Sink) -> None:
+        """Run ``/compact`` as a turn on the session (nothing to do before the first turn)."""
+        if self._session_id is None:
+            return
+        await self._exclusive("/compact", sink)
+
+    async def _exclusive(self, prompt: str, sink: Sink) -> TurnOutcome:
+        if self._busy:
+            raise TurnFailed("a turn is already running on this session; wait for it or cancel it first")
+        self._busy = True
+        try:
+            return await self._turn(prompt, sink)
+        finally:
+            self._busy = False
+
+    async def _turn(self, prompt: str, sink: Sink) -> TurnOutcome:
+        argv = turn_argv(self.command, self.config, prompt, self._session_id)
+        agent = await start_agent(argv, cwd=self.config.cwd, env=turn_env(self.config))
+        assert agent.process.stdout is not None and agent.process.stderr is not None
+        turn = _Turn(agent, agent.process.stdout, self._session_id)
+        stopper = self._stopper
+        stop_reason = StopReason.COMPLETED
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(turn.stderr.drain, agent.process.stderr)
+            with trio.CancelScope() as running:
+                stopper.running, stopper.requested = running, False
+                try:
+                    await self._read(turn, sink, running)
+                finally:
+                    stopper.running = None
+            if running.cancelled_caught and turn.result is None:
+                stop_reason = StopReason.CANCELLED if stopper.requested else StopReason.IDLE
+                await self._stop(turn, sink)
+            elif turn.result is None:
+                stop_reason = StopReason.EXITED
+            if turn.result is None:
+                with trio.move_on_after(EXIT_AFTER_EOF if turn.eof else 0):
+                    await agent.wait()
+            nursery.cancel_scope.cancel()
+        if turn.result is None:
+            turn.result = await self._synthesize(turn, stop_reason, sink)
+        if agent.returncode is None:
+            self._background.start_soon(_see_out, agent)
+        return await self._conclude(turn, stop_reason, sink)
+
+    async def _read(self, turn: _Turn, sink: Sink, scope: trio.CancelScope | None) -> None:
+        """Pass claude's lines on until its result (or the end of its output)."""
+        idle = self.config.idle_timeout
+        if scope is not None and idle is not None:
+            scope.deadline = trio.current_time() + idle
+        while turn.result is None:
+            chunk = await turn.stdout.receive_some(READ_SIZE)
+            if scope is not None and idle is not None:
+                scope.deadline = trio.current_time() + idle
+            if chunk:
+                batch, dropped = turn.framer.feed(chunk)
+            else:
+                batch, dropped = turn.framer.close()
+                turn.eof = True
+            for piece in dropped:
+                log.warning("claude output dropped (%s): %r", piece.reason, piece.sample)
+            if batch is not None:
+                self._observe(batch, turn)
+                await sink.write(batch)
+            if turn.eof:
+                return
+
+    def _observe(self, batch: Batch, turn: _Turn) -> None:
+        if turn.session_id is None:
+            found = first_message(batch, b'"init"', "system/init")
+            if found is not None and isinstance(found[1], SystemInit):
+                turn.session_id = found[1].session_id
+        assistant = last_message(batch, b'"assistant"', "assistant")
+        if isinstance(assistant, AssistantMessage) and assistant.message.usage is not None:
+            turn.context_tokens = assistant.message.usage.context_tokens
+        boundary = last_message(batch, b'"compact_boundary"', "system/compact_boundary")
+        if isinstance(boundary, SystemMessage):
+            post = boundary.extra.get("compact_metadata", {}).get("post_tokens")
+            if isinstance(post, int):
+                turn.compacted_to = post
+        found_result = first_message(batch, b'"result"', "result")
+        if found_result is not None and isinstance(found_result[1], ResultMessage):
+            turn.result = found_result[1]
+            if turn.session_id is None:
+                turn.session_id = turn.result.session_id
+
+    async def _stop(self, turn: _Turn, sink: Sink) -> None:
+        """The exit path of a stopped turn: SIGINT to claude's group, then its lines until its
+        result, for at most the stop grace. Shielded: a stop must finish what it started."""
+        turn.agent.interrupt()
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + self.config.stop_grace) as grace:
+            self._stopper.grace = grace
+            try:
+                await self._read(turn, sink, None)
+            finally:
+                self._stopper.grace = None
+        if grace.cancelled_caught:
+            log.warning(
+                "claude (pid %d) did not end its turn within %.1f s of SIGINT",
+                turn.agent.pid,
+                self.config.stop_grace,
+            )
+
+    async def _synthesize(self, turn: _Turn, stop_reason: StopReason, sink: Sink) -> ResultMessage:
+        """A result in claude's shape for a turn claude ended without one; marked as hive's."""
+        status = turn.agent.returncode
+        what = {
+            StopReason.CANCELLED: "the turn was cancelled",
+            StopReason.IDLE: f"claude sent nothing for {self.config.idle_timeout} s",
+            StopReason.EXITED: "claude ended its output",
+        }.get(stop_reason, "the turn ended")
+        how = f"it exited with status {status}" if status is not None else "it has not exited"
+        tail = turn.stderr.text().strip()
+        error = f"{what} without a result; {how}" + (f"; stderr: {tail[-2000:]}" if tail else "")
+        result = ResultMessage(
+            subtype="error_during_execution",
+            is_error=True,
+            session_id=turn.session_id,
+            duration_ms=int((time.monotonic() - turn.started) * 1000),
+            usage={
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            },
+            errors=[error],
+            uuid=str(uuid.uuid4()),
+            extra={"hive": {"synthesized": True, "stop_reason": stop_reason.value, "exit_status": status}},
+        )
+        await sink.write(Batch.of([result]))
+        return result
+
+    async def _conclude(self, turn: _Turn, stop_reason: StopReason, sink: Sink) -> TurnOutcome:
+        result = turn.result
+        assert result is not None
+        if turn.session_id is not None:
+            self._session_id = turn.session_id
+        size = result.context_window or (self.context.size if self.context else DEFAULT_CONTEXT_WINDOW)
+        used = turn.compacted_to if turn.compacted_to is not None else turn.context_tokens
+        if used is not None:
+            self.context = ContextUsage(used=used, size=size)
+            await sink.context_usage(self.context)
+        return TurnOutcome(
+            stop_reason=stop_reason,
+            session_id=self._session_id,
+            is_error=result.is_error,
+            synthesized=bool(result.extra.get("hive")),
+            usage=self.context,
+            tokens=dict(result.usage),
+            result=result.result,
+        )
+
+
+async def _see_out(agent: AgentProcess) -> None:
+    """A claude still running after its turn: give it a moment, then SIGINT, then reap it."""
+    with trio.move_on_after(LINGER):
+        await agent.wait()
+        return
+    log.warning("claude (pid %d) lingered %.0f s after its result; sending SIGINT", agent.pid, LINGER)
+    agent.interrupt()
+    await agent.wait()
+
+
+@asynccontextmanager
+async def open_claude_runtime(
+    spec: RuntimeSpec, config: Config, session_id: str | None = None
+) -> AsyncIterator[InfiniteSession]:
+    """The claude runtime. Leaving the block abandons (never kills) claudes still lingering."""
+    async with trio.open_nursery() as background:
+        yield InfiniteSession(spec.claude_command, config, background, session_id)
+        background.cancel_scope.cancel()

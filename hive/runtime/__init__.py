@@ -1,0 +1,44 @@
+"""The Runtime interface an agent's turns are driven through, and what every backend shares."""
+
+from hive.runtime._config import CompactionPolicy, Config, HttpServer, McpServer, StdioServer
+from hive.runtime._errors import (
+    AgentRefused,
+    AgentUnavailable,
+    HiveRuntimeError,
+    IdleKilled,
+    IdleTimeout,
+    SpecError,
+    TurnFailed,
+)
+from hive.runtime._process import SIGNALS_SENT, AgentProcess, SentSignal, StderrTail, start_agent
+from hive.runtime._protocol import Canceller, Choices, Runtime, StopReason, TurnOutcome
+from hive.runtime._spec import BACKENDS, Backend, RuntimeSpec, open_runtime
+
+__all__ = [
+    "BACKENDS",
+    "SIGNALS_SENT",
+    "AgentProcess",
+    "AgentRefused",
+    "AgentUnavailable",
+    "Backend",
+    "Canceller",
+    "Choices",
+    "CompactionPolicy",
+    "Config",
+    "HiveRuntimeError",
+    "HttpServer",
+    "IdleKilled",
+    "IdleTimeout",
+    "McpServer",
+    "Runtime",
+    "RuntimeSpec",
+    "SentSignal",
+    "SpecError",
+    "StderrTail",
+    "StdioServer",
+    "StopReason",
+    "TurnFailed",
+    "TurnOutcome",
+    "open_runtime",
+    "start_agent",
+]

@@ -1,0 +1,113 @@
+"""Agent processes: started leading their own process group, stopped by SIGINT to it, never more.
+
+Trio's own stops send SIGTERM and then SIGKILL (run_process's default deliver_cancel,
+Process.aclose); an agent is never handed to them. Stopping is SIGINT to the group and
+waiting; an agent that ignores it keeps running, and the caller moves on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import attrs
+import trio
+
+from hive.runtime._errors import AgentUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class SentSignal:
+    pid: int
+    signal: str
+    at: float
+
+
+SIGNALS_SENT: list[SentSignal] = []
+"""Every signal this process sent to an agent, in order (tests read it)."""
+
+
+@attrs.define(eq=False)
+class AgentProcess:
+    process: trio.Process
+    argv: tuple[str, ...]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    def interrupt(self) -> bool:
+        """SIGINT to the agent's process group; False if the group is already gone."""
+        if self.process.returncode is not None:
+            return False
+        try:
+            os.killpg(self.process.pid, signal.SIGINT)
+        except ProcessLookupError:
+            return False
+        SIGNALS_SENT.append(SentSignal(self.process.pid, "SIGINT", time.time()))
+        log.info("sent SIGINT to %s (process group %d)", self.argv[0], self.process.pid)
+        return True
+
+    async def wait(self) -> int:
+        """Wait for the agent to exit (reaping it); its exit status."""
+        return await self.process.wait()
+
+
+async def start_agent(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: int | None = subprocess.DEVNULL,
+) -> AgentProcess:
+    """Start an agent in a new session (so it leads its process group), its stdout and stderr piped."""
+    try:
+        process = await trio.lowlevel.open_process(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise AgentUnavailable(
+            f"cannot start {argv[0]!r}: no such executable (is it installed and on PATH?)"
+        ) from None
+    except PermissionError:
+        raise AgentUnavailable(f"cannot start {argv[0]!r}: permission denied") from None
+    except OSError as exc:
+        raise AgentUnavailable(f"cannot start {argv[0]!r} in {cwd}: {exc}") from None
+    return AgentProcess(process, tuple(argv))
+
+
+@attrs.define
+class StderrTail:
+    """The last ``limit`` bytes an agent wrote to stderr, drained as they come."""
+
+    limit: int = 16 * 1024
+    _data: bytearray = attrs.field(factory=bytearray)
+
+    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
+        try:
+            while chunk := await stream.receive_some(65536):
+                self._data += chunk
+                if len(self._data) > 2 * self.limit:
+                    del self._data[: len(self._data) - self.limit]
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    def text(self) -> str:
+        return bytes(self._data[-self.limit :]).decode("utf-8", errors="replace")

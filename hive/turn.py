@@ -1,0 +1,97 @@
+"""``hive run``: one turn from the command line, through the runtime the environment names."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+
+import trio
+
+from hive.runtime import CompactionPolicy, Config, HiveRuntimeError, RuntimeSpec, open_runtime
+from hive.sink import JsonlSink
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("prompt", metavar="PROMPT", help="what to ask the agent")
+    parser.add_argument(
+        "--session", metavar="ID", help="continue this session (its id is printed after each turn)"
+    )
+    parser.add_argument(
+        "--model", metavar="M", help="the model (claude: an alias such as sonnet, or a full id)"
+    )
+    parser.add_argument("--effort", metavar="E", help="the effort level (claude: low, medium or high)")
+    parser.add_argument("--system-prompt", metavar="TEXT", help="appended to the agent's system prompt")
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="S",
+        help="stop the turn if the agent sends nothing for S seconds",
+    )
+    parser.add_argument(
+        "--stop-grace",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="after SIGINT, how long to wait for the agent's own end of the turn (default 5)",
+    )
+    parser.add_argument(
+        "--compact-at",
+        type=float,
+        metavar="F",
+        help="after the turn, checkpoint and compact if the context is more than this fraction full",
+    )
+
+
+async def _run(args: argparse.Namespace) -> int:
+    spec = RuntimeSpec.from_env()
+    config = Config(
+        cwd=Path.cwd(),
+        model=args.model,
+        effort=args.effort,
+        system_prompt=args.system_prompt,
+        idle_timeout=args.idle_timeout,
+        stop_grace=args.stop_grace,
+        compaction=CompactionPolicy(watermark=args.compact_at),
+    )
+    sink = JsonlSink(os.dup(sys.stdout.fileno()))
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_runtime(spec, config, session_id=args.session) as runtime:
+            canceller = runtime.canceller()
+
+            async def stop_on_signals() -> None:
+                async for signum in signals:
+                    print(f"hive: {signal.Signals(signum).name}: stopping the turn", file=sys.stderr)
+                    canceller.cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stop_on_signals)
+                try:
+                    outcome = await runtime.run(args.prompt, sink)
+                finally:
+                    nursery.cancel_scope.cancel()
+    await sink.aclose()
+    print(f"session: {outcome.session_id}", file=sys.stderr)
+    if outcome.synthesized:
+        print(
+            f"hive: the turn ended without the agent's result ({outcome.stop_reason.value})", file=sys.stderr
+        )
+    return 1 if outcome.is_error else 0
+
+
+def run_turn(args: argparse.Namespace) -> int:
+    try:
+        return trio.run(_run, args)
+    except HiveRuntimeError as exc:
+        print(f"hive: {exc}", file=sys.stderr)
+        return 2
+    except ExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, HiveRuntimeError):
+            print(f"hive: {leaf}", file=sys.stderr)
+            return 2
+        raise
