@@ -44,8 +44,9 @@ EXIT_AFTER_EOF = 2.0
 """How long to wait for an exit status once stdout has closed without a result."""
 DEFAULT_CONTEXT_WINDOW = 200_000
 
-MODELS = ("default", "sonnet", "opus", "haiku", "sonnet[1m]", "opusplan")
-EFFORTS = ("low", "medium", "high")
+# As `claude --help` (2.1.318) lists them; --model also takes any full model id.
+MODELS = ("default", "sonnet", "opus", "haiku", "fable")
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
 @attrs.frozen
