@@ -22,7 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", metavar="M", help="the model (claude: an alias such as sonnet, or a full id)"
     )
-    parser.add_argument("--effort", metavar="E", help="the effort level (claude: low, medium, high, xhigh or max)")
+    parser.add_argument(
+        "--effort", metavar="E", help="the effort level (claude: low, medium, high, xhigh or max)"
+    )
     parser.add_argument("--system-prompt", metavar="TEXT", help="appended to the agent's system prompt")
     parser.add_argument(
         "--idle-timeout",

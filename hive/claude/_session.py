@@ -42,6 +42,8 @@ LINGER = 5.0
 """How long a claude may stay after printing its result before it is sent SIGINT."""
 EXIT_AFTER_EOF = 2.0
 """How long to wait for an exit status once stdout has closed without a result."""
+CLOSE_GRACE = 2.0
+"""How long closing the runtime waits for claudes that are still finishing."""
 DEFAULT_CONTEXT_WINDOW = 200_000
 
 # As `claude --help` (2.1.318) lists them; --model also takes any full model id.
@@ -183,8 +185,7 @@ class InfiniteSession:
             nursery.cancel_scope.cancel()
         if turn.result is None:
             turn.result = await self._synthesize(turn, stop_reason, sink)
-        if agent.returncode is None:
-            self._background.start_soon(_see_out, agent)
+        self._background.start_soon(_see_out, agent)
         return await self._conclude(turn, stop_reason, sink)
 
     async def _read(self, turn: _Turn, sink: Sink, scope: trio.CancelScope | None) -> None:
@@ -296,13 +297,36 @@ class InfiniteSession:
 
 
 async def _see_out(agent: AgentProcess) -> None:
-    """A claude still running after its turn: give it a moment, then SIGINT, then reap it."""
-    with trio.move_on_after(LINGER):
-        await agent.wait()
-        return
-    log.warning("claude (pid %d) lingered %.0f s after its result; sending SIGINT", agent.pid, LINGER)
-    agent.interrupt()
-    await agent.wait()
+    """After its turn: let claude finish (its output read and dropped), SIGINT it if it lingers
+    past LINGER, and reap it. Its pipes are closed once it has gone, or when the runtime closes."""
+    process = agent.process
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_discard, process.stdout)
+            nursery.start_soon(_discard, process.stderr)
+            with trio.move_on_after(LINGER):
+                await agent.wait()
+            if agent.returncode is None:
+                log.warning(
+                    "claude (pid %d) lingered %.0f s after its turn; sending SIGINT", agent.pid, LINGER
+                )
+                agent.interrupt()
+                await agent.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        # One still running now ignored SIGINT; it is left to run (runtime.RUNNING keeps it).
+        with trio.CancelScope(shield=True):
+            await process.stdout.aclose()
+            await process.stderr.aclose()
+
+
+async def _discard(stream: trio.abc.ReceiveStream) -> None:
+    try:
+        while await stream.receive_some(READ_SIZE):
+            pass
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
 
 
 @asynccontextmanager
@@ -312,4 +336,5 @@ async def open_claude_runtime(
     """The claude runtime. Leaving the block abandons (never kills) claudes still lingering."""
     async with trio.open_nursery() as background:
         yield InfiniteSession(spec.claude_command, config, background, session_id)
-        background.cancel_scope.cancel()
+        # A claude that has printed its result exits within moments: give those moments.
+        background.cancel_scope.deadline = trio.current_time() + CLOSE_GRACE

@@ -33,6 +33,10 @@ class SentSignal:
 SIGNALS_SENT: list[SentSignal] = []
 """Every signal this process sent to an agent, in order (tests read it)."""
 
+RUNNING: set[AgentProcess] = set()
+"""Every agent started and not yet reaped. An agent that ignored SIGINT may outlive the
+runtime that started it; it stays referenced here, never killed, until it exits and is reaped."""
+
 
 @attrs.define(eq=False)
 class AgentProcess:
@@ -61,7 +65,9 @@ class AgentProcess:
 
     async def wait(self) -> int:
         """Wait for the agent to exit (reaping it); its exit status."""
-        return await self.process.wait()
+        status = await self.process.wait()
+        RUNNING.discard(self)
+        return status
 
 
 async def start_agent(
@@ -90,7 +96,9 @@ async def start_agent(
         raise AgentUnavailable(f"cannot start {argv[0]!r}: permission denied") from None
     except OSError as exc:
         raise AgentUnavailable(f"cannot start {argv[0]!r} in {cwd}: {exc}") from None
-    return AgentProcess(process, tuple(argv))
+    agent = AgentProcess(process, tuple(argv))
+    RUNNING.add(agent)
+    return agent
 
 
 @attrs.define

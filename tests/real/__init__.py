@@ -1,0 +1,1 @@
+"""Tests against real peers (the Claude Code CLI installed by .ci/install-peers), fully offline."""

@@ -1,0 +1,491 @@
+"""The claude backend against the fake claude: every behaviour of STOPPING.md §8, and more.
+
+Every stop test asserts, from the fake's own record, that only SIGINT was ever sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from hive.claude import _session
+from hive.runtime import SIGNALS_SENT, CompactionPolicy, StdioServer, StopReason, TurnFailed
+from hive.sink import MemorySink, ResultMessage
+from tests.claude_fake import FakeClaude, result_lines, wait_exited
+
+GUARD = 30  # seconds: a hang fails the test instead of wedging the run
+
+
+@pytest.fixture
+def fake(short_tmp: Path) -> Iterator[FakeClaude]:
+    claude = FakeClaude(short_tmp).install()
+    try:
+        yield claude
+    finally:
+        claude.cleanup()
+
+
+def sample(name: str) -> list[bytes]:
+    path = Path(__file__).resolve().parent.parent / "fixtures" / "claude_samples" / name
+    return [line for line in path.read_bytes().splitlines() if line.strip()]
+
+
+# 1 -----------------------------------------------------------------------------------------------
+
+
+async def test_a_normal_turn_passes_every_line_in_order_and_the_session_carries_on(fake: FakeClaude) -> None:
+    fake.script([{"replay": "02_tool_turn_with_partial_messages.jsonl"}], [{"default_turn": True}])
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("list the files", sink)
+            session = outcome.session_id
+            second = await runtime.run("and now?", MemorySink())
+    original = sample("02_tool_turn_with_partial_messages.jsonl")
+    recorded = json.loads(original[0])["session_id"]
+    assert session == fake.starts()[0]["session_id"]
+    # Unchanged (the fake gives the replay its own session id), in order, nothing added.
+    assert sink.lines() == [line.replace(recorded.encode(), session.encode()) for line in original]
+    assert (outcome.stop_reason, outcome.is_error, outcome.synthesized) == (
+        StopReason.COMPLETED,
+        False,
+        False,
+    )
+    assert outcome.result == "Tool finished; all done."
+    assert len(result_lines(sink.data)) == 1
+    assert second.session_id == session
+    first_argv, second_argv = (start["argv"] for start in fake.starts())
+    assert not any(arg.startswith("--resume") for arg in first_argv)
+    assert f"--resume={session}" in second_argv
+    assert sink.usages and sink.usages[-1].size == 200000
+
+
+# 2 -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["04_error_max_turns.jsonl", "05_api_error_400.jsonl"])
+async def test_an_error_result_then_exit_1_is_a_completed_turn_with_an_error(
+    fake: FakeClaude, name: str
+) -> None:
+    fake.script([{"replay": name}, {"exit": 1}])
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", sink)
+    assert (outcome.stop_reason, outcome.is_error, outcome.synthesized) == (StopReason.COMPLETED, True, False)
+    assert len(result_lines(sink.data)) == 1
+
+
+# 3 -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("steps", "says"),
+    [
+        ([{"replay": "09_sigint_late_in_stalled_stream_no_result.jsonl"}], "exited with status 0"),
+        ([{"init": {}}, {"text": "half an ans"}, {"exit": 143}], "exited with status 143"),
+        ([{"stderr": "Error: something broke badly\n"}, {"exit": 1}], "something broke badly"),
+    ],
+)
+async def test_a_claude_that_ends_without_a_result_gets_one_made_by_hive(
+    fake: FakeClaude, steps: list[object], says: str
+) -> None:
+    fake.script(steps, [{"default_turn": True}])
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", sink)
+            after = await runtime.run("again", MemorySink())
+    assert (outcome.stop_reason, outcome.is_error, outcome.synthesized) == (StopReason.EXITED, True, True)
+    (result,) = result_lines(sink.data)
+    assert result["subtype"] == "error_during_execution"
+    assert result["hive"]["synthesized"] is True
+    assert says in result["errors"][0]
+    assert isinstance(sink.messages()[-1], ResultMessage)
+    assert (after.stop_reason, after.is_error) == (StopReason.COMPLETED, False)  # healthy for the next turn
+
+
+# 4 -----------------------------------------------------------------------------------------------
+
+
+async def test_malformed_output_loses_no_later_line(fake: FakeClaude) -> None:
+    fake.script(
+        [
+            {"init": {}},
+            {"emit_raw": "[SandboxDebug] starting\n"},
+            {"emit_raw": '{"type":"assistant", broken\n'},
+            {"emit": {"type": "brand_new_kind", "payload": {"x": 1}}},
+            {"emit_big": 2_000_000},
+            {"text": "still here"},
+            {"result": {}},
+            {"emit_raw": '{"type":"system","subtype":"late"'},
+        ]
+    )
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", sink)
+    types = [json.loads(line).get("type") for line in sink.lines()]
+    assert types == ["system", "brand_new_kind", "assistant", "assistant", "result"]
+    assert len(sink.lines()[2]) == 2_000_000 - 1
+    assert outcome.result == "still here"
+    assert (outcome.stop_reason, outcome.synthesized) == (StopReason.COMPLETED, False)
+
+
+# 5 -----------------------------------------------------------------------------------------------
+
+
+async def test_a_claude_that_ignores_sigint_gets_only_sigint_and_the_next_turn_starts_beside_it(
+    fake: FakeClaude,
+) -> None:
+    fake.script(
+        [{"on_signal": {"SIGINT": "ignore"}}, {"init": {}}, {"text": "working"}, {"linger": True}],
+        [{"default_turn": True}],
+    )
+    sink = MemorySink()
+    sent_before = len(SIGNALS_SENT)
+    with trio.fail_after(GUARD):
+        async with fake.runtime(stop_grace=0.5) as runtime:
+            async with trio.open_nursery() as nursery:
+
+                async def cancel_when_working() -> None:
+                    await sink.wait_for_lines(2)
+                    runtime.canceller().cancel()
+
+                nursery.start_soon(cancel_when_working)
+                outcome = await runtime.run("go", sink)
+            next_turn = await runtime.run("next", MemorySink())
+            first, second = fake.starts()
+            assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (
+                StopReason.CANCELLED,
+                True,
+                True,
+            )
+            assert next_turn.stop_reason is StopReason.COMPLETED
+            # The ignorer still runs beside the new turn's claude, which has come and gone.
+            assert fake.signals() == ["SIGINT"]
+            assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]
+            assert first["pid"] != second["pid"]
+    (result,) = result_lines(sink.data)
+    assert result["hive"]["stop_reason"] == "cancelled"
+
+
+# 6 -----------------------------------------------------------------------------------------------
+
+
+async def test_grandchildren_a_claude_leaves_are_its_business_not_hives(fake: FakeClaude) -> None:
+    # Policy: hive stops claude, never its tools' processes; a finished command's leftovers
+    # survive the turn (as with the real CLI), and hive signals nothing but claude's group.
+    fake.script(
+        [
+            {"spawn": "exec sleep 300", "new_session": True},
+            {"spawn": "exec sleep 301"},
+            {"default_turn": True},
+        ]
+    )
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", MemorySink())
+    spawned = [e["pid"] for e in fake.events("spawned")]
+    try:
+        assert outcome.stop_reason is StopReason.COMPLETED
+        assert len(spawned) == 2
+        for pid in spawned:
+            assert Path(f"/proc/{pid}").exists()
+        assert fake.signals() == []
+    finally:
+        import os
+        import signal
+
+        for pid in spawned:
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_stopped_claude_ends_its_own_tool_processes(fake: FakeClaude) -> None:
+    fake.script(
+        [
+            {"spawn": "exec sleep 302", "new_session": True},
+            {"init": {}},
+            {"tool_use": {"name": "Bash", "input": {"command": "sleep 302"}}},
+            {"on_signal": {"SIGINT": [{"kill_spawned": "SIGTERM"}, {"interrupted": "tool"}, {"exit": 1}]}},
+            {"sleep": 60},
+        ]
+    )
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime, trio.open_nursery() as nursery:
+
+            async def cancel_at_the_tool() -> None:
+                await sink.wait_for_lines(2)
+                runtime.canceller().cancel()
+
+            nursery.start_soon(cancel_at_the_tool)
+            outcome = await runtime.run("go", sink)
+    (child,) = [e["pid"] for e in fake.events("spawned")]
+    await wait_exited(child)
+    assert fake.signals() == ["SIGINT"]
+    assert (outcome.stop_reason, outcome.synthesized) == (StopReason.CANCELLED, False)
+
+
+# 7 -----------------------------------------------------------------------------------------------
+
+
+async def test_a_claude_lingering_after_its_result_does_not_hold_the_turn(
+    fake: FakeClaude, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_session, "LINGER", 0.3)
+    fake.script([{"default_turn": True}, {"linger": True}], [{"default_turn": True}])
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            first = await runtime.run("go", MemorySink())
+            second = await runtime.run("again", MemorySink())
+            lingerer = fake.starts()[0]["pid"]
+            await wait_exited(lingerer)  # after the linger allowance, SIGINT ends it
+    assert (first.stop_reason, second.stop_reason) == (StopReason.COMPLETED, StopReason.COMPLETED)
+    assert fake.signals() == ["SIGINT"]
+
+
+# 8 -----------------------------------------------------------------------------------------------
+
+
+async def test_sigint_answered_like_the_real_cli_gives_exactly_its_result(fake: FakeClaude) -> None:
+    fake.script(
+        [
+            {"init": {}},
+            {"tool_use": {"name": "Bash", "input": {"command": "sleep 100"}}},
+            {"on_signal": {"SIGINT": "interrupt_tool"}},
+            {"sleep": 60},
+        ]
+    )
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime, trio.open_nursery() as nursery:
+
+            async def cancel_at_the_tool() -> None:
+                await sink.wait_for_lines(2)
+                runtime.canceller().cancel()
+
+            nursery.start_soon(cancel_at_the_tool)
+            outcome = await runtime.run("go", sink)
+    (result,) = result_lines(sink.data)
+    assert (result["subtype"], result["terminal_reason"]) == ("error_during_execution", "aborted_tools")
+    assert "hive" not in result
+    assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (StopReason.CANCELLED, False, True)
+    assert fake.signals() == ["SIGINT"]
+
+
+# 9 -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [{"replay": "10_compact_in_print_mode.jsonl"}],  # status lines before init
+        [{"result": {"subtype": "error_during_execution", "session_id": "lone-result"}}, {"exit": 1}],
+        [{"init": {}}, {"init": {}}, {"default_turn": True}],
+    ],
+)
+async def test_the_session_id_comes_from_whatever_arrives_first(
+    fake: FakeClaude, steps: list[object]
+) -> None:
+    fake.script(steps)
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", sink)
+    first_with_id = next(
+        json.loads(line)["session_id"] for line in sink.lines() if json.loads(line).get("session_id")
+    )
+    assert outcome.session_id == first_with_id
+
+
+# 10 ----------------------------------------------------------------------------------------------
+
+
+async def test_the_command_line_environment_and_directory(
+    fake: FakeClaude, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDECODE", "1")
+    fake.script([{"default_turn": True}])
+    bash = StdioServer(name="bash", command="hive-bash-mcp", args=("--socket", "/run/x.sock"))
+    config = {
+        "model": "sonnet",
+        "effort": "high",
+        "system_prompt": "You are a bee.",
+        "mcp_servers": (bash,),
+        "allowed_tools": ("Read",),
+        "disallowed_tools": ("Bash",),
+    }
+    with trio.fail_after(GUARD):
+        async with fake.runtime(**config) as runtime:
+            await runtime.run("-starts with a dash", MemorySink())
+            await runtime.run("second", MemorySink())
+    first, second = fake.starts()
+    options = first["options"]
+    assert first["argv"][1:5] == ["--print", "--output-format", "stream-json", "--verbose"]
+    assert first["prompt"] == "-starts with a dash"
+    assert (options["model"], options["effort"], options["append_system_prompt"]) == (
+        "sonnet",
+        "high",
+        "You are a bee.",
+    )
+    assert options["allowed_tools"] == ["Read,mcp__bash"]
+    assert options["disallowed_tools"] == ["Bash"]
+    assert json.loads(options["mcp_config"][0]) == {
+        "mcpServers": {
+            "bash": {
+                "type": "stdio",
+                "command": "hive-bash-mcp",
+                "args": ["--socket", "/run/x.sock"],
+                "env": {},
+            }
+        }
+    }
+    assert options["strict_mcp_config"] is True
+    assert first["stdin_is_devnull"] and second["stdin_is_devnull"]
+    assert first["cwd"] == second["cwd"] == str(fake.root)
+    assert first["env"]["HOME"] == second["env"]["HOME"]
+    assert first["env"].get("CLAUDECODE") is None
+    assert f"--resume={first['session_id']}" in second["argv"]
+    assert not first["unknown_flags"]
+
+
+async def test_a_missing_claude_is_a_clear_error(fake: FakeClaude) -> None:
+    from hive.claude import open_claude_runtime
+    from hive.runtime import AgentUnavailable, RuntimeSpec
+
+    async with open_claude_runtime(
+        RuntimeSpec(claude_command=str(fake.root / "nope")), fake.config()
+    ) as runtime:
+        with pytest.raises(AgentUnavailable, match="no such executable"):
+            await runtime.run("go", MemorySink())
+
+
+# 11 ----------------------------------------------------------------------------------------------
+
+
+async def test_a_flood_of_stderr_does_not_deadlock(fake: FakeClaude) -> None:
+    fake.script([{"stderr_bytes": 1_000_000}, {"default_turn": True}])
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", MemorySink())
+    assert outcome.stop_reason is StopReason.COMPLETED
+
+
+# 12 ----------------------------------------------------------------------------------------------
+
+
+async def test_a_slow_start_is_waited_for_without_an_idle_timeout(fake: FakeClaude) -> None:
+    fake.script([{"sleep": 1.0}, {"default_turn": True}])
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", MemorySink())
+    assert outcome.stop_reason is StopReason.COMPLETED
+
+
+async def test_the_idle_watchdog_takes_the_sigint_path(fake: FakeClaude) -> None:
+    fake.script([{"init": {}}, {"on_signal": {"SIGINT": "interrupt_stream"}}, {"sleep": 60}])
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime(idle_timeout=0.5) as runtime:
+            outcome = await runtime.run("go", sink)
+    assert (outcome.stop_reason, outcome.synthesized) == (StopReason.IDLE, False)
+    (result,) = result_lines(sink.data)
+    assert result["terminal_reason"] == "aborted_streaming"
+    assert fake.signals() == ["SIGINT"]
+
+
+# compaction, archive, the canceller between turns -------------------------------------------------
+
+
+def usage_turn(used: int, window: int = 1000) -> list[object]:
+    return [
+        {"init": {}},
+        {
+            "emit": {
+                "type": "assistant",
+                "message": {
+                    "id": "m",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "x",
+                    "content": [{"type": "text", "text": "ok"}],
+                    "stop_reason": None,
+                    "usage": {"input_tokens": used, "output_tokens": 0},
+                },
+            }
+        },
+        {"result": {"modelUsage": {"x": {"contextWindow": window}}}},
+    ]
+
+
+async def test_past_the_watermark_a_checkpoint_turn_then_compact(fake: FakeClaude) -> None:
+    fake.script(
+        usage_turn(900), usage_turn(950), [{"replay": "10_compact_in_print_mode.jsonl"}], usage_turn(100)
+    )
+    sink = MemorySink()
+    policy = CompactionPolicy(watermark=0.8, checkpoint_prompt="write it down")
+    with trio.fail_after(GUARD):
+        async with fake.runtime(compaction=policy) as runtime:
+            outcome = await runtime.run("go", sink)
+            assert outcome.usage is not None and outcome.usage.used == 900
+            assert (
+                runtime.context is not None and runtime.context.used == 633
+            )  # the compact boundary's post_tokens
+            await runtime.run("after", MemorySink())
+    prompts = [s["prompt"] for s in fake.starts()]
+    assert prompts == ["go", "write it down", "/compact", "after"]
+    session = fake.starts()[0]["session_id"]
+    assert all(f"--resume={session}" in s["argv"] for s in fake.starts()[1:])
+    assert [u.used for u in sink.usages] == [900, 950, 633]
+
+
+async def test_below_the_watermark_nothing_more_runs(fake: FakeClaude) -> None:
+    fake.script(usage_turn(100))
+    with trio.fail_after(GUARD):
+        async with fake.runtime(compaction=CompactionPolicy(watermark=0.8)) as runtime:
+            await runtime.run("go", MemorySink())
+    assert len(fake.starts()) == 1
+
+
+async def test_compact_before_any_turn_does_nothing_and_archive_starts_afresh(fake: FakeClaude) -> None:
+    fake.script([{"default_turn": True}])
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            await runtime.compact(MemorySink())
+            assert fake.starts() == []
+            await runtime.run("one", MemorySink())
+            await runtime.compact(MemorySink())
+            await runtime.archive()
+            assert runtime.session_id is None
+            await runtime.run("two", MemorySink())
+    one, compact, two = fake.starts()
+    assert compact["prompt"] == "/compact" and f"--resume={one['session_id']}" in compact["argv"]
+    assert not any(arg.startswith("--resume") for arg in two["argv"])
+    assert two["options"].get("append_system_prompt") is None  # none configured: none passed
+
+
+async def test_cancel_between_turns_does_nothing_and_turns_do_not_overlap(fake: FakeClaude) -> None:
+    fake.script([{"init": {}}, {"sleep": 0.5}, {"text": "done"}, {"result": {}}])
+    slow = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            runtime.canceller().cancel()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(runtime.run, "slow", slow)
+                await slow.wait_for_lines(1)
+                with pytest.raises(TurnFailed, match="already running"):
+                    await runtime.run("overlap", MemorySink())
+    assert len(fake.starts()) == 1
+    assert fake.signals() == []
+    assert slow.types() == ["system", "assistant", "result"]
+
+
+def test_choices_offer_the_clis_aliases_and_levels() -> None:
+    choices = _session.ClaudeChoices()
+    assert "sonnet" in choices.models() and "opus" in choices.models()
+    assert choices.efforts() == ("low", "medium", "high", "xhigh", "max")
