@@ -1,0 +1,136 @@
+"""hive's claude backend driving the real Claude Code CLI, offline against the fake Messages API."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import trio
+
+from fixtures.fake_api_control import FakeApi
+from hive.claude import InfiniteSession, open_claude_runtime
+from hive.runtime import SIGNALS_SENT, Config, RuntimeSpec, StopReason
+from hive.sink import AssistantMessage, MemorySink, ToolUseBlock
+
+TURN = 90  # seconds: a hang fails the test instead of wedging the run
+
+
+@asynccontextmanager
+async def claude_runtime(
+    real_claude: Path, env: dict[str, str], workdir: Path, **config: object
+) -> AsyncIterator[InfiniteSession]:
+    spec = RuntimeSpec(claude_command=str(real_claude))
+    settings = Config(cwd=workdir, env=tuple(env.items()), model="sonnet", **config)  # type: ignore[arg-type]
+    async with open_claude_runtime(spec, settings) as runtime:
+        yield runtime
+
+
+def lines(sink: MemorySink) -> list[dict[str, object]]:
+    return [json.loads(line) for line in sink.lines()]
+
+
+async def test_a_text_turn_and_a_resumed_one(
+    real_claude: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path
+) -> None:
+    fake_api.set_scenario({"mode": "text", "text": "Hello through hive."})
+    first, second = MemorySink(), MemorySink()
+    with trio.fail_after(TURN):
+        async with claude_runtime(real_claude, claude_env, claude_workdir) as runtime:
+            one = await runtime.run("say hello", first)
+            fake_api.set_scenario({"mode": "text", "text": "Still here."})
+            two = await runtime.run("and again", second)
+    assert (one.stop_reason, one.is_error, one.synthesized) == (StopReason.COMPLETED, False, False)
+    assert one.result == "Hello through hive."
+    assert lines(first)[-1]["type"] == "result"
+    assert one.session_id is not None and two.session_id == one.session_id
+    assert two.result == "Still here."
+    main = fake_api.requests("main")
+    assert [r["prompt"] for r in main] == ["say hello", "and again"]
+    assert main[1]["n_messages"] > main[0]["n_messages"]  # the resumed turn carried the first one
+    assert first.usages and first.usages[-1].used > 0
+
+
+async def test_a_tool_turn(
+    real_claude: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path
+) -> None:
+    fake_api.set_scenario({"mode": "bash", "command": "echo from-the-tool", "after_tool_text": "Tool done."})
+    sink = MemorySink()
+    with trio.fail_after(TURN):
+        async with claude_runtime(
+            real_claude, claude_env, claude_workdir, allowed_tools=("Bash",)
+        ) as runtime:
+            outcome = await runtime.run("run something", sink)
+    assert (outcome.stop_reason, outcome.is_error, outcome.result) == (
+        StopReason.COMPLETED,
+        False,
+        "Tool done.",
+    )
+    uses = [
+        b
+        for m in sink.messages()
+        if isinstance(m, AssistantMessage)
+        for b in m.message.content
+        if isinstance(b, ToolUseBlock)
+    ]
+    assert [u.name for u in uses] == ["Bash"]
+    results = [line for line in lines(sink) if line["type"] == "user"]
+    assert "from-the-tool" in json.dumps(results)
+
+
+async def test_compact_on_a_real_session(
+    real_claude: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path
+) -> None:
+    fake_api.set_scenario({"mode": "text", "text": "Noted."})
+    sink = MemorySink()
+    with trio.fail_after(TURN):
+        async with claude_runtime(real_claude, claude_env, claude_workdir) as runtime:
+            await runtime.run("remember the number 7", MemorySink())
+            await runtime.compact(sink)
+            session = runtime.session_id
+            after = await runtime.run("what was it?", MemorySink())
+    boundaries = [line for line in lines(sink) if line.get("subtype") == "compact_boundary"]
+    assert len(boundaries) == 1
+    assert lines(sink)[-1]["type"] == "result"
+    assert fake_api.requests("compact")
+    assert after.session_id == session and after.stop_reason is StopReason.COMPLETED
+
+
+async def test_sigint_during_a_tool_stops_it_and_claude_reports_the_turn(
+    real_claude: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path
+) -> None:
+    # The tool's command blocks reading a FIFO: opening its other end returns exactly when the
+    # command runs, and writing to it fails once no command reads it any more.
+    fifo = claude_workdir / "gate"
+    os.mkfifo(fifo)
+    fake_api.set_scenario({"mode": "bash", "command": f"cat {fifo}"})
+    sink = MemorySink()
+    sent_before = len(SIGNALS_SENT)
+    with trio.fail_after(TURN):
+        async with claude_runtime(
+            real_claude, claude_env, claude_workdir, allowed_tools=("Bash",)
+        ) as runtime:
+            writer: list[int] = []
+
+            async def cancel_once_the_tool_runs() -> None:
+                writer.append(await trio.to_thread.run_sync(os.open, fifo, os.O_WRONLY))
+                runtime.canceller().cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_once_the_tool_runs)
+                outcome = await runtime.run("wait for the gate", sink)
+    result = lines(sink)[-1]
+    assert result["type"] == "result"
+    assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (StopReason.CANCELLED, False, True)
+    assert result.get("terminal_reason") == "aborted_tools"
+    assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]
+    try:
+        os.write(writer[0], b"anyone there?\n")
+    except BrokenPipeError:
+        pass  # the tool's command is gone: claude stopped it
+    else:
+        raise AssertionError("claude left its tool's command running")
+    finally:
+        os.close(writer[0])
