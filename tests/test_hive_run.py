@@ -1,0 +1,151 @@
+"""``hive run``: one turn from the command line, as a real process, against the fake claude."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.claude_fake import FakeClaude
+
+GUARD = 30
+
+
+@pytest.fixture
+def fake(short_tmp: Path) -> Iterator[FakeClaude]:
+    claude = FakeClaude(short_tmp).install()
+    try:
+        yield claude
+    finally:
+        claude.cleanup()
+
+
+def hive_env(fake: FakeClaude, **extra: str) -> dict[str, str]:
+    return {**os.environ, **dict(fake.env()), "HIVE_CLAUDE_COMMAND": str(fake.executable), **extra}
+
+
+async def hive_run(fake: FakeClaude, *args: str, **env: str) -> subprocess.CompletedProcess[bytes]:
+    with trio.fail_after(GUARD):
+        return await trio.run_process(
+            [sys.executable, "-m", "hive.cli", "run", *args],
+            env=hive_env(fake, **env),
+            cwd=fake.root,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+
+
+async def test_prints_the_stream_and_the_session_and_exits_0(fake: FakeClaude) -> None:
+    fake.script([{"replay": "01_text_turn.jsonl"}])
+    done = await hive_run(fake, "say hello")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines[0]["type"] == "system"
+    assert lines[-1]["type"] == "result"
+    session = lines[0]["session_id"]
+    assert f"session: {session}" in done.stderr.decode()
+
+
+async def test_continues_a_session_with_the_model_and_effort_asked_for(fake: FakeClaude) -> None:
+    fake.script([{"default_turn": True}])
+    done = await hive_run(fake, "--session", "abc-123", "--model", "opus", "--effort", "max", "go on")
+    assert done.returncode == 0, done.stderr
+    (start,) = fake.starts()
+    assert "--resume=abc-123" in start["argv"]
+    assert (start["options"]["model"], start["options"]["effort"], start["prompt"]) == (
+        "opus",
+        "max",
+        "go on",
+    )
+    assert "session: abc-123" in done.stderr.decode()
+
+
+async def test_an_error_result_exits_1(fake: FakeClaude) -> None:
+    fake.script([{"replay": "04_error_max_turns.jsonl"}, {"exit": 1}])
+    done = await hive_run(fake, "go")
+    assert done.returncode == 1
+    assert json.loads(done.stdout.splitlines()[-1])["subtype"] == "error_max_turns"
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"HIVE_RUNTIME": "gpt"}, "HIVE_RUNTIME"),
+        ({"HIVE_CLAUDE_COMMAND": "/nonexistent/claude"}, "no such executable"),
+    ],
+)
+async def test_a_bad_setting_exits_2_saying_why(fake: FakeClaude, env: dict[str, str], says: str) -> None:
+    done = await hive_run(fake, "go", **env)
+    assert done.returncode == 2
+    assert says in done.stderr.decode()
+    assert done.stdout == b""
+
+
+async def run_and_signal(
+    fake: FakeClaude, signum: signal.Signals, *args: str
+) -> tuple[int, list[dict[str, object]], str]:
+    """Start ``hive run``, send it ``signum`` once the agent's first line is out; its exit status,
+    stdout lines and stderr."""
+    with trio.fail_after(GUARD):
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "hive.cli", "run", *args, "go"],
+            env=hive_env(fake),
+            cwd=fake.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert process.stdout is not None and process.stderr is not None
+        out, err = bytearray(), bytearray()
+        while b"\n" not in out:
+            out += await process.stdout.receive_some(65536)
+        process.send_signal(signum)
+
+        async def collect(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+            while chunk := await stream.receive_some(65536):
+                into += chunk
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(collect, process.stdout, out)
+            nursery.start_soon(collect, process.stderr, err)
+        code = await process.wait()
+    return code, [json.loads(line) for line in out.splitlines()], err.decode()
+
+
+async def test_sigint_stops_the_turn_the_sigint_way_and_prints_the_agents_result(fake: FakeClaude) -> None:
+    fake.script(
+        [
+            {"init": {}},
+            {"tool_use": {"name": "Bash", "input": {"command": "sleep 100"}}},
+            {"on_signal": {"SIGINT": "interrupt_tool"}},
+            {"sleep": 60},
+        ]
+    )
+    code, lines, err = await run_and_signal(fake, signal.SIGINT)
+    assert code == 1
+    result = lines[-1]
+    assert result["type"] == "result" and result["terminal_reason"] == "aborted_tools"
+    assert "hive" not in result
+    assert fake.signals() == ["SIGINT"]
+    assert "stopping the turn" in err
+
+
+async def test_sigterm_with_an_agent_that_ignores_sigint_exits_without_waiting_for_it(
+    fake: FakeClaude,
+) -> None:
+    fake.script([{"on_signal": {"SIGINT": "ignore"}}, {"init": {}}, {"linger": True}])
+    code, lines, err = await run_and_signal(fake, signal.SIGTERM, "--stop-grace", "0.5")
+    assert code == 1
+    result = lines[-1]
+    assert result["type"] == "result" and result["hive"]["synthesized"] is True
+    assert fake.signals() == ["SIGINT"]  # hive run took SIGTERM; the agent only ever got SIGINT
+    (start,) = fake.starts()
+    assert Path(f"/proc/{start['pid']}").exists()  # left running, not killed
+    assert "ended without the agent's result" in err
