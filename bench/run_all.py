@@ -15,12 +15,13 @@ from pathlib import Path
 
 import big_output
 import concurrent_200
+import passthrough
 import relay_cold_start
 import run_roundtrip
 import wake_latency
 from _common import Figure, default_base, table
 
-BENCHMARKS = [relay_cold_start, run_roundtrip, concurrent_200, big_output, wake_latency]
+BENCHMARKS = [relay_cold_start, run_roundtrip, concurrent_200, big_output, wake_latency, passthrough]
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
