@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from itertools import compress, repeat
 
 import attrs
 import trio
@@ -27,17 +28,23 @@ from hive.sink import (
     Batch,
     ContextUsage,
     LineFramer,
+    MessageError,
     ResultMessage,
     Sink,
     SystemInit,
     SystemMessage,
     first_message,
-    last_message,
+    parse_line,
 )
 
 log = logging.getLogger(__name__)
 
 READ_SIZE = 1 << 20
+_NOTABLE = (
+    b'{"type":"result"',
+    b'{"type":"system","subtype":"init"',
+    b'{"type":"system","subtype":"compact_boundary"',
+)
 LINGER = 5.0
 """How long a claude may stay after printing its result before it is sent SIGINT."""
 EXIT_AFTER_EOF = 2.0
@@ -73,7 +80,8 @@ class _Turn:
     framer: LineFramer = attrs.field(factory=LineFramer)
     stderr: StderrTail = attrs.field(factory=StderrTail)
     result: ResultMessage | None = None
-    context_tokens: int | None = None
+    last_assistant: bytes | None = None
+    last_batch: Batch | None = None
     compacted_to: int | None = None
     eof: bool = False
 
@@ -207,27 +215,49 @@ class InfiniteSession:
             if batch is not None:
                 self._observe(batch, turn)
                 await sink.write(batch)
+                turn.last_batch = batch
             if turn.eof:
+                if turn.result is None and turn.last_batch is not None:
+                    # A result whose first key is not its type: look at the last lines as a whole.
+                    found = first_message(turn.last_batch, b'"result"', "result")
+                    if found is not None:
+                        self._note(turn.last_batch.lines()[found[0]], turn)
                 return
 
     def _observe(self, batch: Batch, turn: _Turn) -> None:
-        if turn.session_id is None:
-            found = first_message(batch, b'"init"', "system/init")
-            if found is not None and isinstance(found[1], SystemInit):
-                turn.session_id = found[1].session_id
-        assistant = last_message(batch, b'"assistant"', "assistant")
-        if isinstance(assistant, AssistantMessage) and assistant.message.usage is not None:
-            turn.context_tokens = assistant.message.usage.context_tokens
-        boundary = last_message(batch, b'"compact_boundary"', "system/compact_boundary")
-        if isinstance(boundary, SystemMessage):
-            post = boundary.extra.get("compact_metadata", {}).get("post_tokens")
+        """Note what the turn needs from this batch, touching as few of its lines as it can.
+
+        claude writes compact JSON with ``type`` as the first key, so the lines that matter
+        (system lines and the result) are found by their first bytes in one C-level pass. A
+        result written otherwise is still found at the end of the output (see ``_read``).
+        """
+        lines = batch.lines()
+        for line in compress(lines, map(bytes.startswith, lines, repeat(_NOTABLE))):
+            self._note(line, turn)
+        # In compact JSON this can only be a message's own type (a quote inside a string is
+        # escaped): the last one is kept whole, and read at the turn's end.
+        at = batch.data.rfind(b'"type":"assistant"')
+        if at >= 0:
+            turn.last_assistant = batch.line_at(at)
+
+    @staticmethod
+    def _note(line: bytes, turn: _Turn) -> None:
+        try:
+            message = parse_line(line)
+        except MessageError as exc:
+            log.warning("claude wrote a line hive cannot read: %s", exc)
+            return
+        if isinstance(message, SystemInit):
+            if turn.session_id is None:
+                turn.session_id = message.session_id
+        elif isinstance(message, SystemMessage) and message.subtype == "compact_boundary":
+            post = message.extra.get("compact_metadata", {}).get("post_tokens")
             if isinstance(post, int):
                 turn.compacted_to = post
-        found_result = first_message(batch, b'"result"', "result")
-        if found_result is not None and isinstance(found_result[1], ResultMessage):
-            turn.result = found_result[1]
+        elif isinstance(message, ResultMessage) and turn.result is None:
+            turn.result = message
             if turn.session_id is None:
-                turn.session_id = turn.result.session_id
+                turn.session_id = message.session_id
 
     async def _stop(self, turn: _Turn, sink: Sink) -> None:
         """The exit path of a stopped turn: SIGINT to claude's group, then its lines until its
@@ -281,7 +311,7 @@ class InfiniteSession:
         if turn.session_id is not None:
             self._session_id = turn.session_id
         size = result.context_window or (self.context.size if self.context else DEFAULT_CONTEXT_WINDOW)
-        used = turn.compacted_to if turn.compacted_to is not None else turn.context_tokens
+        used = turn.compacted_to if turn.compacted_to is not None else _context_tokens(turn.last_assistant)
         if used is not None:
             self.context = ContextUsage(used=used, size=size)
             await sink.context_usage(self.context)
@@ -294,6 +324,19 @@ class InfiniteSession:
             tokens=dict(result.usage),
             result=result.result,
         )
+
+
+def _context_tokens(line: bytes | None) -> int | None:
+    """The context the last model response used: its whole input plus its output."""
+    if line is None:
+        return None
+    try:
+        message = parse_line(line)
+    except MessageError:
+        return None
+    if isinstance(message, AssistantMessage) and message.message.usage is not None:
+        return message.message.usage.context_tokens
+    return None
 
 
 async def _see_out(agent: AgentProcess) -> None:
