@@ -208,10 +208,10 @@ async def test_grandchildren_a_claude_leaves_are_its_business_not_hives(fake: Fa
 async def test_a_stopped_claude_ends_its_own_tool_processes(fake: FakeClaude) -> None:
     fake.script(
         [
+            {"on_signal": {"SIGINT": [{"kill_spawned": "SIGTERM"}, {"interrupted": "tool"}, {"exit": 1}]}},
             {"spawn": "exec sleep 302", "new_session": True},
             {"init": {}},
             {"tool_use": {"name": "Bash", "input": {"command": "sleep 302"}}},
-            {"on_signal": {"SIGINT": [{"kill_spawned": "SIGTERM"}, {"interrupted": "tool"}, {"exit": 1}]}},
             {"sleep": 60},
         ]
     )
@@ -255,9 +255,9 @@ async def test_a_claude_lingering_after_its_result_does_not_hold_the_turn(
 async def test_sigint_answered_like_the_real_cli_gives_exactly_its_result(fake: FakeClaude) -> None:
     fake.script(
         [
+            {"on_signal": {"SIGINT": "interrupt_tool"}},
             {"init": {}},
             {"tool_use": {"name": "Bash", "input": {"command": "sleep 100"}}},
-            {"on_signal": {"SIGINT": "interrupt_tool"}},
             {"sleep": 60},
         ]
     )
@@ -388,7 +388,7 @@ async def test_a_slow_start_is_waited_for_without_an_idle_timeout(fake: FakeClau
 
 
 async def test_the_idle_watchdog_takes_the_sigint_path(fake: FakeClaude) -> None:
-    fake.script([{"init": {}}, {"on_signal": {"SIGINT": "interrupt_stream"}}, {"sleep": 60}])
+    fake.script([{"on_signal": {"SIGINT": "interrupt_stream"}}, {"init": {}}, {"sleep": 60}])
     sink = MemorySink()
     with trio.fail_after(GUARD):
         async with fake.runtime(idle_timeout=0.5) as runtime:

@@ -120,11 +120,12 @@ async def run_and_signal(
 
 
 async def test_sigint_stops_the_turn_the_sigint_way_and_prints_the_agents_result(fake: FakeClaude) -> None:
+    # The signal handling is set before the first line: the test signals as soon as it reads one.
     fake.script(
         [
+            {"on_signal": {"SIGINT": "interrupt_tool"}},
             {"init": {}},
             {"tool_use": {"name": "Bash", "input": {"command": "sleep 100"}}},
-            {"on_signal": {"SIGINT": "interrupt_tool"}},
             {"sleep": 60},
         ]
     )
