@@ -1,0 +1,108 @@
+"""The wake courier's retries, on virtual time: backoff while the agent socket is away, order and
+exactly-once acknowledgement once it is back."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from hive.bash import _courier
+from hive.bash._courier import WakeCourier
+from hive.wake import AgentRequest, Wake, serve_agent_socket
+
+
+async def test_backoff_doubles_to_its_cap_then_every_wake_is_delivered_in_order(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    socket_path = short_tmp / "agent.sock"
+    attempts: list[float] = []
+    real_open = _courier.open_agent_connection
+
+    def counting_open(path: Path) -> object:
+        attempts.append(trio.current_time())
+        return real_open(path)
+
+    monkeypatch.setattr(_courier, "open_agent_connection", counting_open)
+    courier = WakeCourier(socket_path, retry_initial=0.1, retry_max=1.0)
+    acked: list[tuple[str, str]] = []
+    received: list[Wake] = []
+    arrived = trio.Event()
+
+    async def on_acked(task_id: str, serial: str) -> None:
+        acked.append((task_id, serial))
+
+    async def take(request: AgentRequest) -> None:
+        assert isinstance(request, Wake)
+        received.append(request)
+        if len(received) == 3:
+            arrived.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(courier.run, on_acked)
+        start = trio.current_time()
+        for i in range(3):
+            courier.enqueue(f"t{i}", f"s{i}", Wake(sender=f"bash-task-t{i}", body=f"body {i}"))
+        await trio.sleep(5.0)  # virtual: the socket is away all this time
+        gaps = [round(b - a, 6) for a, b in itertools.pairwise(attempts)]
+        assert attempts[0] == start
+        assert gaps[:5] == [0.1, 0.2, 0.4, 0.8, 1.0]
+        assert set(gaps[4:]) == {1.0}
+        assert courier.pending() == [("t0", "s0"), ("t1", "s1"), ("t2", "s2")]
+        await nursery.start(serve_agent_socket, socket_path, take)
+        await arrived.wait()
+        assert [w.sender for w in received] == ["bash-task-t0", "bash-task-t1", "bash-task-t2"]
+        before = len(attempts)
+        await trio.sleep(30.0)  # nothing is owed now: no more attempts
+        assert len(attempts) == before
+        courier.enqueue("t3", "s3", Wake(sender="bash-task-t3", body="later"))
+        await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    assert acked == [("t0", "s0"), ("t1", "s1"), ("t2", "s2"), ("t3", "s3")]
+    assert len(received) == 4
+
+
+async def test_a_withdrawn_wake_is_not_sent(short_tmp: Path, autojump_clock: trio.testing.MockClock) -> None:
+    socket_path = short_tmp / "agent.sock"
+    received: list[str] = []
+
+    async def take(request: AgentRequest) -> None:
+        assert isinstance(request, Wake)
+        received.append(request.sender)
+
+    courier = WakeCourier(socket_path, retry_initial=0.5, retry_max=0.5)
+    acked: list[str] = []
+
+    async def on_acked(task_id: str, serial: str) -> None:
+        acked.append(task_id)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(courier.run, on_acked)
+        courier.enqueue("a", "1", Wake(sender="bash-task-a", body=""))
+        courier.enqueue("b", "1", Wake(sender="bash-task-b", body=""))
+        await trio.sleep(1.0)
+        courier.withdraw("a", "1")  # a status call told the agent
+        await nursery.start(serve_agent_socket, socket_path, take)
+        await trio.sleep(2.0)
+        nursery.cancel_scope.cancel()
+    assert received == ["bash-task-b"]
+    assert acked == ["b"]
+
+
+async def test_without_an_agent_socket_nothing_is_sent_and_wakes_stay_owed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    courier = WakeCourier(None)
+
+    async def on_acked(task_id: str, serial: str) -> None:
+        raise AssertionError("nothing can be acknowledged without a socket")
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(courier.run, on_acked)
+        courier.enqueue("a", "1", Wake(sender="bash-task-a", body=""))
+        await trio.sleep(3600)
+        nursery.cancel_scope.cancel()
+    assert courier.pending() == [("a", "1")]
