@@ -70,5 +70,8 @@ class Config:
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
     compaction: CompactionPolicy = attrs.field(factory=CompactionPolicy)
+    permission: str = "allow_once"
+    """How an agent's permission request is answered (ACP): the option of this kind
+    (``allow_once``, ``allow_always``, ``reject_once``, ``reject_always``), else another allow."""
     env: tuple[tuple[str, str], ...] = ()
     """Variables added to the agent's environment (over the harness's own)."""

@@ -1,0 +1,257 @@
+"""ACP session updates, written to a Sink in claude's stream-json shape.
+
+Text and thought chunks become whole ``assistant`` text / thinking blocks (a block ends when
+the kind or the message id changes, a tool call starts, or the turn ends); a tool call
+becomes an ``assistant`` tool_use block when it is announced (or first heard of) and a
+``user`` tool_result when it completes or fails; each session starts with a ``system``
+init and each turn ends with a ``result``. Context usage comes from ``usage_update``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import attrs
+
+from hive.acp._schema import MessageChunk, SessionUpdate, ToolCall, UsageUpdate
+from hive.sink import (
+    ApiMessage,
+    AssistantMessage,
+    Batch,
+    ContentBlock,
+    ContextUsage,
+    JsonObject,
+    ResultMessage,
+    Sink,
+    SystemInit,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserContent,
+    UserMessage,
+)
+
+TERMINAL_STATUSES = frozenset({"completed", "failed"})
+
+
+def tool_name(tool: ToolCall) -> str:
+    """The tool's name as claude would write it: ``mcp__<server>__<tool>`` for MCP tools.
+
+    ACP has no stable name field; agents put the real name in ``_meta`` (claude-agent-acp:
+    ``_meta.claudeCode.toolName``) and a human title in ``title``.
+    """
+    meta = tool.meta or {}
+    for vendor in meta.values():
+        if isinstance(vendor, dict) and isinstance(vendor.get("toolName"), str):
+            return str(vendor["toolName"])
+    if isinstance(meta.get("toolName"), str):
+        return str(meta["toolName"])
+    return tool.title or tool.kind or "tool"
+
+
+def tool_output(tool: ToolCall) -> str:
+    """A tool call's output as text: its content items, else its raw output."""
+    parts = []
+    for item in tool.content or []:
+        kind = item.get("type")
+        if kind == "content":
+            block = item.get("content") or {}
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+        elif kind == "diff":
+            parts.append(f"(edited {item.get('path')})")
+        elif kind == "terminal":
+            parts.append(f"(terminal {item.get('terminalId')})")
+    if parts:
+        return "\n".join(parts)
+    if tool.raw_output is not None:
+        return tool.raw_output if isinstance(tool.raw_output, str) else json.dumps(tool.raw_output)
+    return ""
+
+
+@attrs.define(eq=False)
+class _Tool:
+    call: ToolCall
+    announced: bool = False
+    finished: bool = False
+
+
+@attrs.define(eq=False)
+class Translator:
+    """One turn's worth of updates, in order, to one sink."""
+
+    session_id: str
+    sink: Sink
+    model: str = ""
+    started: float = attrs.field(factory=time.monotonic)
+    usage: ContextUsage | None = None
+    cost_usd: float = 0.0
+    last_text: str = ""
+    _kind: str | None = None
+    _message_id: str | None = None
+    _parts: list[str] = attrs.field(factory=list)
+    _api_message_id: str = attrs.field(factory=lambda: f"msg_{uuid.uuid4().hex[:24]}")
+    _tools: dict[str, _Tool] = attrs.field(factory=dict)
+
+    async def init(self, cwd: str, *, mcp_servers: list[str], commands: list[str], agent: JsonObject) -> None:
+        """The session's ``system`` init line; the agent's identity is in its ``agent`` field."""
+        init = SystemInit(
+            session_id=self.session_id,
+            model=self.model,
+            cwd=cwd,
+            tools=[],
+            mcp_servers=[{"name": name, "status": "connected"} for name in mcp_servers],
+            permission_mode="default",
+            uuid=str(uuid.uuid4()),
+            extra={
+                "apiKeySource": "none",
+                "slash_commands": commands,
+                "output_style": "default",
+                "agent": agent,
+                "runtime": "acp",
+            },
+        )
+        await self.sink.write(Batch.of([init]))
+
+    async def update(self, update: SessionUpdate) -> None:
+        if isinstance(update, MessageChunk):
+            await self._chunk(update)
+        elif isinstance(update, ToolCall):
+            await self._tool(update)
+        elif isinstance(update, UsageUpdate):
+            self.usage = ContextUsage(used=update.used, size=update.size)
+            amount = (update.cost or {}).get("amount")
+            if isinstance(amount, int | float):
+                self.cost_usd = float(amount)
+            await self.sink.context_usage(self.usage)
+
+    async def _chunk(self, chunk: MessageChunk) -> None:
+        kind = {"agent_message_chunk": "text", "agent_thought_chunk": "thinking"}.get(chunk.session_update)
+        if kind is None or not chunk.text:
+            return  # the user's own text echoed back, or a block that is not text
+        if kind != self._kind or (chunk.message_id is not None and chunk.message_id != self._message_id):
+            await self.flush()
+            self._kind, self._message_id = kind, chunk.message_id
+        self._parts.append(chunk.text)
+
+    async def flush(self) -> None:
+        """Write the block the chunks so far make up."""
+        if self._kind is None:
+            return
+        text = "".join(self._parts)
+        block: ContentBlock = TextBlock(text) if self._kind == "text" else ThinkingBlock(text)
+        if self._kind == "text":
+            self.last_text = text
+        self._kind, self._message_id, self._parts = None, None, []
+        await self._assistant(block)
+
+    async def _assistant(self, block: ContentBlock) -> None:
+        message = AssistantMessage(
+            message=ApiMessage(content=[block], id=self._api_message_id, model=self.model),
+            session_id=self.session_id,
+            uuid=str(uuid.uuid4()),
+        )
+        await self.sink.write(Batch.of([message]))
+
+    async def _tool(self, call: ToolCall) -> None:
+        known = self._tools.get(call.tool_call_id)
+        if known is None:
+            known = self._tools[call.tool_call_id] = _Tool(call)
+        else:
+            known.call = _merge(known.call, call)
+        if not known.announced and (known.call.title or known.call.kind or known.call.meta or call.status):
+            await self.flush()
+            known.announced = True
+            raw = known.call.raw_input
+            tool_input = raw if isinstance(raw, dict) else ({} if raw is None else {"input": raw})
+            await self._assistant(
+                ToolUseBlock(id=call.tool_call_id, name=tool_name(known.call), input=tool_input)
+            )
+        if known.announced and not known.finished and known.call.status in TERMINAL_STATUSES:
+            known.finished = True
+            result = ToolResultBlock(
+                tool_use_id=call.tool_call_id,
+                content=tool_output(known.call),
+                is_error=known.call.status == "failed",
+            )
+            await self.sink.write(
+                Batch.of(
+                    [
+                        UserMessage(
+                            message=UserContent([result]), session_id=self.session_id, uuid=str(uuid.uuid4())
+                        )
+                    ]
+                )
+            )
+            # The next model text is a new API message, as it is for claude after a tool result.
+            self._api_message_id = f"msg_{uuid.uuid4().hex[:24]}"
+
+    @property
+    def tool_running(self) -> bool:
+        return any(t.announced and not t.finished for t in self._tools.values())
+
+    async def finish(
+        self,
+        *,
+        subtype: str,
+        is_error: bool,
+        stop_reason: str | None,
+        terminal_reason: str | None,
+        tokens: JsonObject | None = None,
+        errors: list[str] | None = None,
+        hive: JsonObject | None = None,
+    ) -> ResultMessage:
+        """Write the turn's ``result`` (after any block still open)."""
+        await self.flush()
+        usage = _claude_usage(tokens or {})
+        model_usage: dict[str, JsonObject] = {}
+        if self.usage is not None and self.usage.size:
+            model_usage[self.model or "agent"] = {"contextWindow": self.usage.size, "costUSD": self.cost_usd}
+        extra: dict[str, Any] = {"hive": hive} if hive else {}
+        result = ResultMessage(
+            subtype=subtype,
+            is_error=is_error,
+            session_id=self.session_id,
+            duration_ms=int((time.monotonic() - self.started) * 1000),
+            num_turns=1,
+            total_cost_usd=self.cost_usd,
+            usage=usage,
+            model_usage=model_usage,
+            result=None if errors else self.last_text,
+            errors=errors,
+            stop_reason=stop_reason,
+            terminal_reason=terminal_reason,
+            uuid=str(uuid.uuid4()),
+            extra=extra,
+        )
+        await self.sink.write(Batch.of([result]))
+        return result
+
+
+def _merge(old: ToolCall, new: ToolCall) -> ToolCall:
+    """A tool_call_update patches: fields it leaves out keep their value."""
+    changes = {
+        field: getattr(new, field)
+        for field in ("title", "kind", "status", "content", "locations", "raw_input", "raw_output", "meta")
+        if getattr(new, field) is not None
+    }
+    return attrs.evolve(old, **changes)
+
+
+def _claude_usage(tokens: JsonObject) -> JsonObject:
+    """ACP's prompt usage (an unstable extension) in claude's snake_case names."""
+
+    def count(name: str) -> int:
+        value = tokens.get(name)
+        return value if isinstance(value, int) else 0
+
+    return {
+        "input_tokens": count("inputTokens"),
+        "output_tokens": count("outputTokens"),
+        "cache_read_input_tokens": count("cachedReadTokens"),
+        "cache_creation_input_tokens": count("cachedWriteTokens"),
+    }
