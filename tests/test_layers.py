@@ -12,7 +12,7 @@ ALLOWED: dict[str, set[str]] = {
     "sink": {"sink"},
     "runtime": {"runtime", "sink"},
     "claude": {"claude", "runtime", "sink"},
-    "acp": {"acp", "runtime", "sink"},
+    "acp": {"acp", "runtime", "sink", ""},
     "wake": set(),
     "sdnotify": set(),
     "bash": {"bash", "wake", "sdnotify", ""},
