@@ -86,8 +86,6 @@ class Connection:
     _send_lock: trio.Lock = attrs.field(factory=trio.Lock)
     _closed: BaseException | None = None
     _handlers: trio.Nursery | None = None
-    sent: list[dict[str, Any]] | None = None
-    """When a list, every message sent is appended to it (tests validate them)."""
 
     # -- sending --------------------------------------------------------------------------------
 
@@ -101,8 +99,6 @@ class Connection:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 # The reader will see the output end too, and fail the waiters with the reason.
                 raise AcpError("the ACP agent's stdin is closed: it has exited or is exiting") from None
-        if self.sent is not None:
-            self.sent.append(message)
 
     async def start_request(self, method: str, params: Any) -> Pending:
         """Send a request; its answer is awaited with ``Pending.wait``."""

@@ -71,6 +71,7 @@ from hive.runtime import (
     StopReason,
     TurnFailed,
     TurnOutcome,
+    one_error,
     start_agent,
 )
 from hive.sink import ContextUsage, Sink
@@ -145,8 +146,6 @@ class AcpRuntime:
     config_options: list[ConfigOption] = attrs.field(factory=list)
     commands: list[str] = attrs.field(factory=list)
     context: ContextUsage | None = None
-    sent: list[dict[str, Any]] | None = None
-    """When a list, every message sent to any agent is appended (tests validate them)."""
 
     @property
     def session_id(self) -> str | None:
@@ -191,7 +190,6 @@ class AcpRuntime:
             self._on_request,
             self._on_notification,
             ended,
-            sent=self.sent,
         )
         await self._background.start(self._serve, agent)
         self._agent = agent
@@ -595,12 +593,13 @@ async def open_acp_runtime(
 ) -> AsyncIterator[AcpRuntime]:
     """The ACP runtime: the agent is started and initialized before the block (an agent that
     cannot serve is refused here); leaving the block sends its process group SIGINT."""
-    async with trio.open_nursery() as background:
-        runtime = AcpRuntime(spec, config, background, session_id)
-        try:
-            await runtime.start()
-            yield runtime
-        finally:
-            with trio.CancelScope(shield=True):
-                await runtime.close()
-            background.cancel_scope.cancel()
+    with one_error():
+        async with trio.open_nursery() as background:
+            runtime = AcpRuntime(spec, config, background, session_id)
+            try:
+                await runtime.start()
+                yield runtime
+            finally:
+                with trio.CancelScope(shield=True):
+                    await runtime.close()
+                background.cancel_scope.cancel()

@@ -21,6 +21,7 @@ from hive.runtime import (
     StopReason,
     TurnFailed,
     TurnOutcome,
+    one_error,
     start_agent,
 )
 from hive.sink import (
@@ -377,7 +378,8 @@ async def open_claude_runtime(
     spec: RuntimeSpec, config: Config, session_id: str | None = None
 ) -> AsyncIterator[InfiniteSession]:
     """The claude runtime. Leaving the block abandons (never kills) claudes still lingering."""
-    async with trio.open_nursery() as background:
-        yield InfiniteSession(spec.claude_command, config, background, session_id)
-        # A claude that has printed its result exits within moments: give those moments.
-        background.cancel_scope.deadline = trio.current_time() + CLOSE_GRACE
+    with one_error():
+        async with trio.open_nursery() as background:
+            yield InfiniteSession(spec.claude_command, config, background, session_id)
+            # A claude that has printed its result exits within moments: give those moments.
+            background.cancel_scope.deadline = trio.current_time() + CLOSE_GRACE

@@ -9,6 +9,7 @@ from hive.runtime._errors import (
     IdleTimeout,
     SpecError,
     TurnFailed,
+    one_error,
 )
 from hive.runtime._process import SIGNALS_SENT, AgentProcess, SentSignal, StderrTail, start_agent
 from hive.runtime._protocol import Canceller, Choices, Runtime, StopReason, TurnOutcome
@@ -39,6 +40,7 @@ __all__ = [
     "StopReason",
     "TurnFailed",
     "TurnOutcome",
+    "one_error",
     "open_runtime",
     "start_agent",
 ]

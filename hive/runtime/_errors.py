@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class HiveRuntimeError(Exception):
     """Base of the runtime layer's errors."""
@@ -33,3 +36,25 @@ class IdleTimeout(TurnFailed):
 
 class IdleKilled(IdleTimeout):
     """As IdleTimeout, and the agent did not answer the stop, so it was sent SIGINT."""
+
+
+@contextlib.contextmanager
+def one_error() -> Iterator[None]:
+    """The error boundary of a context manager that runs a nursery: when one exception is all
+    that went wrong (a failure to start, the caller's own error), it comes out alone rather
+    than wrapped in an exception group."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        leaves = list(_leaves(group))
+        if len(leaves) == 1:
+            raise leaves[0] from None
+        raise
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc

@@ -166,9 +166,12 @@ def structure_message(obj: Any) -> StreamMessage:
 
 
 def unstructure_message(message: StreamMessage) -> JsonObject:
+    """The message as a JSON object, ``type`` (and ``subtype``) first, as claude writes them."""
     if isinstance(message, UnknownMessage):
         return message.data
-    return converter.unstructure(message, type(message))  # type: ignore[no-any-return]
+    obj: JsonObject = converter.unstructure(message, type(message))
+    head: JsonObject = {key: obj[key] for key in ("type", "subtype") if key in obj}
+    return {**head, **obj}
 
 
 def parse_line(line: bytes | str) -> StreamMessage:

@@ -1,0 +1,595 @@
+"""The ACP backend against an agent written with the official ACP SDK: every seed sentence, the
+conformance cases of CLIENTS.md, and what hive sends checked against the SDK's own models."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import acp.schema as sdk
+import pytest
+import trio
+
+from hive.acp import _runtime
+from hive.runtime import (
+    SIGNALS_SENT,
+    AgentRefused,
+    CompactionPolicy,
+    HttpServer,
+    IdleKilled,
+    IdleTimeout,
+    StdioServer,
+    StopReason,
+)
+from hive.sink import MemorySink
+from tests.acp_fake import FakeAcp
+
+GUARD = 60
+
+
+@pytest.fixture
+def agent(short_tmp: Path) -> Iterator[FakeAcp]:
+    fake = FakeAcp(short_tmp)
+    try:
+        yield fake
+    finally:
+        fake.cleanup()
+
+
+def lines(sink: MemorySink) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in sink.lines()]
+
+
+def result_of(sink: MemorySink) -> dict[str, Any]:
+    (result,) = [line for line in lines(sink) if line["type"] == "result"]
+    return result
+
+
+# -- a turn, in claude's shape ------------------------------------------------------------------
+
+
+async def test_a_turn_reads_like_a_claude_turn(agent: FakeAcp) -> None:
+    agent.script(
+        [
+            {"thought": "Let me "},
+            {"thought": "think."},
+            {"text": "I will "},
+            {"text": "run it."},
+            {
+                "tool_call": {
+                    "toolCallId": "t1",
+                    "title": "run: ls",
+                    "kind": "execute",
+                    "status": "pending",
+                    "rawInput": {"cmd": "ls"},
+                    "_meta": {"claudeCode": {"toolName": "mcp__bash__run"}},
+                }
+            },
+            {"tool_update": {"toolCallId": "t1", "status": "in_progress"}},
+            {
+                "tool_update": {
+                    "toolCallId": "t1",
+                    "status": "completed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": "a.txt"}}],
+                }
+            },
+            {"usage": {"used": 1500, "size": 200000, "cost": {"amount": 0.01, "currency": "USD"}}},
+            {"text": "Done."},
+            {"stop": "end_turn"},
+        ]
+    )
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            outcome = await runtime.run("list the files", sink)
+    kinds = [(line["type"], line.get("subtype")) for line in lines(sink)]
+    assert kinds == [
+        ("system", "init"),
+        ("assistant", None),
+        ("assistant", None),
+        ("assistant", None),
+        ("user", None),
+        ("assistant", None),
+        ("result", "success"),
+    ]
+    init, thinking, text, tool_use, tool_result, done, result = lines(sink)
+    assert init["session_id"] == outcome.session_id and init["agent"]["name"] == "fake-acp-agent"
+    assert thinking["message"]["content"] == [
+        {"type": "thinking", "thinking": "Let me think.", "signature": ""}
+    ]
+    assert text["message"]["content"][0]["text"] == "I will run it."
+    block = tool_use["message"]["content"][0]
+    assert (block["type"], block["id"], block["name"], block["input"]) == (
+        "tool_use",
+        "t1",
+        "mcp__bash__run",
+        {"cmd": "ls"},
+    )
+    assert tool_result["message"]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": "a.txt",
+        "is_error": False,
+    }
+    assert done["message"]["id"] != text["message"]["id"]  # a new API message after a tool result
+    assert (result["result"], result["is_error"], result["stop_reason"]) == ("Done.", False, "end_turn")
+    assert result["modelUsage"]["agent"]["contextWindow"] == 200000
+    assert result["total_cost_usd"] == 0.01
+    assert sink.usages[-1].used == 1500 and sink.usages[-1].size == 200000
+    assert (outcome.stop_reason, outcome.is_error, outcome.synthesized) == (
+        StopReason.COMPLETED,
+        False,
+        False,
+    )
+    assert outcome.usage is not None and outcome.usage.used == 1500
+
+
+async def test_an_init_per_session_and_a_result_per_turn(agent: FakeAcp) -> None:
+    agent.script()
+    first, second = MemorySink(), MemorySink()
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            await runtime.run("one", first)
+            await runtime.run("two", second)
+    assert [line["type"] for line in lines(first)] == ["system", "assistant", "result"]
+    assert [line["type"] for line in lines(second)] == ["assistant", "result"]
+    assert lines(second)[0]["message"]["content"][0]["text"] == "fake acp agent reply to: two"
+
+
+# -- initialize and sessions --------------------------------------------------------------------
+
+
+async def test_an_agent_without_mcp_over_http_is_refused_at_startup(agent: FakeAcp) -> None:
+    agent.script(capabilities={"mcpCapabilities": {"sse": True}})
+    with trio.fail_after(GUARD), pytest.raises(AgentRefused, match=r"mcpCapabilities\.http"):
+        async with agent.runtime():
+            pass
+    assert agent.signals() == ["SIGINT"]  # and it was stopped the SIGINT way
+
+
+async def test_session_new_hands_the_agent_hives_mcp_servers(agent: FakeAcp) -> None:
+    agent.script()
+    servers = (
+        StdioServer(
+            name="bash", command="/usr/bin/hive-bash-mcp", args=("--socket", "/run/b.sock"), env=(("A", "1"),)
+        ),
+        HttpServer(name="hyperhive", url="http://127.0.0.1:9/mcp", headers=(("Authorization", "Bearer t"),)),
+    )
+    with trio.fail_after(GUARD):
+        async with agent.runtime(mcp_servers=servers) as runtime:
+            await runtime.run("hi", MemorySink())
+    (created,) = agent.events("new_session")
+    assert created["cwd"] == str(agent.root)
+    assert created["mcpServers"] == [
+        {
+            "name": "bash",
+            "command": "/usr/bin/hive-bash-mcp",
+            "args": ["--socket", "/run/b.sock"],
+            "env": [{"name": "A", "value": "1"}],
+        },
+        {
+            "type": "http",
+            "name": "hyperhive",
+            "url": "http://127.0.0.1:9/mcp",
+            "headers": [{"name": "Authorization", "value": "Bearer t"}],
+        },
+    ]
+
+
+async def test_load_session_picks_the_session_up_after_a_restart(agent: FakeAcp) -> None:
+    agent.script([{"text": "first answer"}], "default", count_turns="state")
+    replayed = MemorySink()
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            await runtime.run("remember me", MemorySink())
+            session = runtime.session_id
+        async with agent.runtime(session_id=session) as again:
+            outcome = await again.run("still there?", replayed)
+    assert outcome.session_id == session
+    (load,) = agent.events("load_session")
+    assert load["sessionId"] == session and load["replayed"] > 0
+    # The replayed history is not this turn's output.
+    assert "first answer" not in json.dumps(lines(replayed))
+    assert [line["type"] for line in lines(replayed)] == ["system", "assistant", "result"]
+
+
+async def test_without_load_session_a_restart_starts_a_new_session_and_says_so(
+    agent: FakeAcp, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent.script(capabilities={"loadSession": False})
+    with trio.fail_after(GUARD):
+        async with agent.runtime(session_id="sess_from_before") as runtime:
+            outcome = await runtime.run("hi", MemorySink())
+    assert outcome.session_id != "sess_from_before"
+    assert agent.events("load_session") == []
+    assert "cannot load sessions" in caplog.text
+
+
+# -- permission ---------------------------------------------------------------------------------
+
+
+async def test_permission_is_answered_by_the_policy(agent: FakeAcp) -> None:
+    options = [
+        {"optionId": "yes-once", "name": "Allow", "kind": "allow_once"},
+        {"optionId": "yes-always", "name": "Always", "kind": "allow_always"},
+        {"optionId": "no", "name": "Reject", "kind": "reject_once"},
+    ]
+    agent.script([{"permission": {"toolCall": {"toolCallId": "t1", "title": "rm x"}, "options": options}}])
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            await runtime.run("go", MemorySink())
+        async with agent.runtime(permission="reject_once") as runtime:
+            await runtime.run("go", MemorySink())
+    first, second = agent.events("permission")
+    assert (first["outcome"], first["answer"]["result"]["outcome"]["optionId"]) == ("selected", "yes-once")
+    assert second["answer"]["result"]["outcome"]["optionId"] == "no"
+
+
+# -- stopping -----------------------------------------------------------------------------------
+
+
+# A thought then text: the thought block is written once the text starts, so the turn is
+# known to be under way when the sink holds the init and the thought.
+WORKING = [{"thought": "hmm"}, {"text": "working"}, {"sleep": 30}]
+
+
+async def cancel_when(runtime: Any, sink: MemorySink, lines_seen: int) -> None:
+    await sink.wait_for_lines(lines_seen)
+    runtime.canceller().cancel()
+
+
+async def run_and_cancel(runtime: Any, sink: MemorySink, after_lines: int = 2) -> Any:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cancel_when, runtime, sink, after_lines)
+        return await runtime.run("go", sink)
+
+
+async def test_cancel_sends_session_cancel_and_the_turn_ends_cancelled(agent: FakeAcp) -> None:
+    agent.script(WORKING, "default")
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            outcome = await run_and_cancel(runtime, sink)
+            after = await runtime.run("next", MemorySink())
+            assert agent.signals() == []  # a cancel is no signal
+    assert (outcome.stop_reason, outcome.is_error, outcome.synthesized) == (StopReason.CANCELLED, True, False)
+    result = result_of(sink)
+    assert (result["subtype"], result["terminal_reason"]) == ("error_during_execution", "aborted_streaming")
+    assert len(agent.inbound("session/cancel")) == 1
+    assert agent.signals() == ["SIGINT"]  # when the runtime closed
+    assert after.stop_reason is StopReason.COMPLETED
+
+
+@pytest.mark.parametrize(
+    "on_cancel",
+    [
+        {
+            "late": 0.5,
+            "updates": [{"text": "late words"}, {"tool_update": {"toolCallId": "t9", "status": "failed"}}],
+        },
+        "end_turn",
+        {"error": -32603, "data": {"details": "This operation was aborted"}},
+        {"error": -32800},
+    ],
+)
+async def test_a_cancel_answered_late_or_wrongly_is_still_cancelled(
+    agent: FakeAcp, on_cancel: object
+) -> None:
+    agent.script(WORKING, "default", on_cancel=on_cancel)
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            outcome = await run_and_cancel(runtime, sink)
+            after = await runtime.run("next", MemorySink())
+            assert agent.signals() == []
+    assert (outcome.stop_reason, outcome.is_error) == (StopReason.CANCELLED, True)
+    assert result_of(sink)["errors"] == ["the turn was cancelled"]
+    assert after.stop_reason is StopReason.COMPLETED  # the session stays usable
+
+
+async def test_an_agent_that_never_answers_the_cancel_gets_sigint_and_the_next_turn_respawns_it(
+    agent: FakeAcp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_runtime, "CANCEL_GRACE", 0.5)
+    agent.script(WORKING, "default", on_cancel="never", count_turns="state")
+    sink = MemorySink()
+    sent_before = len(SIGNALS_SENT)
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            outcome = await run_and_cancel(runtime, sink)
+            first_pid = agent.pids()[0]
+            session = runtime.session_id
+            after = await runtime.run("next", MemorySink())
+    assert (outcome.stop_reason, outcome.synthesized) == (StopReason.CANCELLED, True)
+    assert "sent SIGINT" in result_of(sink)["errors"][0]
+    assert after.stop_reason is StopReason.COMPLETED and after.session_id == session
+    assert len(agent.pids()) == 2 and agent.pids()[0] == first_pid
+    assert [e["pid"] for e in agent.events("load_session")] == [agent.pids()[1]]
+    signals = [(e["pid"], e["signal"]) for e in agent.events("signal")]
+    assert (first_pid, "SIGINT") in signals and all(sig == "SIGINT" for _, sig in signals)
+    assert {s.signal for s in SIGNALS_SENT[sent_before:]} == {"SIGINT"}
+
+
+async def test_an_agent_that_ignores_sigint_keeps_running_and_a_new_one_starts_beside_it(
+    agent: FakeAcp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_runtime, "CANCEL_GRACE", 0.3)
+    agent.script(WORKING, "default", on_cancel="never", on_signal={"SIGINT": "ignore"}, count_turns="state")
+    with trio.fail_after(GUARD):
+        async with agent.runtime(stop_grace=0.3) as runtime:
+            await run_and_cancel(runtime, MemorySink())
+            after = await runtime.run("next", MemorySink())
+            old, _ = agent.pids()
+            assert Path(f"/proc/{old}").exists()  # still running, never killed
+    assert after.stop_reason is StopReason.COMPLETED
+    assert set(agent.signals()) == {"SIGINT"}
+
+
+async def test_the_idle_watchdog_cancels_and_fails_the_turn_with_idle_timeout(agent: FakeAcp) -> None:
+    agent.script([{"text": "one word"}, {"silent": True}])
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with agent.runtime(idle_timeout=0.5) as runtime:
+            with pytest.raises(IdleTimeout) as caught:
+                await runtime.run("go", sink)
+            assert agent.signals() == []
+    assert not isinstance(caught.value, IdleKilled)
+    assert len(agent.inbound("session/cancel")) == 1
+    assert result_of(sink)["subtype"] == "error_during_execution"
+
+
+async def test_an_idle_agent_that_ignores_the_cancel_fails_the_turn_with_idle_killed(
+    agent: FakeAcp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_runtime, "CANCEL_GRACE", 0.3)
+    agent.script([{"silent": True}], on_cancel="never")
+    with trio.fail_after(GUARD):
+        async with agent.runtime(idle_timeout=0.3) as runtime:
+            with pytest.raises(IdleKilled, match="sent SIGINT"):
+                await runtime.run("go", MemorySink())
+    assert agent.signals() == ["SIGINT"]
+
+
+async def test_a_crash_mid_turn_ends_the_turn_with_its_status_and_stderr(agent: FakeAcp) -> None:
+    agent.script(
+        [{"text": "one chunk"}, {"crash": 3, "stderr": "fatal: out of cheese"}],
+        "default",
+        count_turns="state",
+    )
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            with trio.fail_after(10):
+                outcome = await runtime.run("go", sink)
+            after = await runtime.run("again", MemorySink())
+    assert (outcome.stop_reason, outcome.is_error, outcome.synthesized) == (StopReason.EXITED, True, True)
+    error = result_of(sink)["errors"][0]
+    assert "exited with status 3" in error and "out of cheese" in error
+    assert after.stop_reason is StopReason.COMPLETED  # a new agent took over
+    assert len(agent.pids()) == 2
+
+
+async def test_dropping_the_runtime_sends_the_group_sigint(agent: FakeAcp) -> None:
+    agent.script([{"spawn": "exec sleep 300"}, {"text": "hi"}])
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            await runtime.run("go", MemorySink())
+    (spawned,) = agent.events("spawned")
+    assert agent.signals() == ["SIGINT"]
+    assert (
+        not Path(f"/proc/{spawned['pid']}/status").exists()
+        or "Z" in Path(f"/proc/{spawned['pid']}/stat").read_text().split(")")[-1][:3]
+    )
+
+
+# -- tolerance ----------------------------------------------------------------------------------
+
+
+async def test_odd_but_legal_traffic_is_tolerated(agent: FakeAcp) -> None:
+    agent.script(
+        [
+            {"tool_update": {"toolCallId": "t9", "status": "in_progress"}},
+            {"tool_call": {"toolCallId": "t9", "title": "Read a.py", "kind": "read"}},
+            {"tool_update": {"toolCallId": "t9", "status": "completed", "rawOutput": {"lines": 3}}},
+            {"raw_update": {"sessionUpdate": "compaction_update", "x": 1}},
+            {"raw_update": {"sessionUpdate": "_acme_thing"}},
+            {
+                "raw_update": {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "odd"},
+                    "extra": 1,
+                    "_meta": {"a": 1},
+                }
+            },
+            # Requests hive does not serve; the agent waits for each answer.
+            {"request": {"method": "terminal/create", "params": {"command": "ls"}, "id": 5}},
+            {"request": {"method": "elicitation/create", "params": {}, "id": "e1"}},
+            {"request": {"method": "_acme/ping", "params": {}, "id": 7}},
+            {"stop": "end_turn", "usage": {"totalTokens": 10, "inputTokens": 7, "outputTokens": 3}},
+        ],
+        commands=[{"name": "compact", "description": "compact"}],
+        commands_before_response=True,
+        session_result_extra={"models": {"currentModelId": "x", "availableModels": []}},
+        updates_after_result=[{"sessionUpdate": "usage_update", "used": 5, "size": 10}],
+    )
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            outcome = await runtime.run("go", sink)
+            assert runtime.commands == ["compact"]  # sent before session/new answered, still taken
+    assert outcome.stop_reason is StopReason.COMPLETED
+    tool_uses = [
+        line
+        for line in lines(sink)
+        if line["type"] == "assistant" and line["message"]["content"][0]["type"] == "tool_use"
+    ]
+    assert [u["message"]["content"][0]["id"] for u in tool_uses] == ["t9"]
+    results = [line for line in lines(sink) if line["type"] == "user"]
+    assert json.loads(results[0]["message"]["content"][0]["content"]) == {"lines": 3}
+    assert result_of(sink)["usage"]["input_tokens"] == 7
+    answers = {e["id"]: e for e in agent.events("response") if e.get("id") in (5, "e1", 7)}
+    assert {request_id: answer["error"]["code"] for request_id, answer in answers.items()} == {
+        5: -32601,
+        "e1": -32601,
+        7: -32601,
+    }
+    assert agent.events("bad_line") == []
+
+
+# -- model, effort, choices ---------------------------------------------------------------------
+
+
+OPTIONS = [
+    {
+        "id": "model",
+        "name": "Model",
+        "category": "model",
+        "type": "select",
+        "currentValue": "m1",
+        "options": [{"value": "m1", "name": "Fast"}, {"value": "m2", "name": "Smart"}],
+    },
+    {
+        "id": "effort",
+        "name": "Effort",
+        "category": "thought_level",
+        "type": "select",
+        "currentValue": "low",
+        "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
+    },
+]
+
+
+async def test_model_then_effort_are_set_only_when_offered_and_not_held(agent: FakeAcp) -> None:
+    agent.script("default", config_options=OPTIONS)
+    with trio.fail_after(GUARD):
+        async with agent.runtime(model="m2", effort="high") as runtime:
+            assert runtime.choices().models() == ()  # no session yet
+            await runtime.run("one", MemorySink())
+            await runtime.run("two", MemorySink())  # already held: nothing sent
+            assert runtime.choices().models() == ("m1", "m2")
+            assert runtime.choices().efforts() == ("low", "high")
+        async with agent.runtime(model="haiku", effort="max") as runtime:
+            await runtime.run("three", MemorySink())  # not offered: nothing sent
+    sets = [(e["configId"], e["value"]) for e in agent.events("set_config_option")]
+    assert sets == [("model", "m2"), ("effort", "high")]
+
+
+async def test_choices_follow_config_option_updates(agent: FakeAcp) -> None:
+    changed = [dict(OPTIONS[0], options=[{"value": "m3", "name": "New"}], currentValue="m3")]
+    agent.script([{"config_update": changed}, {"text": "switched"}], config_options=OPTIONS)
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            await runtime.run("go", MemorySink())
+            assert runtime.choices().models() == ("m3",)
+            assert runtime.choices().efforts() == ()
+
+
+# -- compaction ---------------------------------------------------------------------------------
+
+
+COMPACT = [{"name": "compact", "description": "Compact the conversation"}]
+
+
+async def test_an_advertised_compact_command_is_sent_as_a_prompt(agent: FakeAcp) -> None:
+    agent.script("default", commands=COMPACT, prompt_turns={"/compact": [{"text": "compacted"}]})
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            await runtime.run("one", MemorySink())
+            session = runtime.session_id
+            await runtime.compact(MemorySink())
+            assert runtime.session_id == session
+    assert [p["text"] for p in agent.events("prompt")] == ["one", "/compact"]
+
+
+async def test_past_the_watermark_checkpoint_then_compact(agent: FakeAcp) -> None:
+    agent.script(
+        [{"usage": {"used": 90, "size": 100}}, {"text": "big"}],
+        "default",
+        commands=COMPACT,
+        prompt_turns={"/compact": [{"usage": {"used": 10, "size": 100}}, {"text": "compacted"}]},
+    )
+    policy = CompactionPolicy(watermark=0.8, checkpoint_prompt="save your notes")
+    with trio.fail_after(GUARD):
+        async with agent.runtime(compaction=policy) as runtime:
+            await runtime.run("go", MemorySink())
+    assert [p["text"] for p in agent.events("prompt")] == ["go", "save your notes", "/compact"]
+
+
+async def test_without_a_compact_command_checkpoint_then_archive(agent: FakeAcp) -> None:
+    agent.script("default")
+    with trio.fail_after(GUARD):
+        async with agent.runtime(compaction=CompactionPolicy(checkpoint_prompt="notes")) as runtime:
+            await runtime.run("one", MemorySink())
+            first = runtime.session_id
+            await runtime.compact(MemorySink())
+            assert runtime.session_id is None
+            await runtime.run("two", MemorySink())
+            assert runtime.session_id not in (None, first)
+    assert [p["text"] for p in agent.events("prompt")] == ["one", "notes", "two"]
+    assert len(agent.events("session_created")) == 2
+
+
+@pytest.mark.parametrize("failure", [[{"error": -32603}], [{"silent": True}]])
+async def test_a_failing_compact_command_archives_without_a_second_checkpoint(
+    agent: FakeAcp, monkeypatch: pytest.MonkeyPatch, failure: list[object]
+) -> None:
+    monkeypatch.setattr(_runtime, "COMPACT_IDLE", 0.5)
+    agent.script(
+        [{"usage": {"used": 95, "size": 100}}, {"text": "big"}],
+        "default",
+        commands=COMPACT,
+        prompt_turns={"/compact": failure},
+    )
+    policy = CompactionPolicy(watermark=0.8, checkpoint_prompt="save your notes")
+    with trio.fail_after(GUARD):
+        async with agent.runtime(compaction=policy) as runtime:
+            await runtime.run("go", MemorySink())
+            assert runtime.session_id is None  # archived
+            await runtime.run("after", MemorySink())  # a new session; no compaction retried
+    assert [p["text"] for p in agent.events("prompt")] == ["go", "save your notes", "/compact", "after"]
+
+
+# -- what hive sends is ACP, by the SDK's own models ---------------------------------------------
+
+
+async def test_every_message_hive_sends_validates_against_the_sdks_schema(agent: FakeAcp) -> None:
+    options = [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}]
+    agent.script(
+        [{"permission": {"toolCall": {"toolCallId": "t1"}, "options": options}}, {"text": "hi"}],
+        WORKING,
+        config_options=OPTIONS,
+    )
+    servers = (StdioServer(name="bash", command="b"), HttpServer(name="h", url="http://127.0.0.1:1/mcp"))
+    with trio.fail_after(GUARD):
+        async with agent.runtime(model="m2", mcp_servers=servers) as runtime:
+            await runtime.run("one", MemorySink())
+            await run_and_cancel(runtime, MemorySink(), after_lines=1)  # no init: the session is known
+            session = runtime.session_id
+        async with agent.runtime(session_id=session) as runtime:
+            await runtime.run("two", MemorySink())
+    models = {
+        "initialize": sdk.InitializeRequest,
+        "session/new": sdk.NewSessionRequest,
+        "session/load": sdk.LoadSessionRequest,
+        "session/prompt": sdk.PromptRequest,
+        "session/cancel": sdk.CancelNotification,
+        "session/set_config_option": sdk.SetSessionConfigOptionSelectRequest,
+    }
+    checked = set()
+    for message in agent.inbound():
+        assert message["jsonrpc"] == "2.0"
+        if "method" in message:
+            models[message["method"]].model_validate(message["params"])
+            checked.add(message["method"])
+        else:
+            sdk.RequestPermissionResponse.model_validate(message["result"])
+            checked.add("permission answer")
+    assert checked == {*models, "permission answer"}
+
+
+def test_logging_names_no_secrets() -> None:
+    logging.getLogger("hive.acp").debug("nothing")  # the backend logs through hive.acp.*
+    assert _runtime.log.name.startswith("hive.acp")
