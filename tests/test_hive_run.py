@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from tests.acp_fake import FakeAcp
 from tests.claude_fake import FakeClaude
 
 GUARD = 30
@@ -150,3 +151,61 @@ async def test_sigterm_with_an_agent_that_ignores_sigint_exits_without_waiting_f
     (start,) = fake.starts()
     assert Path(f"/proc/{start['pid']}").exists()  # left running, not killed
     assert "ended without the agent's result" in err
+
+
+# -- hive run on the ACP runtime ------------------------------------------------------------------
+
+
+def acp_env(agent: FakeAcp, **extra: str) -> dict[str, str]:
+    spec = agent.spec()
+    return {
+        **os.environ,
+        "HIVE_RUNTIME": "acp",
+        "HIVE_ACP_COMMAND": str(spec.command),
+        "HIVE_ACP_ARGS": json.dumps(list(spec.args)),
+        "HIVE_ACP_ENV": json.dumps(dict(spec.env)),
+        **extra,
+    }
+
+
+async def hive_run_acp(agent: FakeAcp, *args: str) -> subprocess.CompletedProcess[bytes]:
+    with trio.fail_after(GUARD):
+        return await trio.run_process(
+            [sys.executable, "-m", "hive.cli", "run", *args],
+            env=acp_env(agent),
+            cwd=agent.root,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+
+
+async def test_hive_run_drives_an_acp_agent_and_continues_its_session(short_tmp: Path) -> None:
+    agent = FakeAcp(short_tmp)
+    agent.script("default")
+    try:
+        first = await hive_run_acp(agent, "hello")
+        assert first.returncode == 0, first.stderr
+        lines = [json.loads(line) for line in first.stdout.splitlines()]
+        assert [line["type"] for line in lines] == ["system", "assistant", "result"]
+        session = lines[0]["session_id"]
+        assert f"session: {session}" in first.stderr.decode()
+        again = await hive_run_acp(agent, "--session", session, "again")
+        assert again.returncode == 0, again.stderr
+        assert [e["sessionId"] for e in agent.events("load_session")] == [session]
+    finally:
+        agent.cleanup()
+
+
+async def test_hive_run_with_an_agent_refused_at_initialize_exits_non_zero_saying_why(
+    short_tmp: Path,
+) -> None:
+    agent = FakeAcp(short_tmp)
+    agent.script("default", capabilities={"mcpCapabilities": {}})
+    try:
+        done = await hive_run_acp(agent, "hello")
+        assert done.returncode == 2
+        assert "mcpCapabilities.http" in done.stderr.decode()
+        assert done.stdout == b""
+    finally:
+        agent.cleanup()
