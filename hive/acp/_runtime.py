@@ -155,6 +155,11 @@ class AcpRuntime:
     def agent_pid(self) -> int | None:
         return self._agent.process.pid if self._agent else None
 
+    @property
+    def agent_capabilities(self) -> AgentCapabilities:
+        """What the running agent said it can do at initialize."""
+        return self._agent.capabilities if self._agent else AgentCapabilities()
+
     def canceller(self) -> _Stopper:
         return self._stopper
 
@@ -428,12 +433,23 @@ class AcpRuntime:
             finally:
                 stopper.running = None
         killed = False
+        tool_running = translator.tool_running
         if running.cancelled_caught and not pending.done:
             stop_reason = StopReason.CANCELLED if stopper.requested else StopReason.IDLE
+            # Whether a tool ran when the stop began: the agent may report it failed meanwhile.
+            tool_running = translator.tool_running
             answer, failure, killed = await self._cancel(agent, session, pending)
         if isinstance(failure, AgentExited):
             stop_reason = StopReason.EXITED if stop_reason is StopReason.COMPLETED else stop_reason
-        result = await self._finish(translator, stop_reason, answer, failure, killed)
+        terminal = "aborted_tools" if tool_running else "aborted_streaming"
+        result = await self._finish(
+            translator,
+            stop_reason=stop_reason,
+            answer=answer,
+            failure=failure,
+            killed=killed,
+            terminal=terminal,
+        )
         outcome = TurnOutcome(
             stop_reason=stop_reason,
             session_id=session,
@@ -486,13 +502,14 @@ class AcpRuntime:
     async def _finish(
         self,
         translator: Translator,
+        *,
         stop_reason: StopReason,
         answer: Any,
         failure: AcpError | None,
         killed: bool,
+        terminal: str,
     ) -> Any:
         stopped = stop_reason in (StopReason.CANCELLED, StopReason.IDLE)
-        terminal = "aborted_tools" if translator.tool_running else "aborted_streaming"
         if answer is not None and failure is None:
             try:
                 response: PromptResponse = from_wire(answer, PromptResponse)

@@ -94,3 +94,20 @@ def claude_workdir(tmp_path: Path) -> Path:
     workdir = tmp_path / "work"
     workdir.mkdir()
     return workdir
+
+
+PEERS_ACP = REPO / ".peers" / "bin" / "claude-agent-acp"
+
+
+@pytest.fixture(scope="session")
+def real_acp_agent() -> Path:
+    """claude-agent-acp, pinned by .ci/install-peers (``$HIVE_REAL_ACP`` overrides). Missing:
+    skipped on a developer's machine, an error when ``CI=true``."""
+    configured = os.environ.get("HIVE_REAL_ACP")
+    path = Path(configured) if configured else PEERS_ACP
+    if not (path.exists() and os.access(path, os.X_OK)):
+        why = f"the real ACP agent is not installed ({path} is missing or not executable); run `bash .ci/install-peers`"
+        if os.environ.get("CI") == "true" or configured:
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+    return path

@@ -1,0 +1,147 @@
+"""hive's ACP backend driving a real published ACP agent, claude-agent-acp, offline against the
+fake Messages API (REAL_PEER.md in the project's research notes says how it behaves)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from fixtures.fake_api_control import FakeApi
+from hive.acp import AcpRuntime, open_acp_runtime
+from hive.runtime import SIGNALS_SENT, Backend, Config, RuntimeSpec, StopReason
+from hive.sink import MemorySink
+from tests.claude_fake import wait_exited
+
+TURN = 120
+
+
+@asynccontextmanager
+async def acp_runtime(
+    agent: Path, env: dict[str, str], workdir: Path, session_id: str | None = None, **config: Any
+) -> AsyncIterator[AcpRuntime]:
+    # Pin protocol v1 (the agent routes on the version asked for; hive asks for 1 anyway).
+    spec = RuntimeSpec(
+        backend=Backend.ACP, command=str(agent), env=tuple({**env, "CLAUDE_AGENT_ACP_PROTOCOL": "v1"}.items())
+    )
+    async with open_acp_runtime(spec, Config(cwd=workdir, **config), session_id) as runtime:
+        yield runtime
+
+
+def lines(sink: MemorySink) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in sink.lines()]
+
+
+async def test_initialize_a_turn_model_and_effort_and_load_after_a_restart(
+    real_acp_agent: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path
+) -> None:
+    fake_api.set_scenario({"mode": "text", "text": "Hello from the real agent."})
+    sink = MemorySink()
+    with trio.fail_after(TURN):
+        async with acp_runtime(
+            real_acp_agent, claude_env, claude_workdir, model="sonnet", effort="low"
+        ) as runtime:
+            assert runtime.agent_capabilities.load_session
+            assert runtime.agent_capabilities.mcp_capabilities.http
+            outcome = await runtime.run("say hello", sink)
+            session = runtime.session_id
+            assert "sonnet" in runtime.choices().models() and "low" in runtime.choices().efforts()
+            assert runtime.option("model").current_value == "sonnet"  # type: ignore[union-attr]
+            assert runtime.option("thought_level").current_value == "low"  # type: ignore[union-attr]
+        async with acp_runtime(real_acp_agent, claude_env, claude_workdir, session_id=session) as again:
+            later = await again.run("still there?", MemorySink())
+    assert (outcome.stop_reason, outcome.is_error) == (StopReason.COMPLETED, False)
+    assert outcome.result == "Hello from the real agent."
+    assert lines(sink)[0]["type"] == "system"
+    assert lines(sink)[-1]["type"] == "result"
+    assert later.session_id == session and later.stop_reason is StopReason.COMPLETED
+    assert "sonnet" in fake_api.requests("main")[0]["model"]
+
+
+async def test_a_cancel_during_a_tool_is_answered_cancelled_and_stops_the_tool(
+    real_acp_agent: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path
+) -> None:
+    fifo = claude_workdir / "gate"
+    os.mkfifo(fifo)
+    fake_api.set_scenario({"mode": "bash", "command": f"cat {fifo}"})
+    sink = MemorySink()
+    with trio.fail_after(TURN):
+        async with acp_runtime(real_acp_agent, claude_env, claude_workdir) as runtime:
+            writer: list[int] = []
+
+            async def cancel_once_the_tool_runs() -> None:
+                writer.append(await trio.to_thread.run_sync(os.open, fifo, os.O_WRONLY))
+                runtime.canceller().cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_once_the_tool_runs)
+                outcome = await runtime.run("wait for the gate", sink)
+            after = await runtime.run("and now?", MemorySink())
+    assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (StopReason.CANCELLED, False, True)
+    assert lines(sink)[-1]["terminal_reason"] == "aborted_tools"
+    assert after.stop_reason is StopReason.COMPLETED
+    try:
+        os.write(writer[0], b"anyone?\n")
+    except BrokenPipeError:
+        pass  # the agent stopped its tool's command
+    else:
+        raise AssertionError("the agent left its tool's command running")
+    finally:
+        os.close(writer[0])
+
+
+async def test_compact_uses_the_agents_compact_command(
+    real_acp_agent: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path
+) -> None:
+    fake_api.set_scenario({"mode": "text", "text": "Noted."})
+    sink = MemorySink()
+    with trio.fail_after(TURN):
+        async with acp_runtime(real_acp_agent, claude_env, claude_workdir) as runtime:
+            await runtime.run("remember 7", MemorySink())
+            assert "compact" in runtime.commands
+            session = runtime.session_id
+            await runtime.compact(sink)
+            assert runtime.session_id == session  # compacted in place, not archived
+            after = await runtime.run("what was it?", MemorySink())
+    assert fake_api.requests("compact")
+    assert lines(sink)[-1]["type"] == "result" and lines(sink)[-1]["is_error"] is False
+    assert after.stop_reason is StopReason.COMPLETED
+
+
+async def test_closing_the_runtime_leaves_no_process_behind(
+    real_acp_agent: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path
+) -> None:
+    fake_api.set_scenario({"mode": "text", "text": "hi"})
+    sent_before = len(SIGNALS_SENT)
+    with trio.fail_after(TURN):
+        async with acp_runtime(real_acp_agent, claude_env, claude_workdir) as runtime:
+            await runtime.run("hi", MemorySink())
+            group = runtime.agent_pid
+            assert group is not None
+            processes = members(group)
+            assert len(processes) >= 2  # the agent and the claude it runs
+    assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]
+    with trio.fail_after(20):
+        for pid in processes:
+            await wait_exited(pid)
+    assert members(group) == []
+
+
+def members(pgid: int) -> list[int]:
+    """Live processes of the process group ``pgid``."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != b"Z" and int(fields[2]) == pgid:
+                found.append(int(entry.name))
+    return found
