@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import itertools
 import json
+import math
 import os
 import shutil
 import signal
@@ -82,6 +83,8 @@ class Figure:
 
 
 def _number(value: float, unit: str) -> str:
+    if math.isnan(value):  # a benchmark that was skipped
+        return "—"
     return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
 
 

@@ -13,6 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+import acp_cancel
+import acp_real
+import acp_updates
 import big_output
 import concurrent_200
 import passthrough
@@ -21,7 +24,17 @@ import run_roundtrip
 import wake_latency
 from _common import Figure, default_base, table
 
-BENCHMARKS = [relay_cold_start, run_roundtrip, concurrent_200, big_output, wake_latency, passthrough]
+BENCHMARKS = [
+    relay_cold_start,
+    run_roundtrip,
+    concurrent_200,
+    big_output,
+    wake_latency,
+    passthrough,
+    acp_updates,
+    acp_real,
+    acp_cancel,
+]
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

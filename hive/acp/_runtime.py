@@ -198,6 +198,13 @@ class AcpRuntime:
         )
         await self._background.start(self._serve, agent)
         self._agent = agent
+        refusal = await self._initialize(agent, argv[0])
+        if refusal is not None:
+            await self._drop_agent()
+            raise AgentRefused(refusal)
+
+    async def _initialize(self, agent: _Agent, command: str) -> str | None:
+        """Initialize the agent; why it cannot serve as hive's runtime, or None if it can."""
         try:
             answer = await agent.connection.request(
                 "initialize",
@@ -209,21 +216,17 @@ class AcpRuntime:
             )
             initialized: InitializeResponse = from_wire(answer, InitializeResponse)
         except (AcpError, SchemaError) as exc:
-            await self._drop_agent()
-            raise AgentRefused(f"the ACP agent {argv[0]!r} failed to initialize: {exc}") from None
+            return f"the ACP agent {command!r} failed to initialize: {exc}"
         agent.capabilities, agent.info = initialized.agent_capabilities, initialized.agent_info
-        name = initialized.agent_info.name if initialized.agent_info else argv[0]
+        name = initialized.agent_info.name if initialized.agent_info else command
         if initialized.protocol_version != PROTOCOL_VERSION:
-            await self._drop_agent()
-            raise AgentRefused(
-                f"the ACP agent {name!r} speaks protocol version {initialized.protocol_version}; hive speaks {PROTOCOL_VERSION}"
-            )
+            return f"the ACP agent {name!r} speaks protocol version {initialized.protocol_version}; hive speaks {PROTOCOL_VERSION}"
         if not initialized.agent_capabilities.mcp_capabilities.http:
-            await self._drop_agent()
-            raise AgentRefused(
+            return (
                 f"the ACP agent {name!r} does not take MCP servers over HTTP (its initialize answer lacks "
                 "mcpCapabilities.http), and hive's tools are served over HTTP: it cannot be hive's runtime"
             )
+        return None
 
     async def _serve(
         self, agent: _Agent, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
