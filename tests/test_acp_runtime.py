@@ -593,3 +593,23 @@ async def test_every_message_hive_sends_validates_against_the_sdks_schema(agent:
 def test_logging_names_no_secrets() -> None:
     logging.getLogger("hive.acp").debug("nothing")  # the backend logs through hive.acp.*
     assert _runtime.log.name.startswith("hive.acp")
+
+
+async def test_a_permission_asked_while_the_turn_is_being_cancelled_is_answered_cancelled(
+    agent: FakeAcp,
+) -> None:
+    options = [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}]
+    asking = {
+        "permission": {"toolCall": {"toolCallId": "t1", "title": "rm -rf build"}, "options": options},
+        "id": "perm-1",
+    }
+    agent.script(WORKING, "default", on_cancel={"late": 0.2, "updates": [asking]})
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            outcome = await run_and_cancel(runtime, sink)
+    assert outcome.stop_reason is StopReason.CANCELLED
+    (permission,) = agent.events("permission")
+    assert permission["outcome"] == "cancelled"
+    answer = next(e for e in agent.events("response") if e.get("id") == "perm-1")
+    assert answer["result"] == {"outcome": {"outcome": "cancelled"}}
