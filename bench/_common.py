@@ -79,7 +79,8 @@ class Figure:
         return measured <= limit if op == "<=" else measured < limit
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "ratio": self.ratio, "passed": self.passed}
+        skipped = {"value": None} if math.isnan(self.value) else {}  # JSON has no NaN
+        return {**asdict(self), **skipped, "ratio": self.ratio, "passed": self.passed}
 
 
 def _number(value: float, unit: str) -> str:
