@@ -613,3 +613,20 @@ async def test_a_permission_asked_while_the_turn_is_being_cancelled_is_answered_
     assert permission["outcome"] == "cancelled"
     answer = next(e for e in agent.events("response") if e.get("id") == "perm-1")
     assert answer["result"] == {"outcome": {"outcome": "cancelled"}}
+
+
+async def test_a_cancel_while_the_turn_is_being_set_up_is_not_lost(agent: FakeAcp) -> None:
+    agent.script(WORKING)
+
+    class CancelAtInit(MemorySink):
+        async def write(self, batch: Any) -> None:
+            await super().write(batch)
+            if b'"subtype":"init"' in batch.data:
+                runtime.canceller().cancel()  # after session/new, before the prompt goes out
+
+    sink = CancelAtInit()
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            outcome = await runtime.run("go", sink)
+    assert outcome.stop_reason is StopReason.CANCELLED
+    assert len(agent.inbound("session/cancel")) == 1

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from hive.claude import _session
 from hive.runtime import SIGNALS_SENT, CompactionPolicy, StdioServer, StopReason, TurnFailed
@@ -489,3 +490,23 @@ def test_choices_offer_the_clis_aliases_and_levels() -> None:
     choices = _session.ClaudeChoices()
     assert "sonnet" in choices.models() and "opus" in choices.models()
     assert choices.efforts() == ("low", "medium", "high", "xhigh", "max")
+
+
+async def test_a_cancel_while_claude_is_being_started_is_not_lost(fake: FakeClaude) -> None:
+    fake.script([{"default_turn": True}])
+    sink = MemorySink()
+    sent_before = len(SIGNALS_SENT)
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime, trio.open_nursery() as nursery:
+            outcomes: list[object] = []
+
+            async def turn() -> None:
+                outcomes.append(await runtime.run("go", sink))
+
+            nursery.start_soon(turn)
+            await trio.testing.wait_all_tasks_blocked()  # the turn is starting claude
+            runtime.canceller().cancel()
+    (outcome,) = outcomes
+    assert outcome.stop_reason is StopReason.CANCELLED  # type: ignore[attr-defined]
+    # SIGINT as soon as claude was started (maybe before the fake could record it).
+    assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]

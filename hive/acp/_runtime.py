@@ -71,6 +71,7 @@ from hive.runtime import (
     StopReason,
     TurnFailed,
     TurnOutcome,
+    TurnStopper,
     one_error,
     start_agent,
 )
@@ -103,20 +104,6 @@ class _Agent:
 
 
 @attrs.define(eq=False)
-class _Stopper:
-    running: trio.CancelScope | None = None
-    grace: trio.CancelScope | None = None
-    requested: bool = False
-
-    def cancel(self) -> None:
-        if self.grace is not None:
-            self.grace.cancel()
-        elif self.running is not None:
-            self.requested = True
-            self.running.cancel()
-
-
-@attrs.define(eq=False)
 class AcpChoices:
     """The models and effort levels the attached session offers now (empty before one is)."""
 
@@ -138,7 +125,7 @@ class AcpRuntime:
     _background: trio.Nursery
     _session_id: str | None = None
     _agent: _Agent | None = None
-    _stopper: _Stopper = attrs.field(factory=_Stopper)
+    _stopper: TurnStopper = attrs.field(factory=TurnStopper)
     _busy: bool = False
     _cancelling: bool = False
     _translator: Translator | None = None
@@ -160,7 +147,7 @@ class AcpRuntime:
         """What the running agent said it can do at initialize."""
         return self._agent.capabilities if self._agent else AgentCapabilities()
 
-    def canceller(self) -> _Stopper:
+    def canceller(self) -> TurnStopper:
         return self._stopper
 
     def choices(self) -> AcpChoices:
@@ -391,7 +378,8 @@ class AcpRuntime:
             raise TurnFailed("a turn is already running on this session; wait for it or cancel it first")
         self._busy = True
         try:
-            return await self._turn(prompt, sink, idle_timeout)
+            with self._stopper.turn():
+                return await self._turn(prompt, sink, idle_timeout)
         finally:
             self._busy = False
 
@@ -425,16 +413,13 @@ class AcpRuntime:
         answer: Any = None
         failure: AcpError | None = None
         stop_reason = StopReason.COMPLETED
-        with trio.CancelScope() as running:
-            stopper.running, stopper.requested = running, False
+        with trio.CancelScope() as running, stopper.running_in(running):
             if idle is not None:
                 running.deadline = trio.current_time() + idle
             try:
                 answer = await pending.wait()
             except AcpError as exc:
                 failure = exc
-            finally:
-                stopper.running = None
         killed = False
         tool_running = translator.tool_running
         if running.cancelled_caught and not pending.done:
@@ -483,14 +468,11 @@ class AcpRuntime:
                 await agent.connection.notify("session/cancel", to_wire(CancelNotification(session)))
             except AcpError as exc:
                 failure = exc
-            with trio.move_on_after(CANCEL_GRACE) as grace:
-                self._stopper.grace = grace
+            with trio.move_on_after(CANCEL_GRACE) as grace, self._stopper.waiting_in(grace):
                 try:
                     answer = await pending.wait()
                 except AcpError as exc:
                     failure = exc
-                finally:
-                    self._stopper.grace = None
         if pending.done:
             return answer, failure, False
         log.warning(

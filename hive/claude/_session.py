@@ -21,6 +21,7 @@ from hive.runtime import (
     StopReason,
     TurnFailed,
     TurnOutcome,
+    TurnStopper,
     one_error,
     start_agent,
 )
@@ -88,22 +89,6 @@ class _Turn:
 
 
 @attrs.define(eq=False)
-class _Stopper:
-    """The Canceller: cancels the running turn's scope; a second call stops waiting for the agent."""
-
-    running: trio.CancelScope | None = None
-    grace: trio.CancelScope | None = None
-    requested: bool = False
-
-    def cancel(self) -> None:
-        if self.grace is not None:
-            self.grace.cancel()
-        elif self.running is not None:
-            self.requested = True
-            self.running.cancel()
-
-
-@attrs.define(eq=False)
 class InfiniteSession:
     """The claude runtime: each turn is one ``claude --print`` process resuming the session.
 
@@ -117,7 +102,7 @@ class InfiniteSession:
     config: Config
     _background: trio.Nursery
     _session_id: str | None = None
-    _stopper: _Stopper = attrs.field(factory=_Stopper)
+    _stopper: TurnStopper = attrs.field(factory=TurnStopper)
     _busy: bool = False
     context: ContextUsage | None = None
 
@@ -125,7 +110,7 @@ class InfiniteSession:
     def session_id(self) -> str | None:
         return self._session_id
 
-    def canceller(self) -> _Stopper:
+    def canceller(self) -> TurnStopper:
         return self._stopper
 
     def choices(self) -> ClaudeChoices:
@@ -164,7 +149,8 @@ class InfiniteSession:
             raise TurnFailed("a turn is already running on this session; wait for it or cancel it first")
         self._busy = True
         try:
-            return await self._turn(prompt, sink)
+            with self._stopper.turn():
+                return await self._turn(prompt, sink)
         finally:
             self._busy = False
 
@@ -177,12 +163,8 @@ class InfiniteSession:
         stop_reason = StopReason.COMPLETED
         async with trio.open_nursery() as nursery:
             nursery.start_soon(turn.stderr.drain, agent.process.stderr)
-            with trio.CancelScope() as running:
-                stopper.running, stopper.requested = running, False
-                try:
-                    await self._read(turn, sink, running)
-                finally:
-                    stopper.running = None
+            with trio.CancelScope() as running, stopper.running_in(running):
+                await self._read(turn, sink, running)
             if running.cancelled_caught and turn.result is None:
                 stop_reason = StopReason.CANCELLED if stopper.requested else StopReason.IDLE
                 await self._stop(turn, sink)
@@ -264,12 +246,11 @@ class InfiniteSession:
         """The exit path of a stopped turn: SIGINT to claude's group, then its lines until its
         result, for at most the stop grace. Shielded: a stop must finish what it started."""
         turn.agent.interrupt()
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + self.config.stop_grace) as grace:
-            self._stopper.grace = grace
-            try:
-                await self._read(turn, sink, None)
-            finally:
-                self._stopper.grace = None
+        with (
+            trio.CancelScope(shield=True, deadline=trio.current_time() + self.config.stop_grace) as grace,
+            self._stopper.waiting_in(grace),
+        ):
+            await self._read(turn, sink, None)
         if grace.cancelled_caught:
             log.warning(
                 "claude (pid %d) did not end its turn within %.1f s of SIGINT",

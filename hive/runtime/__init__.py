@@ -14,6 +14,7 @@ from hive.runtime._errors import (
 from hive.runtime._process import SIGNALS_SENT, AgentProcess, SentSignal, StderrTail, start_agent
 from hive.runtime._protocol import Canceller, Choices, Runtime, StopReason, TurnOutcome
 from hive.runtime._spec import BACKENDS, Backend, RuntimeSpec, open_runtime
+from hive.runtime._stopper import TurnStopper
 
 __all__ = [
     "BACKENDS",
@@ -40,6 +41,7 @@ __all__ = [
     "StopReason",
     "TurnFailed",
     "TurnOutcome",
+    "TurnStopper",
     "one_error",
     "open_runtime",
     "start_agent",

@@ -1,0 +1,63 @@
+"""The Canceller both backends hand out: it stops the turn that runs, or the one being set up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import attrs
+import trio
+
+
+@attrs.define(eq=False)
+class TurnStopper:
+    """Cancels the running turn's scope (whose exit path is the backend's SIGINT path).
+
+    A cancel while a turn is still being set up (spawning the agent, opening its session) is
+    kept and acted on as soon as the turn's scope opens. While a stopped turn waits for the
+    agent's own end, a second cancel stops that wait. Between turns it does nothing.
+    """
+
+    running: trio.CancelScope | None = None
+    grace: trio.CancelScope | None = None
+    requested: bool = False
+    """Whether the Canceller (not a watchdog) stopped the current turn."""
+    _setting_up: bool = False
+
+    def cancel(self) -> None:
+        if self.grace is not None:
+            self.grace.cancel()
+        elif self.running is not None:
+            self.requested = True
+            self.running.cancel()
+        elif self._setting_up:
+            self.requested = True
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """The extent of one turn, from its setup to its end."""
+        self.requested, self._setting_up = False, True
+        try:
+            yield
+        finally:
+            self._setting_up, self.running, self.grace = False, None, None
+
+    @contextmanager
+    def running_in(self, scope: trio.CancelScope) -> Iterator[None]:
+        """While the turn's own work runs in ``scope``; a cancel that came early cancels it now."""
+        self.running = scope
+        if self.requested:
+            scope.cancel()
+        try:
+            yield
+        finally:
+            self.running = None
+
+    @contextmanager
+    def waiting_in(self, scope: trio.CancelScope) -> Iterator[None]:
+        """While a stopped turn waits (in ``scope``) for the agent's own end."""
+        self.grace = scope
+        try:
+            yield
+        finally:
+            self.grace = None
