@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -52,10 +54,10 @@ class Client:
         return AgentExited(3, "boom on stderr\n")
 
 
-async def connect(nursery: trio.Nursery) -> tuple[Connection, Peer, Client]:
+async def connect(nursery: trio.Nursery, **options: Any) -> tuple[Connection, Peer, Client]:
     ours, theirs = trio.testing.memory_stream_pair()
     client = Client()
-    connection = Connection(ours, ours, client.on_request, client.on_notification, client.on_end)
+    connection = Connection(ours, ours, client.on_request, client.on_notification, client.on_end, **options)
     await nursery.start(connection.serve)
     return connection, Peer(theirs), client
 
@@ -169,5 +171,130 @@ def test_random_bytes_never_break_the_connection(chunks: list[bytes]) -> None:
             await peer.write({"jsonrpc": "2.0", "id": request["id"], "result": "pong"})
             assert await pending.wait() == "pong"
             nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
+SMALL_LINE = 1024
+"""A small ``max_line``, so over-long lines are cheap to make."""
+
+
+def line(message: Any) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+async def send_chunks(peer: Peer, chunks: list[bytes]) -> None:
+    """Each chunk reaches the reader in a read of its own: it is taken before the next is sent."""
+    for chunk in chunks:
+        await peer.stream.send_all(chunk)
+        await trio.testing.wait_all_tasks_blocked()
+
+
+def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.levelno == logging.ERROR]
+
+
+# A message that would be applied if it were not longer than SMALL_LINE.
+GIANT = line({"jsonrpc": "2.0", "method": "giant", "params": {"text": "x" * (3 * SMALL_LINE)}})[:-1]
+CUT = SMALL_LINE + 1  # the first chunk alone is over-long
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        pytest.param(lambda rest: [GIANT[:CUT], GIANT[CUT:] + b"\n" + rest], id="newline-in-next-chunk"),
+        pytest.param(
+            lambda rest: [GIANT[:CUT], GIANT[CUT : 2 * CUT], GIANT[2 * CUT :] + b"\n" + rest],
+            id="spans-several-chunks",
+        ),
+        pytest.param(lambda rest: [GIANT[:CUT], GIANT[CUT:] + b"\n", rest], id="newline-ends-a-chunk"),
+        pytest.param(lambda rest: [GIANT, b"\n" + rest], id="newline-starts-a-chunk"),
+    ],
+)
+async def test_messages_after_an_over_long_line_are_kept(
+    cut: Callable[[bytes], list[bytes]], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with trio.open_nursery() as nursery:
+        connection, peer, client = await connect(nursery, max_line=SMALL_LINE)
+        pending = await connection.start_request("ping", {})
+        request = await peer.read()
+        after = {"jsonrpc": "2.0", "method": "after", "params": {}}
+        answer = {"jsonrpc": "2.0", "id": request["id"], "result": "pong"}
+        await send_chunks(peer, cut(line(after) + line(answer)))
+        with trio.fail_after(5):
+            assert await pending.wait() == "pong"
+        assert client.notifications == [("after", {})]
+        assert errors(caplog) == [f"the agent sent a message longer than {SMALL_LINE} bytes; dropping it"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_line_torn_by_the_end_is_logged_and_a_giant_there_only_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        _, peer, _ = await connect(nursery, max_line=SMALL_LINE)
+        await send_chunks(peer, [b'{"jsonrpc": "2.0", "method": "torn"'])
+        await peer.stream.aclose()
+    assert "ended in the middle of a message" in caplog.text
+    caplog.clear()
+    async with trio.open_nursery() as nursery:
+        _, peer, _ = await connect(nursery, max_line=SMALL_LINE)
+        await send_chunks(peer, [GIANT[:CUT], GIANT[CUT:]])
+        await peer.stream.aclose()
+    assert len(errors(caplog)) == 1
+    assert "ended in the middle of a message" not in caplog.text
+
+
+async def test_a_long_line_in_many_small_chunks_is_delivered() -> None:
+    # Framing searches each byte once: before, this rescanned the whole line for every chunk.
+    async with trio.open_nursery() as nursery:
+        _, peer, client = await connect(nursery)
+        data = line({"jsonrpc": "2.0", "method": "long", "params": {"text": "x" * (8 * 1024 * 1024)}})
+        size = 64 * 1024
+        await send_chunks(peer, [data[i : i + size] for i in range(0, len(data), size)])
+        assert [(method, len(params["text"])) for method, params in client.notifications] == [
+            ("long", 8 * 1024 * 1024)
+        ]
+        nursery.cancel_scope.cancel()
+
+
+notifications = st.text(max_size=50).map(
+    lambda text: {"jsonrpc": "2.0", "method": "session/update", "params": {"text": text}}
+)
+# Over-long lines of repeated fragments (some message-like); "#" keeps each from being JSON.
+giants = st.builds(
+    lambda size, fragment: b"#" + (fragment * size)[:size].replace(b"\n", b" ") + b"\n",
+    st.integers(SMALL_LINE + 1, 3 * SMALL_LINE),
+    st.one_of(st.binary(min_size=1, max_size=16), st.just(line({"jsonrpc": "2.0", "method": "no"}))),
+)
+blanks = st.sampled_from([b"\n", b"  \n", b"\r\n"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(notifications, giants, blanks), max_size=12), st.data())
+def test_valid_messages_survive_over_long_lines_at_any_chunk_boundaries(
+    items: list[dict[str, Any] | bytes], data: st.DataObject
+) -> None:
+    expected = [(item["method"], item["params"]) for item in items if isinstance(item, dict)]
+    answer = {"jsonrpc": "2.0", "id": 1, "result": "pong"}
+    stream = b"".join(item if isinstance(item, bytes) else line(item) for item in items) + line(answer)
+    # Chunks about as long as max_line often end inside an over-long line, past max_line.
+    chunks: list[bytes] = []
+    start = 0
+    while start < len(stream):
+        end = start + data.draw(st.integers(1, 2 * SMALL_LINE))
+        chunks.append(stream[start:end])
+        start = end
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            connection, peer, client = await connect(nursery, max_line=SMALL_LINE)
+            pending = await connection.start_request("ping", {})
+            assert pending.id == answer["id"]
+            await send_chunks(peer, chunks)
+            # The end settles the request if its answer was lost, so a failure cannot hang.
+            await peer.stream.aclose()
+        assert client.notifications == expected
+        assert await pending.wait() == "pong"
 
     trio.run(main)

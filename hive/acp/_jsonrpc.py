@@ -133,6 +133,11 @@ class Connection:
 
     async def _read(self) -> None:
         buffer = bytearray()
+        # buffer[:searched] holds no newline: each byte is searched once, so a long line that
+        # arrives in many chunks costs linear time, not a rescan of the buffer per chunk.
+        searched = 0
+        # The buffer is the rest of an over-long line: drop everything up to its newline.
+        dropping = False
         while True:
             try:
                 chunk = await self.receive_stream.receive_some(READ_SIZE)
@@ -144,27 +149,22 @@ class Connection:
                         "the agent's output ended in the middle of a message: %r", bytes(buffer[:200])
                     )
                 return
-            start = 0
             buffer += chunk
-            while (end := buffer.find(b"\n", start)) >= 0:
-                line = bytes(buffer[start:end])
-                start = end + 1
-                if line.strip():
+            start = 0
+            while (end := buffer.find(b"\n", searched)) >= 0:
+                if dropping:
+                    dropping = False
+                elif (line := bytes(buffer[start:end])).strip():
                     await self._apply(line)
+                start = searched = end + 1
             del buffer[:start]
-            if len(buffer) > self.max_line:
-                log.error("the agent sent a message longer than %d bytes; dropping it", self.max_line)
+            searched = len(buffer)
+            if dropping or len(buffer) > self.max_line:
+                if not dropping:
+                    log.error("the agent sent a message longer than %d bytes; dropping it", self.max_line)
+                    dropping = True
                 buffer.clear()
-                # Resynchronise on the next newline: everything up to it belongs to the giant.
-                await self._skip_to_newline()
-
-    async def _skip_to_newline(self) -> None:
-        while True:
-            chunk = await self.receive_stream.receive_some(READ_SIZE)
-            if not chunk:
-                return
-            if b"\n" in chunk:
-                return
+                searched = 0
 
     async def _apply(self, line: bytes) -> None:
         try:
