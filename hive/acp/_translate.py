@@ -2,9 +2,10 @@
 
 Text and thought chunks become whole ``assistant`` text / thinking blocks (a block ends when
 the kind or the message id changes, a tool call starts, or the turn ends); a tool call
-becomes an ``assistant`` tool_use block when it is announced (or first heard of) and a
-``user`` tool_result when it completes or fails; each session starts with a ``system``
-init and each turn ends with a ``result``. Context usage comes from ``usage_update``.
+becomes an ``assistant`` tool_use block once its input is known (or, at the latest, when it
+ends or the turn does) and a ``user`` tool_result when it completes or fails; each session
+starts with a ``system`` init and each turn ends with a ``result``. Context usage comes from
+``usage_update``.
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ def tool_output(tool: ToolCall) -> str:
 @attrs.define(eq=False)
 class _Tool:
     call: ToolCall
-    announced: bool = False
-    finished: bool = False
+    input: JsonObject | None = None  # from the last non-empty rawInput
+    written: bool = False  # its tool_use
+    finished: bool = False  # its tool_result
 
 
 @attrs.define(eq=False)
@@ -160,18 +162,19 @@ class Translator:
     async def _tool(self, call: ToolCall) -> None:
         known = self._tools.get(call.tool_call_id)
         if known is None:
+            await self.flush()  # text before a tool call is a block of its own
             known = self._tools[call.tool_call_id] = _Tool(call)
         else:
             known.call = _merge(known.call, call)
-        if not known.announced and (known.call.title or known.call.kind or known.call.meta or call.status):
-            await self.flush()
-            known.announced = True
-            raw = known.call.raw_input
-            tool_input = raw if isinstance(raw, dict) else ({} if raw is None else {"input": raw})
-            await self._assistant(
-                ToolUseBlock(id=call.tool_call_id, name=tool_name(known.call), input=tool_input)
-            )
-        if known.announced and not known.finished and known.call.status in TERMINAL_STATUSES:
+        tool_input = _tool_input(call.raw_input)
+        if tool_input is not None:
+            known.input = tool_input
+        ended = known.call.status in TERMINAL_STATUSES
+        # claude-agent-acp announces a call with rawInput {} and sends the input in an update,
+        # so the tool_use waits for the input, or at the latest for the call's end.
+        if ended or (known.input is not None and (known.call.title or known.call.kind or known.call.meta)):
+            await self._tool_use(known)
+        if ended and not known.finished:
             known.finished = True
             result = ToolResultBlock(
                 tool_use_id=call.tool_call_id,
@@ -190,9 +193,19 @@ class Translator:
             # The next model text is a new API message, as it is for claude after a tool result.
             self._api_message_id = f"msg_{uuid.uuid4().hex[:24]}"
 
+    async def _tool_use(self, tool: _Tool) -> None:
+        """The call's tool_use, once. Text still open came after the call started (a call's
+        first update ends the text block), so it stays open to follow the tool_use."""
+        if tool.written:
+            return
+        tool.written = True
+        block = ToolUseBlock(id=tool.call.tool_call_id, name=tool_name(tool.call), input=tool.input or {})
+        await self._assistant(block)
+
     @property
     def tool_running(self) -> bool:
-        return any(t.announced and not t.finished for t in self._tools.values())
+        """A call has started and not ended (whether or not its tool_use is written yet)."""
+        return any(not t.finished for t in self._tools.values())
 
     async def finish(
         self,
@@ -205,7 +218,9 @@ class Translator:
         errors: list[str] | None = None,
         hive: JsonObject | None = None,
     ) -> ResultMessage:
-        """Write the turn's ``result`` (after any block still open)."""
+        """Write the turn's ``result``, after any tool_use still held back and any block still open."""
+        for tool in self._tools.values():
+            await self._tool_use(tool)
         await self.flush()
         usage = _claude_usage(tokens or {})
         model_usage: dict[str, JsonObject] = {}
@@ -230,6 +245,13 @@ class Translator:
         )
         await self.sink.write(Batch.of([result]))
         return result
+
+
+def _tool_input(raw: Any) -> JsonObject | None:
+    """A rawInput as a tool_use input; None if it says nothing (absent or empty)."""
+    if raw is None or (isinstance(raw, dict | list | str) and not raw):
+        return None
+    return raw if isinstance(raw, dict) else {"input": raw}
 
 
 def _merge(old: ToolCall, new: ToolCall) -> ToolCall:

@@ -84,6 +84,8 @@ async def test_a_cancel_during_a_tool_is_answered_cancelled_and_stops_the_tool(
             after = await runtime.run("and now?", MemorySink())
     assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (StopReason.CANCELLED, False, True)
     assert lines(sink)[-1]["terminal_reason"] == "aborted_tools"
+    uses = [b for line in lines(sink) if line["type"] == "assistant" for b in line["message"]["content"]]
+    assert [b["input"].get("command") for b in uses if b["type"] == "tool_use"] == [f"cat {fifo}"]
     assert after.stop_reason is StopReason.COMPLETED
     try:
         os.write(writer[0], b"anyone?\n")

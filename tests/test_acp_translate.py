@@ -1,0 +1,324 @@
+"""ACP session updates to claude's stream-json: where a tool call's tool_use goes and what it carries."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hive.acp._schema import MessageChunk, SessionNotification, SessionUpdate, ToolCall, from_wire
+from hive.acp._translate import Translator
+from hive.sink import MemorySink
+
+BASH = {"claudeCode": {"toolName": "Bash"}}
+
+
+def wire(update: dict[str, Any]) -> SessionUpdate:
+    """An update as an agent sends it in a session/update notification."""
+    notification: SessionNotification = from_wire({"sessionId": "s", "update": update}, SessionNotification)
+    return notification.update
+
+
+def text(chunk: str) -> SessionUpdate:
+    return wire({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": chunk}})
+
+
+def output(chunk: str) -> list[dict[str, Any]]:
+    return [{"type": "content", "content": {"type": "text", "text": chunk}}]
+
+
+def blocks(sink: MemorySink) -> list[dict[str, Any]]:
+    """The content blocks written, in order (a ``result`` as ``{"type": "result"}``)."""
+    found = []
+    for line in sink.lines():
+        message = json.loads(line)
+        if message["type"] == "result":
+            found.append({"type": "result"})
+        elif message["type"] in ("assistant", "user"):
+            found.extend(message["message"]["content"])
+    return found
+
+
+async def translate(*updates: SessionUpdate) -> MemorySink:
+    sink = MemorySink()
+    translator = Translator("s", sink)
+    for update in updates:
+        await translator.update(update)
+    await translator.finish(
+        subtype="success", is_error=False, stop_reason="end_turn", terminal_reason="completed"
+    )
+    return sink
+
+
+def tool_uses(sink: MemorySink) -> list[dict[str, Any]]:
+    return [block for block in blocks(sink) if block["type"] == "tool_use"]
+
+
+async def test_the_input_claude_agent_acp_sends_after_announcing_a_call_is_in_its_tool_use() -> None:
+    sink = await translate(
+        wire(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "toolu_1",
+                "title": "Terminal",
+                "kind": "execute",
+                "status": "pending",
+                "rawInput": {},
+                "content": [],
+                "_meta": BASH,
+            }
+        ),
+        wire(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "toolu_1",
+                "title": "`ls`",
+                "kind": "execute",
+                "rawInput": {"command": "ls", "description": "List files"},
+                "_meta": BASH,
+            }
+        ),
+        wire(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "toolu_1",
+                "status": "completed",
+                "content": output("a.txt"),
+                "_meta": BASH,
+            }
+        ),
+    )
+    assert blocks(sink) == [
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "Bash",
+            "input": {"command": "ls", "description": "List files"},
+        },
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt", "is_error": False},
+        {"type": "result"},
+    ]
+
+
+async def test_an_input_in_the_announcement_is_written_at_once() -> None:
+    sink = MemorySink()
+    translator = Translator("s", sink)
+    await translator.update(
+        wire(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "t1",
+                "title": "run",
+                "status": "pending",
+                "rawInput": {"command": "ls"},
+                "_meta": BASH,
+            }
+        )
+    )
+    assert tool_uses(sink) == [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]
+    assert translator.tool_running
+
+
+async def test_a_call_announced_with_no_input_is_written_with_none_when_it_ends() -> None:
+    sink = MemorySink()
+    translator = Translator("s", sink)
+    await translator.update(
+        wire({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Think", "rawInput": {}})
+    )
+    # Held back until the input comes, and running meanwhile.
+    assert tool_uses(sink) == []
+    assert translator.tool_running
+    await translator.update(
+        wire(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "t1",
+                "status": "failed",
+                "content": output("no"),
+            }
+        )
+    )
+    assert not translator.tool_running
+    assert blocks(sink) == [
+        {"type": "tool_use", "id": "t1", "name": "Think", "input": {}},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "no", "is_error": True},
+    ]
+
+
+async def test_a_call_still_pending_at_the_end_of_the_turn_keeps_its_tool_use_and_input() -> None:
+    sink = MemorySink()
+    translator = Translator("s", sink)
+    # First heard of through an update that carries only its input: no name yet, so held back.
+    await translator.update(
+        wire({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "rawInput": {"command": "sleep 9"}})
+    )
+    assert tool_uses(sink) == []
+    assert translator.tool_running  # a cancelled turn is "aborted_tools"
+    await translator.update(wire({"sessionUpdate": "tool_call", "toolCallId": "t2", "title": "Wait"}))
+    await translator.update(text("Waiting."))
+    await translator.finish(
+        subtype="error_during_execution", is_error=True, stop_reason=None, terminal_reason="aborted_tools"
+    )
+    assert blocks(sink) == [
+        {"type": "tool_use", "id": "t1", "name": "tool", "input": {"command": "sleep 9"}},
+        {"type": "tool_use", "id": "t2", "name": "Wait", "input": {}},
+        {"type": "text", "text": "Waiting."},
+        {"type": "result"},
+    ]
+
+
+async def test_text_a_tool_call_and_text_keep_their_order() -> None:
+    sink = await translate(
+        text("I will "),
+        text("look."),
+        wire(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "t1",
+                "title": "Terminal",
+                "rawInput": {},
+                "_meta": BASH,
+            }
+        ),
+        wire({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "rawInput": {"command": "ls"}}),
+        wire(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "t1",
+                "status": "completed",
+                "content": output("a"),
+            }
+        ),
+        text("Done."),
+    )
+    assert blocks(sink) == [
+        {"type": "text", "text": "I will look."},
+        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "a", "is_error": False},
+        {"type": "text", "text": "Done."},
+        {"type": "result"},
+    ]
+
+
+async def test_an_empty_input_does_not_undo_a_known_one() -> None:
+    sink = await translate(
+        wire({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "rawInput": {"command": "ls"}}),
+        wire(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "t1",
+                "title": "Terminal",
+                "rawInput": {},
+                "_meta": BASH,
+            }
+        ),
+    )
+    assert tool_uses(sink) == [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]
+
+
+async def test_an_input_that_is_not_an_object_is_wrapped() -> None:
+    sink = await translate(
+        wire({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "shell", "rawInput": {}}),
+        wire({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "rawInput": "ls -la"}),
+    )
+    assert tool_uses(sink) == [
+        {"type": "tool_use", "id": "t1", "name": "shell", "input": {"input": "ls -la"}}
+    ]
+
+
+async def test_a_call_first_heard_of_when_it_has_ended_gets_both_blocks() -> None:
+    sink = await translate(
+        wire(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "t1",
+                "status": "completed",
+                "rawInput": {"command": "ls"},
+                "rawOutput": "a.txt",
+            }
+        ),
+    )
+    assert blocks(sink) == [
+        {"type": "tool_use", "id": "t1", "name": "tool", "input": {"command": "ls"}},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt", "is_error": False},
+        {"type": "result"},
+    ]
+
+
+# -- any interleaving ---------------------------------------------------------------------------
+
+raw_inputs = st.one_of(
+    st.none(),
+    st.just({}),
+    st.builds(lambda command: {"command": command}, st.text(min_size=1, max_size=5)),
+    st.text(min_size=1, max_size=5),
+)
+tool_updates = st.builds(
+    ToolCall,
+    session_update=st.sampled_from(["tool_call", "tool_call_update"]),
+    tool_call_id=st.sampled_from(["a", "b", "c"]),
+    title=st.none() | st.just("Terminal"),
+    kind=st.none() | st.just("execute"),
+    status=st.none() | st.sampled_from(["pending", "in_progress", "completed", "failed"]),
+    content=st.none() | st.just(output("out")),
+    raw_input=raw_inputs,
+    meta=st.none() | st.just(BASH),
+)
+text_chunks = st.builds(
+    MessageChunk,
+    session_update=st.just("agent_message_chunk"),
+    content=st.builds(lambda t: {"type": "text", "text": t}, st.text(min_size=1, max_size=3)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(tool_updates | text_chunks, max_size=12))
+def test_any_interleaving_writes_each_call_once_with_its_input_before_its_result(
+    updates: list[SessionUpdate],
+) -> None:
+    """For each call: one tool_use (none is lost), before its tool_result if any, carrying the
+    last non-empty rawInput received before it was written (a non-object one wrapped)."""
+
+    async def main() -> None:
+        sink = MemorySink()
+        translator = Translator("s", sink)
+        latest: dict[str, dict[str, Any]] = {}
+        expected: dict[str, dict[str, Any]] = {}
+        ended: set[str] = set()
+
+        def note_written() -> None:
+            for block in tool_uses(sink):
+                expected.setdefault(block["id"], latest.get(block["id"], {}))
+
+        for update in updates:
+            if isinstance(update, ToolCall):
+                raw = update.raw_input
+                if raw:
+                    latest[update.tool_call_id] = raw if isinstance(raw, dict) else {"input": raw}
+                latest.setdefault(update.tool_call_id, {})
+                if update.status in ("completed", "failed"):
+                    ended.add(update.tool_call_id)
+            await translator.update(update)
+            note_written()
+            assert translator.tool_running == bool(latest.keys() - ended)
+        await translator.finish(
+            subtype="success", is_error=False, stop_reason=None, terminal_reason="completed"
+        )
+        note_written()
+
+        written = blocks(sink)
+        uses = [b["id"] for b in written if b["type"] == "tool_use"]
+        results = [b["tool_use_id"] for b in written if b["type"] == "tool_result"]
+        assert sorted(uses) == sorted(latest)
+        assert sorted(results) == sorted(ended)
+        for block in tool_uses(sink):
+            assert block["input"] == expected[block["id"]]
+        for tool_id in ended:
+            use = next(i for i, b in enumerate(written) if b.get("id") == tool_id)
+            result = next(i for i, b in enumerate(written) if b.get("tool_use_id") == tool_id)
+            assert use < result
+
+    trio.run(main)
