@@ -10,8 +10,25 @@ from pathlib import Path
 
 import trio
 
-from hive.runtime import CompactionPolicy, Config, HiveRuntimeError, RuntimeSpec, open_runtime
+from hive.runtime import (
+    Canceller,
+    CompactionPolicy,
+    Config,
+    HiveRuntimeError,
+    Permission,
+    Progress,
+    RuntimeSpec,
+    TurnOutcome,
+    open_runtime,
+)
 from hive.sink import JsonlSink
+
+PERMISSION_HELP = (
+    "what happens to a tool call the agent would ask about (nobody is there to ask): "
+    "default (the agent's own settings decide; what it asks about is refused), "
+    "accept_edits (file edits allowed, the rest refused), allow (everything allowed; "
+    "claude refuses this as root unless IS_SANDBOX=1). Default: default"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,9 +52,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stop-grace",
         type=float,
-        default=5.0,
+        default=Config.__attrs_attrs__.stop_grace.default,
         metavar="S",
-        help="after SIGINT, how long to wait for the agent's own end of the turn (default 5)",
+        help="after SIGINT, how long to wait for the agent's own end of the turn (default %(default)s)",
+    )
+    parser.add_argument(
+        "--permission",
+        choices=[p.value for p in Permission],
+        default=Permission.DEFAULT.value,
+        help=PERMISSION_HELP,
     )
     parser.add_argument(
         "--compact-at",
@@ -57,28 +80,44 @@ async def _run(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout,
         stop_grace=args.stop_grace,
         compaction=CompactionPolicy(watermark=args.compact_at),
+        permission=Permission(args.permission),
     )
     sink = JsonlSink(os.dup(sys.stdout.fileno()))
+    progress = Progress()
+    outcome: TurnOutcome | None = None
+    stopped_by: list[signal.Signals] = []
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_runtime(spec, config, session_id=args.session) as runtime:
-            canceller = runtime.canceller()
+        async with trio.open_nursery() as nursery:
+            startup = trio.CancelScope()
+            turn: list[Canceller] = []
 
             async def stop_on_signals() -> None:
                 async for signum in signals:
-                    print(f"hive: {signal.Signals(signum).name}: stopping the turn", file=sys.stderr)
-                    canceller.cancel()
+                    stopped_by.append(signal.Signals(signum))
+                    if turn:
+                        print(f"hive: {stopped_by[-1].name}: stopping the turn", file=sys.stderr)
+                        turn[0].cancel()
+                    else:
+                        # The agent is starting: the runtime's stop path sends it SIGINT.
+                        startup.cancel()
 
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(stop_on_signals)
-                try:
+            nursery.start_soon(stop_on_signals)
+            with startup:
+                async with open_runtime(spec, config, session_id=args.session, progress=progress) as runtime:
+                    turn.append(runtime.canceller())
                     outcome = await runtime.run(args.prompt, sink)
-                finally:
-                    nursery.cancel_scope.cancel()
+            nursery.cancel_scope.cancel()
     await sink.aclose()
+    if outcome is None:
+        what = progress.waiting_for or "the agent to start"
+        print(f"hive: {stopped_by[0].name}: stopped while waiting for {what}", file=sys.stderr)
+        return 128 + stopped_by[0]
     print(f"session: {outcome.session_id}", file=sys.stderr)
     if outcome.synthesized:
+        why = f": {'; '.join(outcome.errors)}" if outcome.errors else ""
         print(
-            f"hive: the turn ended without the agent's result ({outcome.stop_reason.value})", file=sys.stderr
+            f"hive: the turn ended without the agent's result ({outcome.stop_reason.value}){why}",
+            file=sys.stderr,
         )
     return 1 if outcome.is_error else 0
 

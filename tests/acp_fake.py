@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import trio
 
 from fixtures import acp_agent
 from hive.acp import AcpRuntime, open_acp_runtime
 from hive.runtime import Backend, Config, RuntimeSpec
+
+RECORD_POLL = 0.02
 
 
 @attrs.define
@@ -69,6 +72,13 @@ class FakeAcp:
 
     def pids(self) -> list[int]:
         return [e["pid"] for e in self.events("start")]
+
+    async def wait_for_event(self, kind: str) -> dict[str, Any]:
+        """The agent's first ``kind`` event, once it is in the record. The record is a file
+        another process appends to, with nothing to await: it is read again every 20 ms."""
+        while not (found := self.events(kind)):  # noqa: ASYNC110 (another process's file)
+            await trio.sleep(RECORD_POLL)
+        return found[0]
 
     def cleanup(self) -> None:
         for pid in self.pids():

@@ -53,7 +53,8 @@ class FakeClaude:
         )
 
     def config(self, **changes: Any) -> Config:
-        return Config(cwd=self.root, env=self.env(), **changes)
+        env = (*self.env(), *changes.pop("env", ()))
+        return Config(cwd=self.root, env=env, **changes)
 
     def record(self) -> list[dict[str, Any]]:
         return fake_claude.read_record(self.record_path)

@@ -14,7 +14,16 @@ import trio
 import trio.testing
 
 from hive.claude import _session
-from hive.runtime import SIGNALS_SENT, CompactionPolicy, StdioServer, StopReason, TurnFailed
+from hive.runtime import (
+    SIGNALS_SENT,
+    CompactionPolicy,
+    IdleKilled,
+    Permission,
+    SessionNotFound,
+    StdioServer,
+    StopReason,
+    TurnFailed,
+)
 from hive.sink import MemorySink, ResultMessage
 from tests.claude_fake import FakeClaude, result_lines, wait_exited
 
@@ -191,6 +200,7 @@ async def test_grandchildren_a_claude_leaves_are_its_business_not_hives(fake: Fa
     with trio.fail_after(GUARD):
         async with fake.runtime() as runtime:
             outcome = await runtime.run("go", MemorySink())
+            await wait_exited(fake.starts()[0]["pid"])  # claude goes by itself: nothing to stop
     spawned = [e["pid"] for e in fake.events("spawned")]
     try:
         assert outcome.stop_reason is StopReason.COMPLETED
@@ -235,19 +245,33 @@ async def test_a_stopped_claude_ends_its_own_tool_processes(fake: FakeClaude) ->
 # 7 -----------------------------------------------------------------------------------------------
 
 
-async def test_a_claude_lingering_after_its_result_does_not_hold_the_turn(
-    fake: FakeClaude, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_session, "LINGER", 0.3)
+async def test_a_claude_lingering_after_its_result_does_not_hold_the_turn(fake: FakeClaude) -> None:
     fake.script([{"default_turn": True}, {"linger": True}], [{"default_turn": True}])
     with trio.fail_after(GUARD):
-        async with fake.runtime() as runtime:
+        async with fake.runtime(linger=0.3) as runtime:
             first = await runtime.run("go", MemorySink())
             second = await runtime.run("again", MemorySink())
             lingerer = fake.starts()[0]["pid"]
             await wait_exited(lingerer)  # after the linger allowance, SIGINT ends it
     assert (first.stop_reason, second.stop_reason) == (StopReason.COMPLETED, StopReason.COMPLETED)
     assert fake.signals() == ["SIGINT"]
+
+
+async def test_closing_the_runtime_sends_a_lingering_claude_sigint_without_waiting_its_linger(
+    fake: FakeClaude, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The production linger (5 s) and close grace (2 s): closing does not wait out the linger.
+    fake.script([{"default_turn": True}, {"linger": True}])
+    sent_before = len(SIGNALS_SENT)
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", MemorySink())
+            lingerer = fake.starts()[0]["pid"]
+        await wait_exited(lingerer)
+    assert outcome.stop_reason is StopReason.COMPLETED and not outcome.interrupted
+    assert "lingered" not in caplog.text  # the SIGINT came from the close, not the linger timer
+    assert fake.signals() == ["SIGINT"]
+    assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]
 
 
 # 8 -----------------------------------------------------------------------------------------------
@@ -393,7 +417,10 @@ async def test_the_idle_watchdog_takes_the_sigint_path(fake: FakeClaude) -> None
     sink = MemorySink()
     with trio.fail_after(GUARD):
         async with fake.runtime(idle_timeout=0.5) as runtime:
-            outcome = await runtime.run("go", sink)
+            with pytest.raises(IdleKilled, match="sent SIGINT") as caught:
+                await runtime.run("go", sink)
+    outcome = caught.value.outcome
+    assert outcome is not None and outcome.interrupted
     assert (outcome.stop_reason, outcome.synthesized) == (StopReason.IDLE, False)
     (result,) = result_lines(sink.data)
     assert result["terminal_reason"] == "aborted_streaming"
@@ -510,3 +537,100 @@ async def test_a_cancel_while_claude_is_being_started_is_not_lost(fake: FakeClau
     assert outcome.stop_reason is StopReason.CANCELLED  # type: ignore[attr-defined]
     # SIGINT as soon as claude was started (maybe before the fake could record it).
     assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]
+
+
+# every way a turn ends early takes the one stop path -------------------------------------------
+
+
+async def test_a_cancelled_scope_around_run_sigints_claude_and_reads_its_end(fake: FakeClaude) -> None:
+    fake.script(
+        [
+            {"on_signal": {"SIGINT": [{"kill_spawned": "SIGTERM"}, {"interrupted": "tool"}, {"exit": 1}]}},
+            {"spawn": "exec sleep 303", "new_session": True},
+            {"init": {}},
+            {"tool_use": {"name": "Bash", "input": {"command": "sleep 303"}}},
+            {"sleep": 60},
+        ]
+    )
+    sink = MemorySink()
+    sent_before = len(SIGNALS_SENT)
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            with trio.CancelScope() as outer:
+                async with trio.open_nursery() as nursery:
+
+                    async def cancel_from_outside() -> None:
+                        await sink.wait_for_lines(2)
+                        outer.cancel()
+
+                    nursery.start_soon(cancel_from_outside)
+                    await runtime.run("go", sink)
+            claude = fake.starts()[0]["pid"]
+            await wait_exited(claude)
+    assert outer.cancelled_caught
+    (child,) = [e["pid"] for e in fake.events("spawned")]
+    await wait_exited(child)  # claude ended its tool's process, as it does on SIGINT
+    assert fake.signals() == ["SIGINT"]
+    assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]
+    (result,) = result_lines(sink.data)
+    assert result["terminal_reason"] == "aborted_tools"  # claude's own end, read after the cancel
+
+
+async def test_a_cancelled_scope_around_run_with_a_claude_that_ignores_sigint_is_bounded(
+    fake: FakeClaude,
+) -> None:
+    fake.script(
+        [{"on_signal": {"SIGINT": "ignore"}}, {"init": {}}, {"linger": True}], [{"default_turn": True}]
+    )
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime(stop_grace=0.3, close_grace=0.3) as runtime:
+            with trio.CancelScope() as outer:
+                async with trio.open_nursery() as nursery:
+
+                    async def cancel_from_outside() -> None:
+                        await sink.wait_for_lines(1)
+                        outer.cancel()
+
+                    nursery.start_soon(cancel_from_outside)
+                    await runtime.run("go", sink)
+            after = await runtime.run("next", MemorySink())  # the gate is open again
+    ignorer = fake.starts()[0]["pid"]
+    assert outer.cancelled_caught and after.stop_reason is StopReason.COMPLETED
+    assert Path(f"/proc/{ignorer}").exists()  # left running, never killed
+    assert fake.signals() == ["SIGINT"]
+    (result,) = result_lines(sink.data)
+    assert result["hive"] == {"synthesized": True, "stop_reason": "cancelled", "exit_status": None}
+
+
+@pytest.mark.parametrize(
+    ("permission", "mode"),
+    [
+        (Permission.DEFAULT, None),
+        (Permission.ACCEPT_EDITS, "acceptEdits"),
+        (Permission.ALLOW, "bypassPermissions"),
+    ],
+)
+async def test_the_permission_policy_is_claudes_permission_mode(
+    fake: FakeClaude, permission: Permission, mode: str | None
+) -> None:
+    fake.script([{"default_turn": True}])
+    server = StdioServer("bash", "hive-bash-mcp")
+    with trio.fail_after(GUARD):
+        async with fake.runtime(
+            permission=permission, mcp_servers=(server,), env=(("IS_SANDBOX", "1"),)
+        ) as runtime:
+            outcome = await runtime.run("go", MemorySink())
+    (start,) = fake.starts()
+    assert outcome.stop_reason is StopReason.COMPLETED
+    assert start["options"].get("permission_mode") == mode
+    assert "--allowedTools=mcp__bash" in start["argv"]  # allowed under every policy
+
+
+async def test_an_unknown_session_fails_with_session_not_found(fake: FakeClaude) -> None:
+    fake.script([{"default_turn": True}], sessions=True)
+    with trio.fail_after(GUARD):
+        async with fake.runtime(session_id="0b7c1f5e-0000-4000-8000-000000000000") as runtime:
+            with pytest.raises(SessionNotFound, match="no session '0b7c1f5e-0000-4000-8000-000000000000'"):
+                await runtime.run("go on", MemorySink())
+            assert runtime.session_id == "0b7c1f5e-0000-4000-8000-000000000000"

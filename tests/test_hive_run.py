@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from tests.acp_fake import FakeAcp
-from tests.claude_fake import FakeClaude
+from tests.claude_fake import FakeClaude, wait_exited
 
 GUARD = 30
 
@@ -209,3 +209,111 @@ async def test_hive_run_with_an_agent_refused_at_initialize_exits_non_zero_sayin
         assert done.stdout == b""
     finally:
         agent.cleanup()
+
+
+# -- stopping hive run at any point, and the same failures on both backends ------------------------
+
+
+async def start_hive_run_acp(agent: FakeAcp, *args: str) -> trio.Process:
+    return await trio.lowlevel.open_process(
+        [sys.executable, "-m", "hive.cli", "run", *args],
+        env=acp_env(agent),
+        cwd=agent.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def finish(process: trio.Process) -> tuple[int, bytes, str]:
+    assert process.stdout is not None and process.stderr is not None
+    out, err = bytearray(), bytearray()
+
+    async def collect(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+        while chunk := await stream.receive_some(65536):
+            into += chunk
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(collect, process.stdout, out)
+        nursery.start_soon(collect, process.stderr, err)
+    return await process.wait(), bytes(out), err.decode()
+
+
+@pytest.mark.parametrize(("hang", "signum"), [("initialize", signal.SIGINT), ("initialize", signal.SIGTERM)])
+async def test_a_signal_while_the_agent_starts_sigints_it_and_says_what_hive_waited_for(
+    short_tmp: Path, hang: str, signum: signal.Signals
+) -> None:
+    agent = FakeAcp(short_tmp)
+    agent.script("default", hang=[hang])
+    try:
+        with trio.fail_after(GUARD):
+            process = await start_hive_run_acp(agent, "hello")
+            await agent.wait_for_event("hang")
+            process.send_signal(signum)
+            code, out, err = await finish(process)
+            (pid,) = agent.pids()
+            await wait_exited(pid)
+        assert code == 128 + signum
+        assert f"stopped while waiting for the ACP agent {sys.executable!r} to answer initialize" in err
+        assert out == b""
+        assert agent.signals() == ["SIGINT"]  # whatever hive run got, the agent got SIGINT
+    finally:
+        agent.cleanup()
+
+
+async def test_a_signal_while_the_session_opens_sigints_the_agent_and_prints_why(short_tmp: Path) -> None:
+    agent = FakeAcp(short_tmp)
+    agent.script("default", hang=["session/new"])
+    try:
+        with trio.fail_after(GUARD):
+            process = await start_hive_run_acp(agent, "hello")
+            await agent.wait_for_event("hang")
+            process.send_signal(signal.SIGINT)
+            code, out, err = await finish(process)
+            (pid,) = agent.pids()
+            await wait_exited(pid)
+        assert code == 1
+        (result,) = [json.loads(line) for line in out.splitlines()]
+        assert result["type"] == "result" and result["hive"]["killed"] is True
+        assert "while waiting for the ACP agent to answer session/new" in err
+        assert agent.signals() == ["SIGINT"]
+    finally:
+        agent.cleanup()
+
+
+async def test_a_claude_lingering_after_its_result_gets_sigint_and_does_not_hold_hive_run(
+    fake: FakeClaude,
+) -> None:
+    fake.script([{"default_turn": True}, {"linger": True}])
+    done = await hive_run(fake, "go")  # the fake would linger 120 s; GUARD is 30
+    assert done.returncode == 0, done.stderr
+    (start,) = fake.starts()
+    with trio.fail_after(GUARD):
+        await wait_exited(start["pid"])
+    assert fake.signals() == ["SIGINT"]
+
+
+async def test_an_unknown_session_fails_the_same_way_on_both_backends(
+    fake: FakeClaude, short_tmp: Path
+) -> None:
+    fake.script([{"default_turn": True}], sessions=True)
+    on_claude = await hive_run(fake, "--session", "0b7c1f5e-0000-4000-8000-000000000000", "go on")
+    agent = FakeAcp(short_tmp)
+    agent.script("default")
+    try:
+        on_acp = await hive_run_acp(agent, "--session", "sess_unknown", "go on")
+    finally:
+        agent.cleanup()
+    for done, session in ((on_claude, "0b7c1f5e-0000-4000-8000-000000000000"), (on_acp, "sess_unknown")):
+        assert done.returncode == 2, done.stderr
+        assert f"hive: no session {session!r} to continue" in done.stderr.decode()
+        assert "Run without --session to start a new one." in done.stderr.decode()
+
+
+async def test_the_permission_flag_reaches_claude(fake: FakeClaude) -> None:
+    fake.script([{"default_turn": True}])
+    done = await hive_run(fake, "--permission", "accept_edits", "go")
+    assert done.returncode == 0, done.stderr
+    (start,) = fake.starts()
+    assert start["options"]["permission_mode"] == "acceptEdits"
+    bad = await hive_run(fake, "--permission", "yolo", "go")
+    assert bad.returncode == 2 and b"invalid choice: 'yolo'" in bad.stderr

@@ -2,7 +2,8 @@
 
 from hive.acp._errors import AcpError, AgentExited, JsonRpcError
 from hive.acp._jsonrpc import Connection, Pending
-from hive.acp._runtime import AcpChoices, AcpRuntime, open_acp_runtime
+from hive.acp._runtime import AcpRuntime, open_acp_runtime
+from hive.acp._session import AcpChoices
 from hive.acp._translate import Translator
 
 __all__ = [

@@ -6,9 +6,16 @@ import json
 import os
 from collections.abc import Mapping
 
-from hive.runtime import Config, HttpServer, StdioServer
+from hive.runtime import Config, HttpServer, Permission, StdioServer
 
 BASE_FLAGS = ("--print", "--output-format", "stream-json", "--verbose")
+PERMISSION_MODES = {
+    Permission.DEFAULT: None,
+    Permission.ACCEPT_EDITS: "acceptEdits",
+    Permission.ALLOW: "bypassPermissions",
+}
+"""claude's ``--permission-mode`` for each policy (in ``--print`` nobody is asked: what the
+mode does not allow is refused)."""
 
 
 def mcp_config(config: Config) -> str:
@@ -49,6 +56,9 @@ def turn_argv(command: str, config: Config, prompt: str, session_id: str | None)
         argv += ["--effort", config.effort]
     if config.system_prompt:
         argv += ["--append-system-prompt", config.system_prompt]
+    mode = PERMISSION_MODES[config.permission]
+    if mode is not None:
+        argv += ["--permission-mode", mode]
     if config.mcp_servers:
         argv += ["--mcp-config", mcp_config(config), "--strict-mcp-config"]
     allowed = allowed_tools(config)

@@ -14,12 +14,15 @@ import trio
 
 from hive.claude._argv import turn_argv, turn_env
 from hive.runtime import (
+    AgentGroup,
     AgentProcess,
     Config,
+    IdleKilled,
+    Progress,
     RuntimeSpec,
+    SessionNotFound,
     StderrTail,
     StopReason,
-    TurnFailed,
     TurnOutcome,
     TurnStopper,
     one_error,
@@ -47,12 +50,10 @@ _NOTABLE = (
     b'{"type":"system","subtype":"init"',
     b'{"type":"system","subtype":"compact_boundary"',
 )
-LINGER = 5.0
-"""How long a claude may stay after printing its result before it is sent SIGINT."""
 EXIT_AFTER_EOF = 2.0
 """How long to wait for an exit status once stdout has closed without a result."""
-CLOSE_GRACE = 2.0
-"""How long closing the runtime waits for claudes that are still finishing."""
+SINK_GRACE = 2.0
+"""How long a stop cut short by an outer cancel may still spend writing the turn's result."""
 DEFAULT_CONTEXT_WINDOW = 200_000
 
 # As `claude --help` (2.1.318) lists them; --model also takes any full model id.
@@ -78,6 +79,7 @@ class _Turn:
     agent: AgentProcess
     stdout: trio.abc.ReceiveStream
     session_id: str | None
+    resumed: str | None
     started: float = attrs.field(factory=time.monotonic)
     framer: LineFramer = attrs.field(factory=LineFramer)
     stderr: StderrTail = attrs.field(factory=StderrTail)
@@ -86,16 +88,18 @@ class _Turn:
     last_batch: Batch | None = None
     compacted_to: int | None = None
     eof: bool = False
+    init_seen: bool = False
 
 
 @attrs.define(eq=False)
 class InfiniteSession:
     """The claude runtime: each turn is one ``claude --print`` process resuming the session.
 
-    The turn ends at claude's ``result`` line, not at its exit. Stopping a turn (the
-    Canceller, or no output for ``config.idle_timeout``) cancels the turn's scope, whose
-    exit path sends SIGINT to claude's process group and waits up to ``config.stop_grace``
-    for claude's own end of the turn; nothing escalates beyond SIGINT.
+    The turn ends at claude's ``result`` line, not at its exit. Every early end (the
+    Canceller, no output for ``config.idle_timeout``, a cancelled scope around ``run``)
+    takes one stop path: SIGINT to claude's process group, then claude's own end of the
+    turn read for at most ``config.stop_grace``; nothing escalates beyond SIGINT. The
+    contract is ``hive.runtime.Runtime``'s.
     """
 
     command: str
@@ -103,8 +107,9 @@ class InfiniteSession:
     _background: trio.Nursery
     _session_id: str | None = None
     _stopper: TurnStopper = attrs.field(factory=TurnStopper)
-    _busy: bool = False
+    _agents: AgentGroup = attrs.field(factory=AgentGroup)
     context: ContextUsage | None = None
+    progress: Progress = attrs.field(factory=Progress)
 
     @property
     def session_id(self) -> str | None:
@@ -124,15 +129,8 @@ class InfiniteSession:
     async def run(self, prompt: str, sink: Sink) -> TurnOutcome:
         outcome = await self._exclusive(prompt, sink)
         policy = self.config.compaction
-        usage = outcome.usage
-        if (
-            outcome.stop_reason is StopReason.COMPLETED
-            and policy.watermark is not None
-            and usage is not None
-            and usage.fraction is not None
-            and usage.fraction >= policy.watermark
-        ):
-            log.info("context at %.0f%%: checkpoint, then /compact", usage.fraction * 100)
+        if outcome.stop_reason is StopReason.COMPLETED and policy.due(outcome.usage):
+            log.info("context past the watermark: checkpoint, then /compact")
             checkpoint = await self._exclusive(policy.checkpoint_prompt, sink)
             if checkpoint.stop_reason is StopReason.COMPLETED:
                 await self.compact(sink)
@@ -145,39 +143,65 @@ class InfiniteSession:
         await self._exclusive("/compact", sink)
 
     async def _exclusive(self, prompt: str, sink: Sink) -> TurnOutcome:
-        if self._busy:
-            raise TurnFailed("a turn is already running on this session; wait for it or cancel it first")
-        self._busy = True
-        try:
-            with self._stopper.turn():
-                return await self._turn(prompt, sink)
-        finally:
-            self._busy = False
+        with self._stopper.turn():
+            outcome = await self._turn(prompt, sink)
+        if outcome.stop_reason is StopReason.IDLE:
+            raise IdleKilled(
+                f"claude sent nothing for {self.config.idle_timeout} s; it was sent SIGINT", outcome
+            )
+        return outcome
+
+    async def close(self) -> None:
+        """SIGINT to every claude of this runtime still running (one lingering after its
+        result, say), and at most ``config.close_grace`` for them to go."""
+        await self._agents.close(self.config.close_grace)
 
     async def _turn(self, prompt: str, sink: Sink) -> TurnOutcome:
         argv = turn_argv(self.command, self.config, prompt, self._session_id)
-        agent = await start_agent(argv, cwd=self.config.cwd, env=turn_env(self.config))
-        assert agent.process.stdout is not None and agent.process.stderr is not None
-        turn = _Turn(agent, agent.process.stdout, self._session_id)
+        with self.progress.waiting("claude to start"):
+            agent = await start_agent(argv, cwd=self.config.cwd, env=turn_env(self.config))
+        self._agents.add(agent)
+        assert agent.process.stdout is not None
+        turn = _Turn(agent, agent.process.stdout, self._session_id, self._session_id)
+        over = trio.Event()
+        self._background.start_soon(_tend, agent, turn.stderr, over, self.config.linger)
+        try:
+            return await self._drive(turn, sink)
+        finally:
+            over.set()
+
+    async def _drive(self, turn: _Turn, sink: Sink) -> TurnOutcome:
         stopper = self._stopper
-        stop_reason = StopReason.COMPLETED
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(turn.stderr.drain, agent.process.stderr)
+        try:
             with trio.CancelScope() as running, stopper.running_in(running):
                 await self._read(turn, sink, running)
-            if running.cancelled_caught and turn.result is None:
-                stop_reason = StopReason.CANCELLED if stopper.requested else StopReason.IDLE
-                await self._stop(turn, sink)
-            elif turn.result is None:
-                stop_reason = StopReason.EXITED
-            if turn.result is None:
-                with trio.move_on_after(EXIT_AFTER_EOF if turn.eof else 0):
-                    await agent.wait()
-            nursery.cancel_scope.cancel()
+        except trio.Cancelled:
+            # A scope around run() was cancelled: the same stop path, then the cancel goes on.
+            with trio.move_on_after(self.config.stop_grace + SINK_GRACE, shield=True):
+                await self._end_early(turn, StopReason.CANCELLED, sink)
+            raise
+        except BaseException:
+            turn.agent.interrupt()
+            raise
+        stop_reason = StopReason.COMPLETED
+        if turn.result is None and running.cancelled_caught:
+            stop_reason = StopReason.CANCELLED if stopper.requested else StopReason.IDLE
+            await self._end_early(turn, stop_reason, sink)
+        elif turn.result is None:
+            stop_reason = StopReason.EXITED
+            with trio.move_on_after(EXIT_AFTER_EOF if turn.eof else 0):
+                await turn.agent.wait()
+            turn.result = await self._synthesize(turn, stop_reason, sink)
+        return await self._conclude(turn, stop_reason, sink)
+
+    async def _end_early(self, turn: _Turn, stop_reason: StopReason, sink: Sink) -> None:
+        """The stop path: SIGINT, claude's own end of the turn for the stop grace, and a
+        result made by hive if claude gave none."""
+        if turn.result is not None:
+            return
+        await self._stop(turn, sink)
         if turn.result is None:
             turn.result = await self._synthesize(turn, stop_reason, sink)
-        self._background.start_soon(_see_out, agent)
-        return await self._conclude(turn, stop_reason, sink)
 
     async def _read(self, turn: _Turn, sink: Sink, scope: trio.CancelScope | None) -> None:
         """Pass claude's lines on until its result (or the end of its output)."""
@@ -231,6 +255,7 @@ class InfiniteSession:
             log.warning("claude wrote a line hive cannot read: %s", exc)
             return
         if isinstance(message, SystemInit):
+            turn.init_seen = True
             if turn.session_id is None:
                 turn.session_id = message.session_id
         elif isinstance(message, SystemMessage) and message.subtype == "compact_boundary":
@@ -246,6 +271,8 @@ class InfiniteSession:
         """The exit path of a stopped turn: SIGINT to claude's group, then its lines until its
         result, for at most the stop grace. Shielded: a stop must finish what it started."""
         turn.agent.interrupt()
+        if turn.eof:
+            return
         with (
             trio.CancelScope(shield=True, deadline=trio.current_time() + self.config.stop_grace) as grace,
             self._stopper.waiting_in(grace),
@@ -290,6 +317,9 @@ class InfiniteSession:
     async def _conclude(self, turn: _Turn, stop_reason: StopReason, sink: Sink) -> TurnOutcome:
         result = turn.result
         assert result is not None
+        if turn.resumed is not None and not turn.init_seen and result.is_error and "hive" not in result.extra:
+            # claude refuses a session it does not know with a lone error result (no init).
+            raise SessionNotFound(turn.resumed, "; ".join(result.errors or []) or turn.stderr.text().strip())
         if turn.session_id is not None:
             self._session_id = turn.session_id
         size = result.context_window or (self.context.size if self.context else DEFAULT_CONTEXT_WINDOW)
@@ -305,6 +335,8 @@ class InfiniteSession:
             usage=self.context,
             tokens=dict(result.usage),
             result=result.result,
+            interrupted=turn.agent.signalled,
+            errors=tuple(result.errors or ()),
         )
 
 
@@ -321,23 +353,22 @@ def _context_tokens(line: bytes | None) -> int | None:
     return None
 
 
-async def _see_out(agent: AgentProcess) -> None:
-    """After its turn: let claude finish (its output read and dropped), SIGINT it if it lingers
-    past LINGER, and reap it. Its pipes are closed once it has gone, or when the runtime closes."""
+async def _tend(agent: AgentProcess, stderr: StderrTail, over: trio.Event, linger: float) -> None:
+    """For the life of one claude: drain its stderr into the turn's tail; once its turn is
+    over, read and drop the rest of its output, SIGINT it if it lingers past ``linger``, and
+    reap it. Its pipes are closed once it has gone, or when the runtime closes."""
     process = agent.process
     assert process.stdout is not None and process.stderr is not None
     try:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(stderr.drain, process.stderr)
+            await over.wait()
             nursery.start_soon(_discard, process.stdout)
-            nursery.start_soon(_discard, process.stderr)
-            with trio.move_on_after(LINGER):
+            with trio.move_on_after(linger):
                 await agent.wait()
-            if agent.returncode is None:
-                log.warning(
-                    "claude (pid %d) lingered %.0f s after its turn; sending SIGINT", agent.pid, LINGER
-                )
-                agent.interrupt()
-                await agent.wait()
+            if agent.interrupt():
+                log.warning("claude (pid %d) lingered %.1f s after its turn; sent SIGINT", agent.pid, linger)
+            await agent.wait()
             nursery.cancel_scope.cancel()
     finally:
         # One still running now ignored SIGINT; it is left to run (runtime.RUNNING keeps it).
@@ -356,11 +387,17 @@ async def _discard(stream: trio.abc.ReceiveStream) -> None:
 
 @asynccontextmanager
 async def open_claude_runtime(
-    spec: RuntimeSpec, config: Config, session_id: str | None = None
+    spec: RuntimeSpec, config: Config, session_id: str | None = None, *, progress: Progress | None = None
 ) -> AsyncIterator[InfiniteSession]:
-    """The claude runtime. Leaving the block abandons (never kills) claudes still lingering."""
+    """The claude runtime. Leaving the block sends SIGINT to every claude of it still running
+    and waits at most ``config.close_grace`` for them; one that ignores SIGINT is left running."""
     with one_error():
         async with trio.open_nursery() as background:
-            yield InfiniteSession(spec.claude_command, config, background, session_id)
-            # A claude that has printed its result exits within moments: give those moments.
-            background.cancel_scope.deadline = trio.current_time() + CLOSE_GRACE
+            session = InfiniteSession(spec.claude_command, config, background, session_id)
+            session.progress = progress or Progress()
+            try:
+                yield session
+            finally:
+                with trio.move_on_after(config.close_grace, shield=True):
+                    await session.close()
+                background.cancel_scope.cancel()

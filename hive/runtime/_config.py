@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 
 import attrs
+
+from hive.sink import ContextUsage
 
 
 @attrs.frozen
@@ -53,6 +56,36 @@ class CompactionPolicy:
                 f"watermark must be a fraction of the context window in (0, 1], not {self.watermark}"
             )
 
+    def due(self, usage: ContextUsage | None) -> bool:
+        """Whether a session whose context is at ``usage`` is to be compacted now."""
+        return (
+            self.watermark is not None
+            and usage is not None
+            and usage.fraction is not None
+            and usage.fraction >= self.watermark
+        )
+
+
+class Permission(enum.Enum):
+    """What happens to a tool call the agent would ask a person about (nobody is there to ask).
+
+    Tools of an MCP server with ``allow_all_tools`` and the names in ``Config.allowed_tools``
+    are allowed under every policy, on both backends.
+    """
+
+    DEFAULT = "default"
+    """The agent's own permission settings decide; what it asks about is refused.
+    claude: no ``--permission-mode`` (``--print`` refuses what needs asking);
+    ACP: ``session/request_permission`` is answered with the agent's reject option."""
+    ACCEPT_EDITS = "accept_edits"
+    """File edits are allowed, anything else asked about is refused.
+    claude: ``--permission-mode acceptEdits``; ACP: requests for a tool call of kind
+    read, edit, delete, move or search are allowed, others rejected."""
+    ALLOW = "allow"
+    """Every tool call is allowed.
+    claude: ``--permission-mode bypassPermissions`` (which claude refuses to run as root
+    unless its environment has ``IS_SANDBOX=1``); ACP: every request is allowed."""
+
 
 @attrs.frozen
 class Config:
@@ -66,12 +99,20 @@ class Config:
     """Stop a turn the agent has sent nothing for this many seconds (None: never)."""
     stop_grace: float = 10.0
     """After SIGINT, how long to wait for the agent's own end of the turn before reporting one."""
+    cancel_grace: float = 10.0
+    """ACP: after ``session/cancel``, how long the agent has to answer the prompt before SIGINT."""
+    linger: float = 5.0
+    """claude: how long a claude may stay after printing its result before it is sent SIGINT."""
+    close_grace: float = 2.0
+    """Closing the runtime: how long to wait for the agents it sent SIGINT to."""
+    compact_idle: float = 180.0
+    """ACP: a ``compact`` command that sends nothing for this long (or the turn's idle window,
+    if shorter) has failed, and the session is archived instead."""
     mcp_servers: tuple[McpServer, ...] = ()
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
     compaction: CompactionPolicy = attrs.field(factory=CompactionPolicy)
-    permission: str = "allow_once"
-    """How an agent's permission request is answered (ACP): the option of this kind
-    (``allow_once``, ``allow_always``, ``reject_once``, ``reject_always``), else another allow."""
+    permission: Permission = attrs.field(default=Permission.DEFAULT, converter=Permission)
+    """What happens to a tool call the agent would ask about (see ``Permission``)."""
     env: tuple[tuple[str, str], ...] = ()
     """Variables added to the agent's environment (over the harness's own)."""

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hive.runtime._protocol import TurnOutcome
 
 
 class HiveRuntimeError(Exception):
@@ -31,11 +35,29 @@ class TurnFailed(HiveRuntimeError):
 
 
 class IdleTimeout(TurnFailed):
-    """The agent sent nothing for the idle timeout and the turn was stopped."""
+    """The agent sent nothing for the idle timeout and the turn was stopped. ``outcome`` is
+    the stopped turn's ``TurnOutcome`` (its result is already in the sink)."""
+
+    def __init__(self, message: str, outcome: TurnOutcome | None = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
 
 
 class IdleKilled(IdleTimeout):
-    """As IdleTimeout, and the agent did not answer the stop, so it was sent SIGINT."""
+    """As IdleTimeout, and the agent was sent SIGINT."""
+
+
+class SessionNotFound(TurnFailed, LookupError):
+    """The session to continue is unknown to the agent."""
+
+    def __init__(self, session_id: str, detail: str = "") -> None:
+        super().__init__(
+            f"no session {session_id!r} to continue: the agent does not know it"
+            + (f" ({detail})" if detail else "")
+            + "; sessions belong to the directory and HOME they were started in. "
+            "Run without --session to start a new one."
+        )
+        self.session_id = session_id
 
 
 @contextlib.contextmanager

@@ -47,6 +47,9 @@ runtime that started it; it stays referenced here, never killed, until it exits 
 class AgentProcess:
     process: trio.Process
     argv: tuple[str, ...]
+    signalled: bool = False
+    """Whether it has been sent SIGINT (it is sent at most once: a second SIGINT makes some
+    agents quit at once, without their own end of the turn)."""
 
     @property
     def pid(self) -> int:
@@ -57,13 +60,15 @@ class AgentProcess:
         return self.process.returncode
 
     def interrupt(self) -> bool:
-        """SIGINT to the agent's process group; False if the group is already gone."""
-        if self.process.returncode is not None:
+        """SIGINT to the agent's process group, once; False if it was sent before or the
+        agent is gone."""
+        if self.signalled or self.process.returncode is not None:
             return False
         try:
             os.killpg(self.process.pid, signal.SIGINT)
         except ProcessLookupError:
             return False
+        self.signalled = True
         SIGNALS_SENT.append(SentSignal(self.process.pid, "SIGINT", time.time()))
         log.info("sent SIGINT to %s (process group %d)", self.argv[0], self.process.pid)
         return True
@@ -73,6 +78,35 @@ class AgentProcess:
         status = await self.process.wait()
         RUNNING.discard(self)
         return status
+
+
+@attrs.define(eq=False)
+class AgentGroup:
+    """The agent processes one runtime started. Closing it sends SIGINT to those still
+    running and waits a bounded grace for them; one that ignores SIGINT is left running."""
+
+    _agents: set[AgentProcess] = attrs.field(factory=set)
+
+    def add(self, agent: AgentProcess) -> None:
+        self._agents = {a for a in self._agents if a.returncode is None}
+        self._agents.add(agent)
+
+    async def close(self, grace: float) -> None:
+        running = [agent for agent in self._agents if agent.returncode is None]
+        self._agents.clear()
+        for agent in running:
+            agent.interrupt()
+        with trio.move_on_after(grace, shield=True):
+            for agent in running:
+                await agent.wait()
+        for agent in running:
+            if agent.returncode is None:
+                log.warning(
+                    "%s (pid %d) did not exit within %.1f s of SIGINT; it is left running",
+                    agent.argv[0],
+                    agent.pid,
+                    grace,
+                )
 
 
 async def start_agent(

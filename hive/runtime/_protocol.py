@@ -1,8 +1,45 @@
-"""The Runtime interface every backend implements, and what a turn reports."""
+"""The Runtime interface every backend implements, and what a turn reports.
+
+The contract both backends keep
+-------------------------------
+
+``run(prompt, sink)`` runs one turn. Whatever ends it, the turn's stream goes to ``sink`` in
+claude's stream-json shape and ends with exactly one ``result`` line, the agent's own or one
+made by hive (marked ``"hive": {"synthesized": true, ...}``), before ``run`` returns or raises:
+
+===============================================  =============================================
+the turn ended because                            ``run``
+===============================================  =============================================
+the agent ended it (its result may be an error)  returns, ``StopReason.COMPLETED``
+the ``Canceller``                                 returns, ``StopReason.CANCELLED``
+the agent went away without ending it             returns, ``StopReason.EXITED``
+the idle watchdog (``Config.idle_timeout``)       raises ``IdleTimeout`` (``IdleKilled`` when the
+                                                  agent was sent SIGINT), ``.outcome`` attached
+a cancel scope around ``run`` was cancelled       raises ``trio.Cancelled`` (after the stop path)
+the session to continue is unknown to the agent   raises ``SessionNotFound``
+another turn is running on this runtime           raises ``TurnFailed`` (nothing is started)
+the agent cannot be started or is refused         raises ``AgentUnavailable`` / ``AgentRefused``
+===============================================  =============================================
+
+Every early end takes the same stop path, whoever asked for it: the agent is sent SIGINT
+(ACP: ``session/cancel`` first, SIGINT when it has not answered ``Config.cancel_grace``
+later), its own end of the turn is read for at most ``Config.stop_grace``, and an agent that
+ignores SIGINT is left running (never killed); the next turn starts a new one beside it. A
+stop that comes while the turn is being set up (spawning the agent, opening its session) is
+kept and acted on at once. Cleanup that must outlive a cancel is shielded, and every shielded
+wait has a deadline.
+
+After a completed turn whose context passes ``Config.compaction``'s watermark, ``run`` runs
+the checkpoint turn and compacts before it returns. Closing the runtime (leaving its
+``open_*`` block) sends SIGINT to every agent process of it still running and waits at most
+``Config.close_grace`` for them.
+"""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import attrs
@@ -32,12 +69,31 @@ class TurnOutcome:
     tokens: dict[str, Any] = attrs.field(factory=dict)
     """The turn's token counts as the agent reported them."""
     result: str | None = None
+    interrupted: bool = False
+    """Whether the agent was sent SIGINT during the turn."""
+    errors: tuple[str, ...] = ()
+    """The result's errors (what went wrong, for a turn that ended in an error)."""
 
 
 class Canceller(Protocol):
     """Stops whatever turn is running (the SIGINT path); does nothing between turns."""
 
     def cancel(self) -> None: ...
+
+
+@attrs.define(eq=False)
+class Progress:
+    """What a runtime is waiting for now (spawning the agent, its ``initialize``, ...), so a
+    caller that stops it can say where it stood. ``None`` when it waits for nothing; after a
+    wait that ended in an exception (a cancel, say) it still names that wait."""
+
+    waiting_for: str | None = None
+
+    @contextmanager
+    def waiting(self, what: str) -> Iterator[None]:
+        before, self.waiting_for = self.waiting_for, what
+        yield
+        self.waiting_for = before
 
 
 class Choices(Protocol):

@@ -6,15 +6,15 @@ import enum
 import importlib
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
 from hive.runtime._config import Config
 from hive.runtime._errors import SpecError
-from hive.runtime._protocol import Runtime
+from hive.runtime._protocol import Progress, Runtime
 
 
 class Backend(enum.Enum):
@@ -82,20 +82,30 @@ def _json(raw: str, name: str) -> Any:
 
 # Backends live above this layer (they import it), so they are named here, not imported:
 # opening one imports it then. Each entry is "module:function", the function taking
-# (spec, config, session_id) and returning an async context manager of a Runtime.
+# (spec, config, session_id, *, progress) and returning an async context manager of a Runtime.
 BACKENDS: dict[Backend, str] = {
     Backend.CLAUDE: "hive.claude:open_claude_runtime",
     Backend.ACP: "hive.acp:open_acp_runtime",
 }
 
-Opener = Callable[[RuntimeSpec, Config, "str | None"], AbstractAsyncContextManager[Runtime]]
+
+class Opener(Protocol):
+    def __call__(
+        self,
+        spec: RuntimeSpec,
+        config: Config,
+        session_id: str | None = None,
+        *,
+        progress: Progress | None = None,
+    ) -> AbstractAsyncContextManager[Runtime]: ...
 
 
 @asynccontextmanager
 async def open_runtime(
-    spec: RuntimeSpec, config: Config, *, session_id: str | None = None
+    spec: RuntimeSpec, config: Config, *, session_id: str | None = None, progress: Progress | None = None
 ) -> AsyncIterator[Runtime]:
-    """The runtime ``spec`` names, configured by ``config``, continuing ``session_id`` if given."""
+    """The runtime ``spec`` names, configured by ``config``, continuing ``session_id`` if given.
+    ``progress`` follows what it waits for (so a caller that stops it can say where it stood)."""
     module_name, _, function = BACKENDS[spec.backend].partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -104,5 +114,5 @@ async def open_runtime(
             "HIVE_RUNTIME", f"the {spec.backend.value} runtime is not available in this hive"
         ) from None
     opener: Opener = getattr(module, function)
-    async with opener(spec, config, session_id) as runtime:
+    async with opener(spec, config, session_id, progress=progress) as runtime:
         yield runtime

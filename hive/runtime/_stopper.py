@@ -1,4 +1,4 @@
-"""The Canceller both backends hand out: it stops the turn that runs, or the one being set up."""
+"""The Canceller both backends hand out, and the one-turn-at-a-time gate they share."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from contextlib import contextmanager
 import attrs
 import trio
 
+from hive.runtime._errors import TurnFailed
+
 
 @attrs.define(eq=False)
 class TurnStopper:
@@ -16,6 +18,8 @@ class TurnStopper:
     A cancel while a turn is still being set up (spawning the agent, opening its session) is
     kept and acted on as soon as the turn's scope opens. While a stopped turn waits for the
     agent's own end, a second cancel stops that wait. Between turns it does nothing.
+
+    It is also the gate: one turn at a time runs on a runtime (``turn`` refuses a second).
     """
 
     running: trio.CancelScope | None = None
@@ -23,6 +27,7 @@ class TurnStopper:
     requested: bool = False
     """Whether the Canceller (not a watchdog) stopped the current turn."""
     _setting_up: bool = False
+    _busy: bool = False
 
     def cancel(self) -> None:
         if self.grace is not None:
@@ -35,12 +40,14 @@ class TurnStopper:
 
     @contextmanager
     def turn(self) -> Iterator[None]:
-        """The extent of one turn, from its setup to its end."""
-        self.requested, self._setting_up = False, True
+        """The extent of one turn, from its setup to its end; TurnFailed if one is running."""
+        if self._busy:
+            raise TurnFailed("a turn is already running on this session; wait for it or cancel it first")
+        self._busy, self.requested, self._setting_up = True, False, True
         try:
             yield
         finally:
-            self._setting_up, self.running, self.grace = False, None, None
+            self._busy, self._setting_up, self.running, self.grace = False, False, None, None
 
     @contextmanager
     def running_in(self, scope: trio.CancelScope) -> Iterator[None]:
