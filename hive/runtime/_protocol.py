@@ -3,9 +3,10 @@
 The contract both backends keep
 -------------------------------
 
-``run(prompt, sink)`` runs one turn. Whatever ends it, the turn's stream goes to ``sink`` in
-claude's stream-json shape and ends with exactly one ``result`` line, the agent's own or one
-made by hive (marked ``"hive": {"synthesized": true, ...}``), before ``run`` returns or raises:
+``run(prompt, sink)`` runs one turn. Whatever ends a turn that started, its stream goes to
+``sink`` in claude's stream-json shape and ends with exactly one ``result`` line, the agent's
+own or one made by hive (marked ``"hive": {"synthesized": true, ...}``), before ``run``
+returns or raises. A turn that could not start (the last four rows) may have written nothing.
 
 ===============================================  =============================================
 the turn ended because                            ``run``
