@@ -18,6 +18,7 @@ import acp_real
 import acp_updates
 import big_output
 import concurrent_200
+import hive_run_overhead
 import passthrough
 import relay_cold_start
 import run_roundtrip
@@ -34,6 +35,7 @@ BENCHMARKS = [
     acp_updates,
     acp_real,
     acp_cancel,
+    hive_run_overhead,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 
