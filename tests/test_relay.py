@@ -1,8 +1,9 @@
-"""hive-bash-mcp: a standard-library splice from stdio to the daemon's socket, and its answers when there is none."""
+"""hive-bash-mcp: a standard-library relay from stdio to the daemon's socket, and its answers when there is none."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -18,8 +19,8 @@ import trio
 
 from tests.conftest import DaemonHandle, relay_argv
 
-# How long a relay may take to give up on an absent daemon: its 5 s connect window, plus slack.
-REFUSAL_WITHIN = 20
+# A guard only: with no daemon the relay answers as soon as it reads a request.
+ANSWER_WITHIN = 20
 
 
 def request(request_id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -147,6 +148,25 @@ def test_help() -> None:
     assert out.stdout.startswith("usage: hive-bash-mcp")
     assert "--socket" in out.stdout
     assert "HIVE_BASH_SOCKET" in out.stdout
+    # What it does without a daemon, with a silent one, and its bound on the silence.
+    assert "--reply-timeout" in out.stdout
+    assert "HIVE_BASH_RELAY_REPLY_TIMEOUT" in out.stdout
+    assert "answers initialize itself" in out.stdout
+    assert "Exit status" in out.stdout
+
+
+def test_a_bad_reply_timeout_is_refused_with_a_usage_error() -> None:
+    env = {**os.environ, "HIVE_BASH_RELAY_REPLY_TIMEOUT": "soon"}
+    out = subprocess.run(
+        [sys.executable, "-m", "hive.bash.relay"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+        env=env,
+    )
+    assert out.returncode == 2
+    assert "'soon' is not a positive number of seconds" in out.stderr
 
 
 # -- splicing to a daemon -------------------------------------------------------------------------
@@ -206,73 +226,117 @@ async def test_a_request_written_just_before_stdin_closes_is_still_answered(daem
     assert [t["id"] for t in tasks] == [first["id"]]
 
 
-async def test_relay_reaches_a_daemon_that_starts_within_its_connect_window(daemon: DaemonHandle) -> None:
+async def test_requests_written_before_the_daemon_exists_are_answered_at_once_and_later_ones_reach_it(
+    daemon: DaemonHandle,
+) -> None:
     async with open_relay(daemon.socket, daemon.root / "relay.err") as relay:
-        with trio.fail_after(30):
-            # Written while there is no daemon (nor socket) yet: the relay must hold on to them.
+        with trio.fail_after(ANSWER_WITHIN):
+            # Written while there is no daemon (nor socket): the relay answers them itself, at once.
             await relay.send(initialize("early"), notification("notifications/initialized"))
             await relay.send(request("list-early", "tools/list"))
+            init = result_of(await relay.receive(), "early")
+            listing = result_of(await relay.receive(), "list-early")
             assert not daemon.socket.exists()
+            assert init["serverInfo"]["name"] == "bash"
+            assert init["protocolVersion"] == "2025-11-25"  # the client's, which the daemon speaks too
+            assert init["capabilities"]["tools"] == {"listChanged": True}
+            assert str(daemon.socket) in init["instructions"]
+            assert [tool["name"] for tool in listing["tools"]] == ["run", "status", "stop", "list"]
+            for tool in listing["tools"]:
+                assert tool["inputSchema"]["type"] == "object"
+                assert str(daemon.socket) in tool["description"]
+
             async with daemon.running(agent=False):
-                init = result_of(await relay.receive(), "early")
-                assert init["serverInfo"]["name"] == "bash"
-                listing = result_of(await relay.receive(), "list-early")
-                assert {tool["name"] for tool in listing["tools"]} == {"run", "status", "stop", "list"}
                 await relay.send(request(5, "tools/call", {"name": "run", "arguments": {"cmd": "echo late"}}))
+                # The daemon's tools replace the stand-ins: the client is told to list them again ...
+                assert await relay.receive() == notification("notifications/tools/list_changed")
+                # ... and the daemon's answer to the replayed initialize is not passed on.
                 assert result_of(await relay.receive(), 5)["structuredContent"]["stdout"]["tail"] == "late\n"
+                await relay.send(request(6, "tools/list"))
+                listing = result_of(await relay.receive(), 6)
+                run = next(tool for tool in listing["tools"] if tool["name"] == "run")
+                assert "cmd" in run["inputSchema"]["properties"]
                 await relay.close_stdin()
                 assert await relay.receive_all() == []
                 assert await relay.process.wait() == 0
 
 
-async def test_relay_exits_when_the_daemon_goes_away(daemon: DaemonHandle) -> None:
-    async with (
-        daemon.running(agent=False) as process,
-        open_relay(daemon.socket, daemon.root / "relay.err") as relay,
-    ):
+async def test_when_the_daemon_goes_away_the_relay_stays_and_uses_it_again_once_it_is_back(
+    daemon: DaemonHandle,
+) -> None:
+    async with open_relay(daemon.socket, daemon.root / "relay.err") as relay:
         with trio.fail_after(30):
-            await relay.send(initialize(1))
-            result_of(await relay.receive(), 1)
-            process.send_signal(signal.SIGINT)
-            await process.wait()
-            # stdin stays open: the relay notices the socket closing on its own.
-            assert await relay.receive_all() == []
-            # The daemon closed the connection in an orderly way: the relay's session is over, not failed.
-            assert await relay.process.wait() == 0
+            async with daemon.running(agent=False) as process:
+                await relay.send(initialize(1))
+                assert result_of(await relay.receive(), 1)["serverInfo"]["name"] == "bash"
+                await relay.send(notification("notifications/initialized"), request(2, "ping"))
+                result_of(await relay.receive(), 2)
+                process.send_signal(signal.SIGINT)
+                await process.wait()
+            # stdin stays open, and the relay stays: the next call says why it cannot be made.
+            await relay.send(request(3, "tools/call", {"name": "list", "arguments": {}}))
+            gone = result_of(await relay.receive(), 3)
+            assert gone["isError"] is True
+            assert str(daemon.socket) in gone["content"][0]["text"]
+            assert relay.process.returncode is None
+            async with daemon.running(agent=False):
+                await relay.send(
+                    request(4, "tools/call", {"name": "run", "arguments": {"cmd": "echo again"}})
+                )
+                again = result_of(await relay.receive(), 4)
+                assert not again.get("isError"), again
+                assert again["structuredContent"]["stdout"]["tail"] == "again\n"
+                await relay.close_stdin()
+                assert await relay.receive_all() == []
+                assert await relay.process.wait() == 0
 
 
 # -- no daemon ------------------------------------------------------------------------------------
 
 
-async def test_with_no_daemon_every_request_is_answered_with_an_error_naming_the_socket(
-    short_tmp: Path,
-) -> None:
+async def test_with_no_daemon_the_relay_answers_for_it_and_names_the_socket(short_tmp: Path) -> None:
     path = short_tmp / "absent.sock"
     async with open_relay(path, short_tmp / "relay.err") as relay:
-        with trio.fail_after(REFUSAL_WITHIN):
+        with trio.fail_after(ANSWER_WITHIN):
             await relay.send(
-                initialize(1),
+                request(
+                    1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}
+                ),
                 notification("notifications/initialized"),
                 [request(2, "tools/list"), notification("notifications/cancelled"), request("three", "ping")],
             )
-            # Answers to what was sent during the connect window come once the window is over.
-            answers = [await relay.receive() for _ in range(3)]
-            # ... and later requests are answered as they come.
-            await relay.send(request(4, "tools/call", {"name": "list", "arguments": {}}))
-            answers.append(await relay.receive())
+            answers = {}
+            for _ in range(3):
+                answer = await relay.receive()
+                answers[answer["id"]] = answer
+            await relay.send(request(4, "tools/call", {"name": "run", "arguments": {"cmd": "true"}}))
+            called = result_of(await relay.receive(), 4)
+            await relay.send(request(5, "resources/list"))
+            other = await relay.receive()
             await relay.send(notification("notifications/initialized"))
             await relay.close_stdin()
             assert await relay.receive_all() == []  # no answer to a notification
             code = await relay.process.wait()
+    # No daemon at the end: the relay says so in its exit status.
     assert code == 1
-    assert [a["id"] for a in answers] == [1, 2, "three", 4]
-    for answer in answers:
-        assert answer["jsonrpc"] == "2.0"
-        assert "result" not in answer
-        message = answer["error"]["message"]
-        assert str(path) in message
-        assert "no socket there" in message
-        assert isinstance(answer["error"]["code"], int)
+    init = result_of(answers[1], 1)
+    assert init["protocolVersion"] == "2025-06-18"  # echoed: the daemon speaks it
+    assert init["serverInfo"]["name"] == "bash"
+    assert "tools" in init["capabilities"]
+    assert [t["name"] for t in result_of(answers[2], 2)["tools"]] == ["run", "status", "stop", "list"]
+    assert result_of(answers["three"], "three") == {}
+    # A call is a tool error the model reads: it names the socket, the reason and the remedy.
+    assert called["isError"] is True
+    (text,) = [block["text"] for block in called["content"] if block["type"] == "text"]
+    assert str(path) in text
+    assert "no socket there" in text
+    assert "hive-bash-daemon" in text
+    # What only a daemon could answer is a JSON-RPC error saying the same.
+    assert other["id"] == 5
+    assert "result" not in other
+    assert other["error"]["code"] == -32000
+    assert str(path) in other["error"]["message"]
+    assert "no socket there" in other["error"]["message"]
     assert str(path) in relay.stderr_text()
 
 
@@ -283,11 +347,12 @@ async def test_with_a_stale_socket_file_the_reason_is_connection_refused(short_t
     stale.close()
     assert path.exists()
     async with open_relay(path, short_tmp / "relay.err") as relay:
-        with trio.fail_after(REFUSAL_WITHIN):
-            await relay.send(initialize(7))
+        with trio.fail_after(ANSWER_WITHIN):
+            await relay.send(initialize(7), request(8, "tools/call", {"name": "list", "arguments": {}}))
             await relay.close_stdin()
-            (answer,) = await relay.receive_all()
-            await relay.process.wait()
-    assert answer["id"] == 7
-    assert str(path) in answer["error"]["message"]
-    assert "connection refused" in answer["error"]["message"]
+            init, called = await relay.receive_all()
+            assert await relay.process.wait() == 1
+    assert result_of(init, 7)["serverInfo"]["name"] == "bash"
+    text = result_of(called, 8)["content"][0]["text"]
+    assert str(path) in text
+    assert "connection refused" in text

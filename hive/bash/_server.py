@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -15,8 +16,9 @@ import trio
 from mcp.server import Server
 
 from hive import __version__
-from hive.bash._framing import message_streams
+from hive.bash._framing import LINGER, message_streams
 from hive.bash._tools import TOOLS, BashTools
+from hive.bash.relay import refusal_line
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,29 @@ def peer_uid(sock: trio.socket.SocketType) -> int:
 def uid_allowed(peer: int, own: int) -> bool:
     """Only the daemon's own user and root may use its socket."""
     return peer in (own, 0)
+
+
+def refusal(peer: int, own: int) -> str | None:
+    """Why a peer of uid ``peer`` may not use the socket of a daemon running as ``own``; None if it may."""
+    if uid_allowed(peer, own):
+        return None
+    return (
+        f"refused: peer uid {peer} is neither the daemon's uid {own} nor root; run the MCP client "
+        f"as uid {own} (or root), or start a hive-bash-daemon of its own user with another --socket"
+    )
+
+
+async def refuse_connection(stream: trio.SocketStream, reason: str) -> None:
+    """Tell a refused peer why, in the one line the relay recognises (:func:`refusal_line`).
+
+    The peer may already have written requests: they are read and dropped for a moment after
+    the line, since closing with unread input would reset the connection and lose the line.
+    """
+    with trio.move_on_after(LINGER), contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        await stream.send_all(refusal_line(reason))
+        await stream.send_eof()
+        while await stream.receive_some(65536):
+            pass
 
 
 def check_socket_path(path: Path) -> None:
@@ -128,8 +153,10 @@ async def serve_mcp(
     async def serve_connection(stream: trio.SocketStream) -> None:
         async with stream:
             uid = peer_uid(stream.socket)
-            if not uid_allowed(uid, own_uid):
+            reason = refusal(uid, own_uid)
+            if reason is not None:
                 log.warning("refused a connection from uid %d (the daemon runs as uid %d)", uid, own_uid)
+                await refuse_connection(stream, reason)
                 return
             try:
                 async with message_streams(stream, answer_garbage=True) as (read, write):
