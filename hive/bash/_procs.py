@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -11,19 +13,48 @@ from pathlib import Path
 import attrs
 import trio
 
-# The wrapper runs the command in the *foreground* of a shell that traps SIGINT with a
-# handler: an `&` child of a non-interactive shell would start with SIGINT ignored, and an
-# ignored signal (trap '') would be inherited. The command runs in a subshell, where the
-# trap is reset to the default: `sh -c CMD` semantics (the same $0, no positional
-# parameters, `exit` ends only the command) for one fork and no exec of a second shell.
-# The status file is written only after the command has ended and is read only after the
-# wrapper has exited, so a plain redirect is enough (an `mv` would cost a fork and exec).
-# $3, unused by the script, is a mark by which a restarted daemon finds the wrapper.
-WRAPPER = """trap : INT; (eval "set --; $1"); rc=$?; printf '%s\\n' "$rc" >"$2\""""
+from hive.bash._errors import BashError
+from hive.bash._store import read_regular
+
+# The wrapper is bash, and the command runs as `bash -c CMD` would run it. It runs in the
+# *foreground* of a shell that traps SIGINT with a handler: an `&` child of a non-interactive
+# shell would start with SIGINT ignored, and an ignored signal (trap '') would be inherited.
+# The command runs in a subshell, where the trap is reset to the default, so a SIGINTed
+# `sleep` records 130 and a task that ignores SIGINT and exits 5 later records 5. In that
+# subshell `eval` gives it `bash -c` semantics ($0 is `bash`, no positional parameters,
+# `exit` ends only the command, line numbers count from the command's first line) without
+# the exec of a second shell.
+#
+# The command is never in argv: Linux refuses a single argument over 128 KiB (E2BIG). It
+# comes on the wrapper's stdin, an open file description of `<id>.cmd` that the daemon has
+# just written, and is read by a builtin (no fork, no path to follow); then stdin becomes
+# /dev/null, as it was when the command was an argument. The exit status goes to an fd the
+# daemon opened on `<id>.exit` (created, never followed through a symlink), whose number is
+# $2; the command's subshell closes it first, so the task cannot write it. The status is
+# written only after the command has ended and read only after the wrapper has exited, so
+# one small write is enough. $1 (the exit file's path) and $3 (a mark) are unused by the
+# script: they are how a restarted daemon finds the wrapper and its task (`find_wrappers`).
+# The variables the wrapper sets are unset before the command runs.
+WRAPPER = (
+    "trap : INT; IFS= read -r -d '' __hive_cmd; exec </dev/null; __hive_fd=$2; "
+    '(exec {__hive_fd}>&-; eval "set --; unset -v __hive_cmd __hive_fd; $__hive_cmd"); '
+    'rc=$?; printf \'%s\\n\' "$rc" >&"$__hive_fd"'
+)
+WRAPPER_ARGV0 = "bash"
 
 
 def wrapper_mark(serial: str) -> str:
     return f"hive-bash-task:{serial}"
+
+
+class SpawnError(BashError, OSError):
+    """The task's wrapper could not be started (bash missing, a bad working directory, no processes left)."""
+
+
+@functools.cache
+def bash_path() -> str:
+    """The bash that runs tasks: the first on the daemon's PATH (NixOS has no /bin/bash), else /bin/bash."""
+    return shutil.which("bash") or "/bin/bash"
 
 
 @attrs.define(eq=False)
@@ -47,19 +78,36 @@ class Child:
         return self.popen.wait()
 
 
-def spawn_task(cmd: str, *, mark: str, cwd: Path, stdout: int, stderr: int, exit_file: Path) -> Child:
-    """Start ``cmd`` under the wrapper, leading a new session, its output on the given fds.
+def spawn_task(
+    *, cmd_fd: int, exit_fd: int, exit_file: Path, mark: str, cwd: Path, stdout: int, stderr: int
+) -> Child:
+    """Start the command that ``cmd_fd`` holds under the wrapper, leading a new session.
 
-    Blocking (fork and exec): call it from a worker thread, as trio's own open_process does.
+    ``cmd_fd`` is read from its current offset to its end; ``exit_fd`` receives the exit
+    status; the output goes to ``stdout`` and ``stderr``. Blocking (fork and exec): call it
+    from a worker thread, as trio's own open_process does. A failure is a :class:`SpawnError`.
     """
-    popen = subprocess.Popen(
-        ["/bin/sh", "-c", WRAPPER, "sh", cmd, str(exit_file), mark],
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        cwd=cwd,
-        start_new_session=True,
-    )
+    bash = bash_path()
+    try:
+        popen = subprocess.Popen(
+            [bash, "-c", WRAPPER, WRAPPER_ARGV0, str(exit_file), str(exit_fd), mark],
+            stdin=cmd_fd,
+            stdout=stdout,
+            stderr=stderr,
+            pass_fds=(exit_fd,),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        if exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
+            what = f"its working directory {cwd}"
+        elif exc.filename is not None:
+            what = os.fsdecode(exc.filename)
+        else:
+            what = f"bash ({bash})"
+        raise SpawnError(
+            exc.errno, f"cannot start the task: {what}: {exc.strerror or exc}; nothing ran"
+        ) from None
     # The child cannot be reaped before we reap it, so its pid is still its own here.
     return Child(popen, os.pidfd_open(popen.pid))
 
@@ -128,22 +176,39 @@ async def wait_pidfd(pid: int, recorded_start: int | None) -> bool:
             os.close(fd)
 
 
+def _is_wrapper(argv: list[bytes]) -> bool:
+    """Whether this argv is a task wrapper's: `<bash> -c WRAPPER bash <exit file> <fd> <mark>`."""
+    return (
+        len(argv) == 7
+        and os.path.basename(argv[0]) == b"bash"
+        and argv[1:4] == [b"-c", WRAPPER.encode(), WRAPPER_ARGV0.encode()]
+    )
+
+
+def _argv(pid: str) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[:-1]
+    except OSError:
+        return None
+
+
 def find_wrapper(mark_text: str) -> tuple[int, int] | None:
-    """The pid and start time of the live wrapper that carries ``mark_text``, if there is one."""
-    mark = b"\0" + mark_text.encode() + b"\0"
+    """The pid and start time of the live wrapper that carries ``mark_text``, if there is one.
+
+    A wrapper of an earlier daemon (`/bin/sh -c ...`, the command in argv) is found as well.
+    """
+    mark = mark_text.encode()
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except OSError:
+        argv = _argv(entry.name)
+        if argv is None or len(argv) < 3 or argv[1] != b"-c" or argv[-1] != mark:
             continue
-        if cmdline.startswith(b"/bin/sh\0-c\0") and mark in cmdline:
-            pid = int(entry.name)
-            started = start_time(pid)
-            if started is not None:
-                return pid, started
+        pid = int(entry.name)
+        started = start_time(pid)
+        if started is not None:
+            return pid, started
     return None
 
 
@@ -160,30 +225,34 @@ class FoundWrapper:
 def find_wrappers(tasks_dir: Path) -> list[FoundWrapper]:
     """Every live wrapper whose exit file is in ``tasks_dir``: the tasks of this state directory."""
     found = []
-    head = ["/bin/sh", "-c", WRAPPER, "sh"]
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
+        argv = _argv(entry.name)
+        if argv is None or not _is_wrapper(argv):
+            continue
         try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")[:-1]
             cwd = os.readlink(f"/proc/{entry.name}/cwd")
         except OSError:
             continue
-        if len(argv) != 7 or [a.decode(errors="replace") for a in argv[:4]] != head:
-            continue
-        cmd, exit_file, mark = (a.decode(errors="surrogateescape") for a in argv[4:])
+        exit_file, _fd, mark = (a.decode(errors="surrogateescape") for a in argv[4:])
         exit_path = Path(exit_file)
         started = start_time(int(entry.name))
         if exit_path.parent != tasks_dir or not mark.startswith("hive-bash-task:") or started is None:
             continue
+        task_id = exit_path.name.removesuffix(".exit")
+        try:
+            cmd_bytes = read_regular(tasks_dir / f"{task_id}.cmd")
+        except OSError:
+            cmd_bytes = None
+        cmd = None if cmd_bytes is None else cmd_bytes.decode(errors="surrogateescape")
         found.append(
             FoundWrapper(
                 pid=int(entry.name),
                 start_time=started,
-                task_id=exit_path.name.removesuffix(".exit"),
+                task_id=task_id,
                 serial=mark.removeprefix("hive-bash-task:"),
-                cmd=cmd,
+                cmd=cmd if cmd is not None else f"(unknown: {task_id}.cmd could not be read)",
                 cwd=cwd,
             )
         )

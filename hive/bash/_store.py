@@ -1,9 +1,25 @@
-"""The state directory: task records, output files, exit files and loose ends.
+"""The state directory: task records, commands, output files, exit files and loose ends.
 
     <state>/bash-tasks/<id>.json      the task record (temp + fsync + rename)
+    <state>/bash-tasks/<id>.cmd       the command, written before the task starts; bash reads it
     <state>/bash-tasks/<id>.out|.err  the task's stdout and stderr, written by the task itself
     <state>/bash-tasks/<id>.exit      the exit status, written by the task's wrapper shell
+    <state>/bash-tasks/<id>.<ext>.<n> an earlier run of a reused name: `build.out.1` is the
+                                      first run's stdout, `build.out.2` the second's, ...
     <state>/mcp-loose-ends/bash-task-<id>.json   an end the agent is owed
+
+Tasks run as the daemon's user and can write here, so nothing the daemon writes follows a
+symlink: a task's files are created with O_CREAT|O_EXCL|O_NOFOLLOW, a record or loose end
+is written to a temporary file created the same way and renamed over its path (a rename
+replaces a symlink, never its target), and reads use O_NOFOLLOW and take regular files
+only (a FIFO planted here would otherwise block the reader).
+
+Before a task starts, whatever is at its five paths (an earlier run of the same name, or
+anything planted there) is renamed aside to the next free generation number: nothing is
+deleted. The number goes after the extension so that no generation of one id can be
+mistaken for a file of another (ids may contain dots and digits: `build.1` is a valid
+name, and `build.1.out` its stdout), and so that `*.json` is still exactly the current
+records. The highest generation is the most recent earlier run.
 
 Everything here is synchronous and small; callers run the fsyncing writes in a
 worker thread so the event loop never waits on the disk.
@@ -14,6 +30,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +43,10 @@ from hive.bash._wire import RecordError, decode, encode
 log = logging.getLogger(__name__)
 
 TAIL_BYTES = 4096
+TASK_FILE_SUFFIXES = (".json", ".cmd", ".out", ".err", ".exit")
+_GENERATION = re.compile(r"\.(?:json|cmd|out|err|exit)\.([0-9]+)")
+_CREATE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @attrs.frozen
@@ -38,10 +60,23 @@ class Tail:
         return self.size > TAIL_BYTES
 
 
+def create_new(path: Path, flags: int = os.O_WRONLY) -> int:
+    """Create ``path`` for this process alone: it must not exist, and a symlink there is not followed."""
+    return os.open(path, flags | _CREATE, 0o600)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file, never a torn one."""
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file, never a torn one.
+
+    The temporary file is created afresh (a leftover one, or a symlink planted in its place,
+    is removed, not followed), and the rename replaces whatever is at ``path`` itself.
+    """
     tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        fd = create_new(tmp)
+    except FileExistsError:
+        tmp.unlink()
+        fd = create_new(tmp)
     try:
         view = memoryview(data)
         while view:
@@ -50,6 +85,35 @@ def write_atomic(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def open_regular(path: Path) -> int | None:
+    """``path`` opened for reading if it is a regular file (not through a symlink); None if it is not there.
+
+    Raises OSError for anything else there: a symlink (ELOOP), a FIFO or a directory.
+    """
+    try:
+        fd = os.open(path, _READ)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The whole of a regular file (see :func:`open_regular`); None if it is not there."""
+    fd = open_regular(path)
+    if fd is None:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def fsync_dir(path: Path) -> None:
@@ -69,9 +133,12 @@ def decode_tail(data: bytes) -> str:
 
 
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> Tail:
+    """The end of an output file; empty if it is missing or is not a regular file (a planted symlink)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
+        fd = open_regular(path)
+    except OSError:
+        fd = None
+    if fd is None:
         return Tail("", 0, path)
     try:
         size = os.fstat(fd).st_size
@@ -84,6 +151,16 @@ def read_tail(path: Path, limit: int = TAIL_BYTES) -> Tail:
 def last_lines(text: str, count: int) -> str:
     lines = text.splitlines()
     return "\n".join(lines[-count:])
+
+
+@attrs.frozen
+class RunFiles:
+    """The descriptors of a new run's files: the command (read from its start), output and exit status."""
+
+    cmd: int
+    out: int
+    err: int
+    exit: int
 
 
 @attrs.define
@@ -114,6 +191,12 @@ class TaskStore:
     def exit_path(self, task_id: str) -> Path:
         return self.tasks_dir / f"{task_id}.exit"
 
+    def cmd_path(self, task_id: str) -> Path:
+        return self.tasks_dir / f"{task_id}.cmd"
+
+    def task_paths(self, task_id: str) -> list[Path]:
+        return [self.tasks_dir / f"{task_id}{suffix}" for suffix in TASK_FILE_SUFFIXES]
+
     def loose_end_path(self, task_id: str) -> Path:
         return self.loose_ends_dir / f"bash-task-{task_id}.json"
 
@@ -136,28 +219,103 @@ class TaskStore:
     def load_records(self) -> Iterator[TaskRecord]:
         for path in sorted(self.tasks_dir.glob("*.json")):
             try:
-                yield decode(path.read_bytes(), TaskRecord)
+                data = read_regular(path)
+                if data is not None:
+                    yield decode(data, TaskRecord)
             except (OSError, RecordError) as exc:
                 log.warning("skipping unreadable task record %s: %s", path, exc)
 
     def read_exit_status(self, task_id: str) -> int | None:
-        """The status the wrapper wrote, or None if it never finished writing one."""
+        """The status the wrapper wrote, or None if it never wrote one (the file is created empty)."""
         try:
-            fd = os.open(self.exit_path(task_id), os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
+            text = read_regular(self.exit_path(task_id))
+        except OSError as exc:
+            log.warning("unreadable exit status of task %s: %s", task_id, exc)
             return None
         try:
-            text = os.read(fd, 64)
-        finally:
-            os.close(fd)
-        try:
-            return int(text)
+            return None if text is None else int(text)
         except ValueError:
             return None
 
-    def clear_exit_status(self, task_id: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.exit_path(task_id).unlink()
+    # -- a run's files ---------------------------------------------------------------------------
+
+    def top_generation(self, task_id: str) -> int:
+        """The highest generation number of ``task_id``'s earlier runs; 0 if there is none."""
+        top = 0
+        prefix = f"{task_id}."
+        with os.scandir(self.tasks_dir) as entries:
+            for entry in entries:
+                if entry.name.startswith(prefix):
+                    match = _GENERATION.fullmatch(entry.name, len(task_id))
+                    if match is not None:
+                        top = max(top, int(match[1]))
+        return top
+
+    def rotate(self, task_id: str) -> list[tuple[Path, Path]]:
+        """Rename whatever is at ``task_id``'s paths aside, to the next generation; the renames done.
+
+        A rename moves a symlink itself, never its target; nothing is deleted.
+        """
+        present = [path for path in self.task_paths(task_id) if os.path.lexists(path)]
+        if not present:
+            return []
+        generation = self.top_generation(task_id) + 1
+        moved: list[tuple[Path, Path]] = []
+        try:
+            for path in present:
+                aside = path.with_name(f"{path.name}.{generation}")
+                os.rename(path, aside)
+                moved.append((path, aside))
+        except OSError:
+            self._restore(moved)
+            raise
+        return moved
+
+    def _restore(self, moved: list[tuple[Path, Path]]) -> None:
+        for path, aside in reversed(moved):
+            try:
+                os.rename(aside, path)
+            except OSError as exc:
+                log.warning("cannot move %s back to %s: %s", aside, path, exc)
+
+    @contextlib.contextmanager
+    def new_run(self, task_id: str, cmd: bytes) -> Iterator[RunFiles]:
+        """The files of a new run of ``task_id``, created afresh, an earlier run's moved aside first.
+
+        Yields their descriptors (closed when the block ends; the task keeps its own copies).
+        If the block raises, the new files are removed and the earlier run's moved back.
+        """
+        moved = self.rotate(task_id)
+        created: list[Path] = []
+        fds: list[int] = []
+
+        def create(path: Path, flags: int = os.O_WRONLY) -> int:
+            fd = create_new(path, flags)
+            fds.append(fd)
+            created.append(path)
+            return fd
+
+        try:
+            cmd_fd = create(self.cmd_path(task_id), os.O_RDWR)
+            view = memoryview(cmd)
+            while view:
+                view = view[os.write(cmd_fd, view) :]
+            os.lseek(cmd_fd, 0, os.SEEK_SET)
+            yield RunFiles(
+                cmd=cmd_fd,
+                out=create(self.out_path(task_id)),
+                err=create(self.err_path(task_id)),
+                exit=create(self.exit_path(task_id)),
+            )
+        except BaseException:
+            for path in created:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            self._restore(moved)
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     # -- loose ends ------------------------------------------------------------------------------
 
@@ -166,9 +324,8 @@ class TaskStore:
 
     def load_loose_end(self, task_id: str) -> LooseEnd | None:
         try:
-            return decode(self.loose_end_path(task_id).read_bytes(), LooseEnd)
-        except FileNotFoundError:
-            return None
+            data = read_regular(self.loose_end_path(task_id))
+            return None if data is None else decode(data, LooseEnd)
         except (OSError, RecordError) as exc:
             log.warning("unreadable loose end for %s: %s", task_id, exc)
             return None
@@ -176,7 +333,9 @@ class TaskStore:
     def load_loose_ends(self) -> Iterator[LooseEnd]:
         for path in sorted(self.loose_ends_dir.glob("bash-task-*.json")):
             try:
-                yield decode(path.read_bytes(), LooseEnd)
+                data = read_regular(path)
+                if data is not None:
+                    yield decode(data, LooseEnd)
             except (OSError, RecordError) as exc:
                 log.warning("skipping unreadable loose end %s: %s", path, exc)
 

@@ -16,7 +16,7 @@ import re
 import secrets
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import attrs
@@ -144,11 +144,6 @@ class TaskManager:
                 f"wait for it (status({task_id!r}, wait_seconds=30)), stop it (stop({task_id!r})), "
                 "or choose another name"
             )
-        unreported = None
-        if previous is not None and previous.owed:
-            unreported = previous.record
-            await self.told(previous)
-
         record = TaskRecord(
             id=task_id,
             serial=secrets.token_hex(8),
@@ -158,16 +153,20 @@ class TaskManager:
             named=name is not None,
             timeout_secs=timeout_secs,
         )
+        # Registered before anything awaits: the name is held from here on.
         task = self._register(Task(record))
+        unreported = None
         try:
+            if previous is not None:
+                if previous.owed:
+                    unreported = previous.record
+                    await self.told(previous)
+                # Its last state on disk before its files are moved aside for this run (see `_spawn`).
+                await self._persist(previous)
             child = await trio.to_thread.run_sync(self._spawn, record)
-        except OSError as exc:
+        except BaseException:
             self._forget(task, previous)
-            raise DiskError(
-                f"cannot start the task (state under {self.store.tasks_dir}, run in "
-                f"{self.settings.workdir}): {exc.strerror or exc}; free space there, or fix its "
-                "permissions, and run it again"
-            ) from None
+            raise
         # Not saved yet: a task that ends inside the caller's wait is saved once, at its end,
         # off the answer's path; one that outlives the wait is saved before `run` says it
         # started (see `owe`); the timer saves any other. A daemon that dies before the save
@@ -178,23 +177,28 @@ class TaskManager:
         return task, unreported
 
     def _spawn(self, record: TaskRecord) -> _procs.Child:
-        """Open the task's output files and start it (blocking: run in a worker thread)."""
-        if not self.store.has_space():
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        self.store.clear_exit_status(record.id)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-        with (
-            closing_fd(os.open(self.store.out_path(record.id), flags, 0o600)) as out_fd,
-            closing_fd(os.open(self.store.err_path(record.id), flags, 0o600)) as err_fd,
-        ):
-            return _procs.spawn_task(
-                record.cmd,
-                mark=_procs.wrapper_mark(record.serial),
-                cwd=self.settings.workdir,
-                stdout=out_fd,
-                stderr=err_fd,
-                exit_file=self.store.exit_path(record.id),
-            )
+        """Create the task's files, an earlier run's moved aside, and start it (blocking: run in a
+        worker thread). A file that cannot be written is a :class:`DiskError`; a process that
+        cannot be started, a :class:`~hive.bash._procs.SpawnError`."""
+        store = self.store
+        if not store.has_space():
+            full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            raise DiskError(_cannot_create(full, store.tasks_dir))
+        try:
+            with store.new_run(record.id, record.cmd.encode()) as files:
+                return _procs.spawn_task(
+                    cmd_fd=files.cmd,
+                    exit_fd=files.exit,
+                    exit_file=store.exit_path(record.id),
+                    mark=_procs.wrapper_mark(record.serial),
+                    cwd=self.settings.workdir,
+                    stdout=files.out,
+                    stderr=files.err,
+                )
+        except _procs.SpawnError:
+            raise
+        except OSError as exc:
+            raise DiskError(_cannot_create(exc, store.tasks_dir)) from None
 
     def _forget(self, task: Task, previous: Task | None) -> None:
         if previous is not None:
@@ -513,14 +517,6 @@ def _adopted_exit(pid: int, start: int | None) -> Callable[[], Awaitable[int | N
     return wait
 
 
-@contextlib.contextmanager
-def closing_fd(fd: int) -> Iterator[int]:
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
 def _size(path: Path) -> int:
     try:
         return os.stat(path).st_size
@@ -540,6 +536,19 @@ def _disk_full(path: Path) -> bool:
         return os.statvfs(path).f_bavail == 0
     except OSError:
         return False
+
+
+def _cannot_create(exc: OSError, tasks_dir: Path) -> str:
+    what = f"cannot start the task: {exc.strerror or exc}"
+    if exc.filename is not None:
+        what += f" ({os.fsdecode(exc.filename)})"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{what}; the disk holding {tasks_dir} is full: free space there, and run it again"
+    if exc.errno in (errno.EEXIST, errno.ELOOP):
+        return f"{what}; something else is writing into {tasks_dir}: run it again"
+    return (
+        f"{what}; its files go in {tasks_dir}: fix that directory (permissions, file system) and run it again"
+    )
 
 
 def _disk_note(what: str, exc: OSError) -> str:
