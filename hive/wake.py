@@ -15,10 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import attrs
@@ -27,9 +25,12 @@ import trio
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
 
+from hive._unix import open_unix_listener
+
 log = logging.getLogger(__name__)
 
 MAX_LINE = 1 << 20
+_KNOWN_AS = "agent socket path"  # what its owner calls the path, in messages
 T = TypeVar("T")
 
 
@@ -216,17 +217,12 @@ async def serve_agent_socket(
     Each well-formed request is passed to ``handler`` and answered ``{"ok":true}`` once
     the handler returns; a handler that raises, or a malformed line, is answered
     ``{"ok":false,"error":...}`` and the connection stays usable.
+
+    The socket is opened as :func:`hive._unix.open_unix_listener` opens it: a live socket at
+    ``path`` (another harness's) raises ``SocketInUse`` and is left to it, a stale one is
+    replaced, a path that is not a socket raises ``NotASocket``; the socket is removed when
+    the server stops.
     """
-    path = Path(path)
-    path.unlink(missing_ok=True)
-    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)
-    try:
-        await sock.bind(os.fspath(path))
-    finally:
-        os.umask(old_umask)
-    sock.listen(64)
-    listener = trio.SocketListener(sock)
 
     async def serve_connection(stream: trio.SocketStream) -> None:
         async with stream:
@@ -258,7 +254,7 @@ async def serve_agent_socket(
                 if not await _answer(stream, reply):
                     return
 
-    async with listener:
+    async with open_unix_listener(path, backlog=64, known_as=_KNOWN_AS) as listener:
         task_status.started(listener)
         await trio.serve_listeners(serve_connection, [listener])
 

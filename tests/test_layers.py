@@ -13,9 +13,10 @@ ALLOWED: dict[str, set[str]] = {
     "runtime": {"runtime", "sink"},
     "claude": {"claude", "runtime", "sink"},
     "acp": {"acp", "runtime", "sink", ""},
-    "wake": set(),
+    "_unix": set(),
+    "wake": {"_unix"},
     "sdnotify": set(),
-    "bash": {"bash", "wake", "sdnotify", ""},
+    "bash": {"bash", "wake", "sdnotify", "_unix", ""},
 }
 
 

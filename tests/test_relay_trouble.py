@@ -416,3 +416,16 @@ def test_the_relay_agrees_with_the_daemon_on_versions_tools_and_the_longest_wait
     assert tuple(spec.name for spec in TOOLS) == relay.TOOL_NAMES
     assert relay.MAX_WAIT == MAX_WAIT
     assert relay.REPLY_TIMEOUT == MAX_WAIT + 15
+
+
+async def test_a_line_that_is_not_json_gets_a_parse_error_and_the_relay_goes_on(short_tmp: Path) -> None:
+    async with open_relay(short_tmp / "absent.sock", short_tmp / "relay.err") as client:
+        with trio.fail_after(GUARD):
+            assert client.process.stdin is not None
+            await client.process.stdin.send_all(b"{not json\n")
+            garbage = await client.receive()
+            await client.send(initialize(1))
+            init = result_of(await client.receive(), 1)
+    assert garbage["id"] is None
+    assert garbage["error"]["code"] == -32700
+    assert init["serverInfo"]["name"] == "bash"

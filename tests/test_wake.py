@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import tempfile
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hive._unix import NotASocket, SocketInUse
 from hive.wake import (
     MAX_LINE,
     AgentReply,
@@ -246,13 +248,57 @@ async def test_the_socket_is_private(short_tmp: Path) -> None:
         assert stat.S_IMODE(mode) == 0o600
 
 
-async def test_a_stale_socket_file_is_replaced(short_tmp: Path) -> None:
+async def take_nothing(request: AgentRequest) -> None:
+    raise AssertionError(f"no request was expected here, got {request}")
+
+
+async def test_a_stale_socket_is_replaced(short_tmp: Path) -> None:
     path = short_tmp / "agent.sock"
-    path.write_text("left over")
+    left_over = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    left_over.bind(os.fspath(path))
+    left_over.close()  # a harness that died: its socket file stays, and nobody listens on it
     with trio.fail_after(10):
         async with agent_server(path) as (taken, _):
             await send_wake(path, Wake("a", "b"))
             assert taken == [Wake("a", "b")]
+
+
+async def test_a_second_server_on_a_live_socket_is_refused_and_the_first_keeps_serving(
+    short_tmp: Path,
+) -> None:
+    path = short_tmp / "agent.sock"
+    with trio.fail_after(10):
+        async with agent_server(path) as (taken, _):
+            inode = os.lstat(path).st_ino
+            async with trio.open_nursery() as nursery:
+                with pytest.raises(SocketInUse, match="another server is listening on"):
+                    await nursery.start(serve_agent_socket, path, take_nothing)
+            assert os.lstat(path).st_ino == inode
+            await send_wake(path, Wake("bash-task-after", "still here"))
+            assert taken == [Wake("bash-task-after", "still here")]
+
+
+async def test_a_path_that_is_not_a_socket_is_refused_and_left_alone(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+    path.write_text("not a socket: someone's file")
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            with pytest.raises(NotASocket, match="is not a socket"):
+                await nursery.start(serve_agent_socket, path, take_nothing)
+    assert path.read_text() == "not a socket: someone's file"
+
+
+async def test_the_socket_is_removed_when_the_server_stops(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+    with trio.fail_after(10):
+        async with agent_server(path):
+            await send_wake(path, Wake("a", "b"))
+        assert not os.path.lexists(path)
+        with pytest.raises(FileNotFoundError):
+            await send_wake(path, Wake("a", "b"))
+        async with agent_server(path) as (taken, _):  # and it starts again on the same path
+            await send_wake(path, Wake("c", "d"))
+            assert taken == [Wake("c", "d")]
 
 
 async def test_a_malformed_line_is_refused_and_the_connection_stays_usable(short_tmp: Path) -> None:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import socket
 import struct
-from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -22,16 +20,11 @@ from hive.bash.relay import refusal_line
 
 log = logging.getLogger(__name__)
 
-MAX_SOCKET_PATH = 107
 INSTRUCTIONS = (
     "Background shell execution. `run` starts a command and, if it ends within a few seconds, answers "
     "with its result; otherwise you are woken by a message from bash-task-<id> when it ends. `status` "
     "checks on or waits for a task, `stop` ends one, `list` shows them all."
 )
-
-
-class SocketInUse(OSError):
-    """Another daemon already answers on the socket path."""
 
 
 def make_mcp_server(tools: BashTools) -> Server[Any]:
@@ -94,50 +87,6 @@ async def refuse_connection(stream: trio.SocketStream, reason: str) -> None:
         await stream.send_eof()
         while await stream.receive_some(65536):
             pass
-
-
-def check_socket_path(path: Path) -> None:
-    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
-        raise ValueError(
-            f"socket path {path} is {len(os.fsencode(path))} bytes long; Unix sockets allow "
-            f"{MAX_SOCKET_PATH}: choose a shorter --socket (or HIVE_BASH_SOCKET)"
-        )
-
-
-def _clear_stale_socket(path: Path) -> None:
-    if not path.exists() and not path.is_symlink():
-        return
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(os.fspath(path))
-    except OSError as exc:
-        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
-            raise
-    else:
-        raise SocketInUse(
-            errno.EADDRINUSE,
-            f"another daemon is already serving {path}; stop it, or give this one another --socket",
-        )
-    finally:
-        probe.close()
-    path.unlink(missing_ok=True)
-
-
-async def open_socket_listener(path: Path) -> trio.SocketListener:
-    """Listen on ``path``: the socket is created 0600, in a directory created 0700 if missing."""
-    check_socket_path(path)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _clear_stale_socket(path)
-    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    # The umask makes the socket 0600 from the moment it exists; no window for another user.
-    old_umask = os.umask(0o177)
-    try:
-        await sock.bind(os.fspath(path))
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
-    sock.listen(512)
-    return trio.SocketListener(sock)
 
 
 async def serve_mcp(

@@ -17,8 +17,9 @@ import attrs
 import trio
 
 from hive import __version__, sdnotify
+from hive._unix import open_unix_listener
 from hive.bash._courier import WakeCourier
-from hive.bash._server import make_mcp_server, open_socket_listener, serve_mcp
+from hive.bash._server import make_mcp_server, serve_mcp
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
@@ -38,6 +39,9 @@ class DaemonConfig:
     max_output_bytes: int = 5 * 1024**3
     output_check_interval: float = 1.0
     wake_retry_max: float = 5.0
+
+
+SOCKET_FLAG = "--socket (or HIVE_BASH_SOCKET)"
 
 
 class StateDirBusy(RuntimeError):
@@ -80,8 +84,12 @@ async def serve_daemon(
             output_check_interval=config.output_check_interval,
         )
         manager = TaskManager(store, settings, courier)
-        listener = await open_socket_listener(config.socket)
-        async with trio.open_nursery() as nursery:
+        # The socket goes at a clean stop (a client then finds no socket, not a refusal); a live
+        # socket at the path is another daemon's, and it keeps it.
+        async with (
+            open_unix_listener(config.socket, backlog=512, known_as=SOCKET_FLAG) as listener,
+            trio.open_nursery() as nursery,
+        ):
             await nursery.start(manager.serve)
             await nursery.start(serve_mcp, listener, make_mcp_server(BashTools(manager)))
             log.info("listening on %s (state in %s)", config.socket, config.state_dir)

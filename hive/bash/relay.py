@@ -20,6 +20,8 @@ that is not there:
 - A daemon that refuses the connection (its peer-uid check) says why in one line,
   :func:`refusal_line`; the relay answers every request then pending, and every later one,
   with a JSON-RPC error (``-32003``) carrying that reason, and never retries.
+- A line that is not JSON gets a ``-32700`` error (id null) from the relay and goes no
+  further; a JSON-RPC batch is relayed as its messages, one line each, and answered so.
 
 It exits when stdin ends and every request relayed to the daemon has been answered (or has
 timed out): with status 0 if it is then connected to the daemon (or never needed one), 1 if
@@ -408,7 +410,9 @@ class _Relay:
                     self._write(_line({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
                 return
             if _is_id(request_id) and self.pending.pop(request_id, None) is None:
-                self._log(f"dropped the daemon's answer to {request_id!r}: it came too late")
+                self._log(
+                    f"dropped the daemon's answer to {request_id!r}: it came too late (or was cancelled)"
+                )
                 return
         self._write(line + b"\n")
 

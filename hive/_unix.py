@@ -1,0 +1,209 @@
+"""Unix socket listeners for hive's servers: private, never stolen from a live server, gone at a stop.
+
+Two of hive's programs serve a Unix socket at a path someone chose: the bash daemon its MCP
+socket (``bash.sock``), the harness its agent socket. :func:`open_unix_listener` is how both
+open one. What it does with whatever is already at the path:
+
+=========================================  ============================================
+at the path                                 what happens
+=========================================  ============================================
+nothing                                     the socket is created (0600)
+a socket that answers a connect             :class:`SocketInUse`; the other server keeps it
+a socket whose connect is refused (stale)   it is replaced
+anything else (a file, a directory, ...)    :class:`NotASocket`; it is left as it is
+=========================================  ============================================
+
+Whether a socket is live is asked with a Trio connect, so a server that is slow to accept
+never blocks the event loop. This module imports nothing of hive, so both ``hive.wake`` and
+``hive.bash`` may use it.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import attrs
+import trio
+
+__all__ = ["MAX_SOCKET_PATH", "NotASocket", "SocketInUse", "check_socket_path", "open_unix_listener"]
+
+log = logging.getLogger(__name__)
+
+MAX_SOCKET_PATH = 107  # bytes: sun_path is 108, with its terminating NUL
+# A live server completes a Unix connect at once (the kernel queues it; accepting is not needed),
+# and a full backlog answers EAGAIN at once. This bound is only for a peer that does neither.
+PROBE_WITHIN = 5.0
+_ATTEMPTS = 3
+
+
+class SocketInUse(OSError):
+    """Another server is listening on the socket path."""
+
+
+class NotASocket(FileExistsError):
+    """Something other than a socket is at the socket path."""
+
+
+def check_socket_path(path: Path, known_as: str = "path") -> None:
+    """Raise ValueError if ``path`` is too long to bind a Unix socket to (``known_as``: see below)."""
+    size = len(os.fsencode(path))
+    if size > MAX_SOCKET_PATH:
+        raise ValueError(
+            f"socket path {path} is {size} bytes long; Unix sockets allow {MAX_SOCKET_PATH}: "
+            f"choose a shorter {known_as}"
+        )
+
+
+@asynccontextmanager
+async def open_unix_listener(
+    path: str | os.PathLike[str], *, backlog: int = 128, known_as: str = "path"
+) -> AsyncIterator[trio.SocketListener]:
+    """Listen on the Unix socket ``path`` for the duration of the block.
+
+    The socket is 0600 from the moment it exists; a missing directory is created 0700. What
+    was at the path before decides whether it is replaced (see the module's table). At the end
+    of the block the listener is closed and the path removed, if it is still this socket (the
+    same inode): a server that has taken the path over since keeps its socket.
+
+    Raises:
+      SocketInUse: another server answers on ``path``.
+      NotASocket: ``path`` is something other than a socket.
+      ValueError: ``path`` is too long for a Unix socket.
+      OSError: the socket cannot be created there (permissions, a missing parent, ...).
+
+    ``known_as`` is what the user calls the path, e.g. ``--socket``: each message ends by
+    telling them to choose another one.
+    """
+    path = Path(path)
+    check_socket_path(path, known_as)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    sock, identity = await _bind_afresh(path, known_as)
+    try:
+        sock.listen(backlog)
+        yield trio.SocketListener(sock)
+    finally:
+        # Compared while the socket is still open: as long as it holds its inode, no other file
+        # can have that inode number, so an equal one is this socket, not a successor's.
+        _remove_if_ours(path, identity)
+        sock.close()
+
+
+class _Taken(Exception):
+    """The path was bound by someone else between our check and our bind."""
+
+
+async def _bind_afresh(path: Path, known_as: str) -> tuple[trio.socket.SocketType, _Identity]:
+    for _ in range(_ATTEMPTS):
+        await _clear_stale(path, known_as)
+        sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            return sock, await _bind(sock, path)
+        except _Taken:
+            sock.close()  # and check again what is there now
+        except BaseException:
+            sock.close()
+            raise
+    raise SocketInUse(
+        errno.EADDRINUSE,
+        f"{path} is taken again each time this server starts on it: choose another {known_as}",
+    )
+
+
+async def _clear_stale(path: Path, known_as: str) -> None:
+    """Remove a stale socket at ``path``; refuse a live one and anything that is not a socket."""
+    before = _identity(path)
+    if before is None:
+        return
+    if not before.is_socket:
+        raise NotASocket(
+            errno.EEXIST,
+            f"{path} exists and is not a socket (it is left as it is): move it away, or choose another {known_as}",
+        )
+    if await _answers(path, known_as):
+        raise SocketInUse(
+            errno.EADDRINUSE,
+            f"another server is listening on {path} (it answered a connect): stop it first, or choose "
+            f"another {known_as}",
+        )
+    # The connect was refused: nobody listens there. Remove that file only, not one that a
+    # server starting meanwhile may have put in its place.
+    if _identity(path) == before:
+        _unlink(path)
+
+
+async def _answers(path: Path, known_as: str) -> bool:
+    """Whether a server listens on the socket at ``path``."""
+    with trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            with trio.fail_after(PROBE_WITHIN):
+                await probe.connect(os.fspath(path))
+        except trio.TooSlowError:
+            return True  # it holds the path, even if it is too busy to say so
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError as exc:
+            raise type(exc)(
+                exc.errno,
+                f"cannot tell whether a server listens on {path} ({exc.strerror}): choose another {known_as}",
+            ) from None
+    return True
+
+
+async def _bind(sock: trio.socket.SocketType, path: Path) -> _Identity:
+    """Bind ``sock`` to ``path`` with mode 0600; the socket file's identity, for the clean-up."""
+    # The umask makes the socket 0600 from the moment it exists: no window for another user.
+    # It is process-wide, but only ever narrowed here, and restored before anything else can
+    # run (binding a Unix address does not yield to the scheduler).
+    old_umask = os.umask(0o177)
+    try:
+        await sock.bind(os.fspath(path))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise _Taken from None
+        raise
+    finally:
+        os.umask(old_umask)
+    _chmod(path, 0o600)
+    identity = _identity(path)
+    if identity is None:
+        raise FileNotFoundError(errno.ENOENT, f"{path} vanished as soon as it was bound")
+    return identity
+
+
+@attrs.frozen
+class _Identity:
+    device: int
+    inode: int
+    is_socket: bool
+
+
+def _identity(path: Path) -> _Identity | None:
+    """What is at ``path`` itself (a symlink is not followed), or None."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return _Identity(st.st_dev, st.st_ino, stat.S_ISSOCK(st.st_mode))
+
+
+def _chmod(path: Path, mode: int) -> None:
+    os.chmod(path, mode)
+
+
+def _unlink(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def _remove_if_ours(path: Path, identity: _Identity) -> None:
+    try:
+        if _identity(path) == identity:
+            _unlink(path)
+    except OSError as exc:
+        log.warning("could not remove the socket %s: %s", path, exc.strerror or exc)
