@@ -10,6 +10,23 @@ from hive.bash._records import TaskRecord
 from hive.bash._store import Tail, last_lines
 
 WAKE_STDOUT_LINES = 20
+CMD_SHOWN = 2000
+"""A command longer than this many characters is shown cut, with where the whole of it is."""
+
+
+def shown_cmd(cmd: str, where: str = "its .cmd file") -> str:
+    """The command as shown to the agent: whole, or its start and where the rest is."""
+    if len(cmd) <= CMD_SHOWN:
+        return cmd
+    return f"{cmd[:CMD_SHOWN]}… [cut: {len(cmd.encode())} bytes in all; the whole command is in {where}]"
+
+
+def still_running(task_id: str) -> str:
+    """What to do about a task that has not ended yet: the same words in text and structured content."""
+    return (
+        f"It runs in the background; you will be woken by a message from bash-task-{task_id} when it ends. "
+        f"status({task_id!r}, wait_seconds=30) waits for it, stop({task_id!r}) ends it."
+    )
 
 
 def describe_signals(record: TaskRecord) -> str:
@@ -49,23 +66,34 @@ def headline(record: TaskRecord, now: float) -> str:
 
 
 def wake_body(record: TaskRecord, stdout: str) -> str:
-    lines = [f"bash task {record.id} ended: {describe_end(record)}", f"$ {record.cmd}"]
+    lines = [f"bash task {record.id} ended: {describe_end(record)}", f"$ {shown_cmd(record.cmd)}"]
     tail = last_lines(stdout, WAKE_STDOUT_LINES)
     lines += ["last stdout lines:", tail] if tail else ["(no stdout)"]
     lines.append(f"status({record.id!r}) gives the full status; the whole output is in its .out/.err files.")
     return "\n".join(lines)
 
 
-def describe_status(record: TaskRecord, out: Tail, err: Tail, now: float) -> tuple[str, dict[str, Any]]:
-    """The full status: text for the agent and the same as structured content."""
+def describe_status(
+    record: TaskRecord, out: Tail, err: Tail, now: float, cmd_path: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The full status: text for the agent and the same as structured content.
+
+    The structured ``message`` holds the text's guidance (its headline, notes, and what to
+    do next), everything but the command and the output, which have fields of their own.
+    """
     r = record
     duration = r.duration(now)
+    guidance = [f"task {r.id}: {headline(r, now)}"]
+    guidance += [f"note: {note}" for note in r.notes]
+    if not r.state.final:
+        guidance.append(still_running(r.id))
+    cmd = shown_cmd(r.cmd, cmd_path or "its .cmd file")
     structured: dict[str, Any] = {
         "id": r.id,
         "state": r.state.value,
         "exit_code": r.exit_code,
         "duration_secs": None if duration is None else round(duration, 3),
-        "cmd": r.cmd,
+        "cmd": cmd,
         "cwd": r.cwd,
         "pid": r.pid,
         "timeout_secs": r.timeout_secs,
@@ -77,9 +105,11 @@ def describe_status(record: TaskRecord, out: Tail, err: Tail, now: float) -> tup
         "ended_at": r.ended_at,
         "stdout": {"tail": out.text, "bytes": out.size, "path": str(out.path)},
         "stderr": {"tail": err.text, "bytes": err.size, "path": str(err.path)},
+        "message": "\n".join(guidance),
     }
-    lines = [f"task {r.id}: {headline(r, now)}", f"$ {r.cmd}"]
-    lines += [f"note: {note}" for note in r.notes]
+    if cmd_path is not None:
+        structured["cmd_path"] = cmd_path
+    lines = [guidance[0], f"$ {cmd}", *guidance[1:]]
     for label, tail in (("stdout", out), ("stderr", err)):
         scope = (
             f"last {len(tail.text.encode())} of {tail.size} bytes" if tail.truncated else f"{tail.size} bytes"

@@ -14,18 +14,26 @@ from typing import Any
 import attrs
 import trio
 
-from hive.bash._describe import describe_end, describe_status
+from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running
 from hive.bash._errors import BadArgument, BashError
+from hive.bash._model import StopReason, TaskState
 from hive.bash._store import read_tail
 from hive.bash._tasks import Task, TaskManager
 
 MAX_WAIT = 30.0
 DEFAULT_RUN_WAIT = 3.0
 DEFAULT_LIST_LIMIT = 50
+MAX_CMD_BYTES = 1024 * 1024
+"""The largest command `run` takes, in bytes of UTF-8. A command is passed to bash through a
+file, not argv, so this is a choice, not Linux's 128 KiB limit on one argument: a longer
+script belongs in a file of its own (`bash FILE`)."""
 
 
 @attrs.frozen
 class ToolResult:
+    """A tool's answer. ``structured`` always has a ``message``: the text's guidance, for a client
+    that shows the model the structured content instead of the text (Claude Code does)."""
+
     text: str
     structured: dict[str, Any]
     is_error: bool = False
@@ -36,6 +44,93 @@ class ToolSpec:
     name: str
     description: str
     input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+
+
+# -- output schemas -------------------------------------------------------------------------------
+
+_MESSAGE = {
+    "type": "string",
+    "description": "What the text answer tells you: what happened, and what to do next.",
+}
+_ERROR = {
+    "type": "string",
+    "description": "Only on a tool error: its kind (BadArgument, NameBusy, UnknownTask, DiskError, "
+    "SpawnError, ...); `message` says what was wrong and what to do.",
+}
+_STATE = {"type": "string", "enum": [state.value for state in TaskState]}
+_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "tail": {"type": "string", "description": "The last 4 KiB, as UTF-8 (invalid bytes replaced)."},
+        "bytes": {"type": "integer", "description": "The whole output's size."},
+        "path": {"type": "string", "description": "The file that holds the whole output."},
+    },
+    "required": ["tail", "bytes", "path"],
+}
+_STATUS_PROPERTIES: dict[str, Any] = {
+    "id": {"type": "string"},
+    "state": _STATE,
+    "exit_code": {"type": ["integer", "null"]},
+    "duration_secs": {"type": ["number", "null"]},
+    "cmd": {"type": "string", "description": "The command; one over 2000 characters is cut, see cmd_path."},
+    "cmd_path": {"type": "string", "description": "The file that holds the whole command."},
+    "cwd": {"type": "string"},
+    "pid": {"type": ["integer", "null"]},
+    "timeout_secs": {"type": ["number", "null"]},
+    "stop_reason": {"type": ["string", "null"], "enum": [*(r.value for r in StopReason), None]},
+    "signals": {"type": "array", "items": {"type": "string"}},
+    "notes": {"type": "array", "items": {"type": "string"}},
+    "created_at": {"type": "number"},
+    "started_at": {"type": ["number", "null"]},
+    "ended_at": {"type": ["number", "null"]},
+    "stdout": _OUTPUT,
+    "stderr": _OUTPUT,
+}
+_STATUS_REQUIRED = ["id", "state", "exit_code", "duration_secs", "cmd", "stdout", "stderr", "notes"]
+_STARTED_PROPERTIES: dict[str, Any] = {
+    "stdout_path": {"type": "string"},
+    "stderr_path": {"type": "string"},
+    "wake": {"type": "string", "description": "Who will wake you when the task ends: bash-task-<id>."},
+    "previous": {
+        "type": "object",
+        "description": "The earlier task of the same name, whose end you had not been told yet.",
+        "properties": {
+            "id": {"type": "string"},
+            "state": _STATE,
+            "exit_code": {"type": ["integer", "null"]},
+        },
+        "required": ["id", "state", "exit_code"],
+    },
+}
+_LIST_PROPERTIES: dict[str, Any] = {
+    "tasks": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "state": _STATE,
+                "exit_code": {"type": ["integer", "null"]},
+                "duration_secs": {"type": ["number", "null"]},
+                "cmd": {"type": "string"},
+                "created_at": {"type": "number"},
+            },
+            "required": ["id", "state", "exit_code", "duration_secs", "cmd", "created_at"],
+        },
+    },
+    "total": {"type": "integer", "description": "How many tasks the daemon knows."},
+}
+
+
+def _output_schema(properties: dict[str, Any], *shapes: list[str]) -> dict[str, Any]:
+    """An object with a ``message`` always, and either ``error`` (a tool error) or one of ``shapes``."""
+    return {
+        "type": "object",
+        "properties": {**properties, "message": _MESSAGE, "error": _ERROR},
+        "required": ["message"],
+        "anyOf": [{"required": ["error"]}, *({"required": shape} for shape in shapes)],
+    }
 
 
 _WAIT_DESCRIPTION = (
@@ -46,8 +141,9 @@ _WAIT_DESCRIPTION = (
 TOOLS = [
     ToolSpec(
         "run",
-        "Run a shell command (`sh -c CMD`) in the background. Its stdout and stderr go to files; "
-        "the answer gives their paths. If the command finishes within wait_seconds (default 3) you get "
+        "Run a shell command with bash (as `bash -c CMD` would: arrays, [[ ]], brace expansion and "
+        f"pipefail work; up to {MAX_CMD_BYTES // 1024} KiB) in the background. Its stdout and stderr go "
+        "to files; the answer gives their paths. If the command finishes within wait_seconds (default 3) you get "
         "its full status right away and no wake follows. Otherwise the answer is `task started: id=<id>`, "
         "the task keeps running, and when it ends you are woken by a message from `bash-task-<id>` with "
         "its exit code and last stdout lines. Use `status` to check on it or wait for it, `stop` to end it.",
@@ -57,7 +153,8 @@ TOOLS = [
                 "cmd": {
                     "type": "string",
                     "minLength": 1,
-                    "description": "The shell command, run with sh -c.",
+                    "description": f"The command, run by bash as `bash -c CMD` would run it "
+                    f"(at most {MAX_CMD_BYTES} bytes of UTF-8).",
                 },
                 "timeout_secs": {
                     "type": "number",
@@ -83,6 +180,11 @@ TOOLS = [
             "required": ["cmd"],
             "additionalProperties": False,
         },
+        _output_schema(
+            {**_STATUS_PROPERTIES, **_STARTED_PROPERTIES},
+            ["id", "state", "stdout_path", "stderr_path", "wake"],
+            _STATUS_REQUIRED,
+        ),
     ),
     ToolSpec(
         "status",
@@ -105,6 +207,7 @@ TOOLS = [
             "required": ["id"],
             "additionalProperties": False,
         },
+        _output_schema(_STATUS_PROPERTIES, _STATUS_REQUIRED),
     ),
     ToolSpec(
         "stop",
@@ -117,6 +220,7 @@ TOOLS = [
             "required": ["id"],
             "additionalProperties": False,
         },
+        _output_schema(_STATUS_PROPERTIES, _STATUS_REQUIRED),
     ),
     ToolSpec(
         "list",
@@ -133,6 +237,7 @@ TOOLS = [
             },
             "additionalProperties": False,
         },
+        _output_schema(_LIST_PROPERTIES, ["tasks", "total"]),
     ),
 ]
 
@@ -185,25 +290,55 @@ def _task_id(args: Mapping[str, Any]) -> str:
 def status_of(manager: TaskManager, task: Task, now: float) -> ToolResult:
     out = read_tail(manager.store.out_path(task.id))
     err = read_tail(manager.store.err_path(task.id))
-    text, structured = describe_status(task.record, out, err, now)
+    cmd_path = str(manager.store.cmd_path(task.id))
+    text, structured = describe_status(task.record, out, err, now, cmd_path)
     return ToolResult(text, structured)
 
 
 def _started(task: Task, manager: TaskManager) -> ToolResult:
     tid = task.id
-    text = (
-        f"task started: id={tid}\n"
-        f"It runs in the background; you will be woken by a message from bash-task-{tid} when it ends. "
-        f"status({tid!r}, wait_seconds=30) waits for it, stop({tid!r}) ends it.\n"
-        f"stdout: {manager.store.out_path(tid)}\nstderr: {manager.store.err_path(tid)}"
-    )
+    out, err = manager.store.out_path(tid), manager.store.err_path(tid)
+    text = f"task started: id={tid}\n{still_running(tid)}\nstdout: {out}\nstderr: {err}"
     structured = {
         "id": tid,
         "state": "running",
-        "stdout_path": str(manager.store.out_path(tid)),
-        "stderr_path": str(manager.store.err_path(tid)),
+        "stdout_path": str(out),
+        "stderr_path": str(err),
+        "wake": f"bash-task-{tid}",
+        "message": text,
     }
     return ToolResult(text, structured)
+
+
+def _preceded(result: ToolResult, line: str, **extra: Any) -> ToolResult:
+    """``result`` with ``line`` before its text and its message."""
+    structured = {**result.structured, **extra, "message": f"{line}\n{result.structured['message']}"}
+    return attrs.evolve(result, text=f"{line}\n{result.text}", structured=structured)
+
+
+def _error(text: str, kind: str) -> ToolResult:
+    return ToolResult(text, {"error": kind, "message": text}, is_error=True)
+
+
+def _check_cmd(cmd: object) -> str:
+    if not isinstance(cmd, str):
+        raise BadArgument("cmd is required and must be a string: the shell command to run")
+    if not cmd.strip():
+        raise BadArgument("cmd is empty: give the shell command to run")
+    if "\0" in cmd:
+        raise BadArgument("cmd contains a NUL character, which no shell command can hold; remove it")
+    try:
+        size = len(cmd.encode())
+    except UnicodeEncodeError:
+        raise BadArgument(
+            "cmd is not valid Unicode text (it holds a lone surrogate); fix its encoding"
+        ) from None
+    if size > MAX_CMD_BYTES:
+        raise BadArgument(
+            f"cmd is {size} bytes, over the cap of {MAX_CMD_BYTES} bytes (1 MiB); write a script that long "
+            "to a file and run `bash FILE` instead"
+        )
+    return cmd
 
 
 # -- the tools ------------------------------------------------------------------------------------
@@ -218,26 +353,21 @@ class BashTools:
         """Run tool ``name``; a caller's mistake comes back as an error result, never an exception."""
         handler = self._handlers().get(name)
         if handler is None:
-            return ToolResult(
+            return _error(
                 f"unknown tool {name!r}; the bash tools are {', '.join(t.name for t in TOOLS)}",
-                {"error": "unknown_tool"},
-                is_error=True,
+                "unknown_tool",
             )
         try:
             return await handler(dict(arguments or {}))
         except BashError as exc:
-            return ToolResult(str(exc), {"error": type(exc).__name__, "message": str(exc)}, is_error=True)
+            return _error(str(exc), type(exc).__name__)
 
     def _handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[ToolResult]]]:
         return {"run": self.run, "status": self.status, "stop": self.stop, "list": self.list}
 
     async def run(self, args: dict[str, Any]) -> ToolResult:
         _check_keys(args, ("cmd", "timeout_secs", "wait_seconds", "name"))
-        cmd = args.get("cmd")
-        if not isinstance(cmd, str):
-            raise BadArgument("cmd is required and must be a string: the shell command to run")
-        if not cmd.strip():
-            raise BadArgument("cmd is empty: give the shell command to run")
+        cmd = _check_cmd(args.get("cmd"))
         timeout = _number(args, "timeout_secs")
         if timeout == 0:
             raise BadArgument("timeout_secs must be more than 0; omit it for no timeout")
@@ -261,18 +391,10 @@ class BashTools:
             result = _started(task, self.manager)
             await self.manager.owe(task)
         if previous is not None:
-            note = f"(the previous task named {previous.id} had ended: {describe_end(previous)})"
-            result = attrs.evolve(
+            result = _preceded(
                 result,
-                text=f"{note}\n{result.text}",
-                structured={
-                    **result.structured,
-                    "previous": {
-                        "id": previous.id,
-                        "state": previous.state.value,
-                        "exit_code": previous.exit_code,
-                    },
-                },
+                f"(the previous task named {previous.id} had ended: {describe_end(previous)})",
+                previous={"id": previous.id, "state": previous.state.value, "exit_code": previous.exit_code},
             )
         return result
 
@@ -291,9 +413,7 @@ class BashTools:
         if task.final:
             await self.manager.told(task)
             result = status_of(self.manager, task, self.clock())
-            return attrs.evolve(
-                result, text=f"task {task.id} had already ended; nothing to stop.\n{result.text}"
-            )
+            return _preceded(result, f"task {task.id} had already ended; nothing to stop.")
         self.manager.request_stop(task)
         await self.manager.wait(task, self.manager.settings.kill_grace + 5.0)
         if task.final:
@@ -312,20 +432,24 @@ class BashTools:
         lines = []
         for r in shown:
             duration = r.duration(now)
+            cmd = shown_cmd(r.cmd, str(self.manager.store.cmd_path(r.id)))
             rows.append(
                 {
                     "id": r.id,
                     "state": r.state.value,
                     "exit_code": r.exit_code,
                     "duration_secs": None if duration is None else round(duration, 3),
-                    "cmd": r.cmd,
+                    "cmd": cmd,
                     "created_at": r.created_at,
                 }
             )
             code = "-" if r.exit_code is None else str(r.exit_code)
             took = "-" if duration is None else f"{duration:.2f}s"
-            lines.append(f"{r.id}\t{r.state.value}\t{code}\t{took}\t{r.cmd}")
+            lines.append(f"{r.id}\t{r.state.value}\t{code}\t{took}\t{cmd}")
         text = "\n".join(["id\tstate\texit\tduration\tcommand", *lines]) if lines else "no tasks yet"
+        message = f"{len(shown)} of {len(records)} tasks, newest first" if lines else "no tasks yet"
         if len(shown) < len(records):
-            text += f"\n({len(records) - len(shown)} older tasks not shown; pass limit=0 for all)"
-        return ToolResult(text, {"tasks": rows, "total": len(records)})
+            older = f"({len(records) - len(shown)} older tasks not shown; pass limit=0 for all)"
+            text += f"\n{older}"
+            message += f" {older}"
+        return ToolResult(text, {"tasks": rows, "total": len(records), "message": message})

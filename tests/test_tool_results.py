@@ -1,0 +1,92 @@
+"""Structured content says what the text says: a `message` with the same guidance, and an output schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import mcp_types as types
+import pytest
+
+from hive.bash._tools import TOOLS
+from tests.conftest import DaemonHandle, call, structured, text_of
+
+SCHEMAS = {spec.name: spec.output_schema for spec in TOOLS}
+
+
+def check(tool: str, result: types.CallToolResult) -> dict[str, Any]:
+    """The result's structured content, after checking it against the tool's output schema."""
+    content = structured(result)
+    jsonschema.validate(content, SCHEMAS[tool])
+    assert isinstance(content["message"], str) and content["message"]
+    return content
+
+
+async def test_every_structured_result_carries_the_texts_guidance(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        # A `run` that outlives its wait: the message is the text, wake and all.
+        result = await call(session, "run", cmd="sleep 30", name="slow", wait_seconds=0)
+        started = check("run", result)
+        assert started["message"] == text_of(result)
+        assert "you will be woken by a message from bash-task-slow when it ends" in started["message"]
+        assert "status('slow', wait_seconds=30) waits for it" in started["message"]
+        assert started["wake"] == "bash-task-slow"
+
+        # `status` of a running task: the same guidance, and every line of it is in the text.
+        result = await call(session, "status", id="slow")
+        running = check("status", result)
+        assert "you will be woken by a message from bash-task-slow" in running["message"]
+        assert set(running["message"].splitlines()) <= set(text_of(result).splitlines())
+
+        result = await call(session, "stop", id="slow")
+        stopped = check("stop", result)
+        assert stopped["message"].splitlines()[0] == text_of(result).splitlines()[0]
+        assert "stopped on request" in stopped["message"]
+        assert "woken" not in stopped["message"]
+
+        result = await call(session, "stop", id="slow")
+        again = check("stop", result)
+        assert again["message"].startswith("task slow had already ended; nothing to stop.\n")
+
+        # A `run` that ends inside its wait, reusing the name: the note on the earlier task too.
+        result = await call(session, "run", cmd="echo hi; exit 2", name="slow", wait_seconds=20)
+        inline = check("run", result)
+        assert inline["message"].splitlines()[0] == text_of(result).splitlines()[0]
+        assert "done, exit code 2" in inline["message"]
+
+        await call(session, "run", cmd="true", name="other", wait_seconds=20)
+        listed = await call(session, "list", limit=1)
+        assert check("list", listed)["message"] == (
+            "1 of 2 tasks, newest first (1 older tasks not shown; pass limit=0 for all)"
+        )
+
+        # A tool error: the message is the text.
+        for tool, args in (("status", {"id": "nope"}), ("run", {"cmd": ""}), ("list", {"limit": -1})):
+            error = await call(session, tool, **args)
+            assert error.is_error
+            content = check(tool, error)
+            assert content["message"] == text_of(error)
+            assert content["error"] in ("UnknownTask", "BadArgument")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hive/bash/_server.py builds the tools/list entries and does not yet pass "
+    "ToolSpec.output_schema as types.Tool(output_schema=...)",
+)
+async def test_tools_list_carries_each_tools_output_schema_and_the_sdk_client_validates_against_it(
+    daemon: DaemonHandle,
+) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        listing = await session.list_tools()
+        assert {tool.name: tool.output_schema for tool in listing.tools} == SCHEMAS
+        # The SDK client validates each (non-error) result against the listed schema: these pass.
+        for tool, args in (
+            ("run", {"cmd": "sleep 30", "name": "t", "wait_seconds": 0}),
+            ("status", {"id": "t"}),
+            ("stop", {"id": "t"}),
+            ("run", {"cmd": "echo done", "name": "t", "wait_seconds": 20}),
+            ("list", {}),
+        ):
+            result = await call(session, tool, **args)
+            assert not result.is_error, text_of(result)
