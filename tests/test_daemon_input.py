@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from hive.bash._server import uid_allowed
+from hive.bash.relay import refusal_of
 from tests.conftest import DaemonHandle, call, structured, text_of
 
 BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
@@ -172,7 +173,8 @@ async def test_a_peer_with_another_uid_is_refused_even_if_the_socket_mode_lets_i
         os.chmod(daemon.root, 0o755)
         os.chmod(daemon.socket, 0o666)
         reply = await trio.to_thread.run_sync(exchange_as_uid, str(daemon.socket), 65534)
-        assert reply == b""
+        reason = refusal_of(json.loads(reply))  # told why, not closed on in silence
+        assert reason is not None and "uid 65534" in reason
         assert "refused a connection from uid 65534" in daemon.stderr_text()
         assert await trio.to_thread.run_sync(answers_initialize, str(daemon.socket))
 
