@@ -1,5 +1,7 @@
 """claude's stream-json as hive passes it on: typed messages, raw line batches, and sinks."""
 
+from typing import TYPE_CHECKING, Any
+
 from hive.sink._batch import Batch, Dropped, LineFramer, first_message, last_message
 from hive.sink._messages import (
     ApiMessage,
@@ -24,12 +26,14 @@ from hive.sink._messages import (
 from hive.sink._sink import ContextUsage, FanOut, JsonlSink, MemorySink, Sink
 from hive.sink._wire import (
     MessageError,
-    converter,
     encode_message,
     parse_line,
     structure_message,
     unstructure_message,
 )
+
+if TYPE_CHECKING:
+    from hive.sink._wire import converter
 
 __all__ = [
     "ApiMessage",
@@ -67,3 +71,12 @@ __all__ = [
     "structure_message",
     "unstructure_message",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The cattrs converter is built on first use (see _wire).
+    if name == "converter":
+        from hive.sink import _wire
+
+        return _wire.converter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

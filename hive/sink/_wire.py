@@ -1,19 +1,25 @@
-"""The one cattrs converter for stream-json: typed messages to and from JSON objects.
+"""stream-json's typed messages to and from JSON objects: one cattrs converter, and a shortcut.
 
 Keys a type does not name go to its ``extra`` and come back out on unstructuring; block
 and message kinds not modelled become UnknownBlock / UnknownMessage holding the object.
+
+The converter (``converter``) is the reference, and it is built on first use: importing
+cattrs and generating its hooks costs more than a claude turn's own work in hive (which passes
+lines on unparsed and reads two or three of them), and each class's hooks are generated when
+that class is first met. Structuring tries a shortcut first: an object whose every field already
+has exactly the type the converter would make of it (as claude writes them) is built directly,
+which gives what the converter gives; anything else (a missing field, a value to coerce, one
+that is wrong) goes to the converter, which coerces it or says what is wrong.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-from cattrs.preconf.json import make_converter
 
 from hive.sink._messages import (
     ApiMessage,
@@ -36,6 +42,11 @@ from hive.sink._messages import (
     UserMessage,
 )
 
+if TYPE_CHECKING:
+    from cattrs.preconf.json import JsonConverter
+
+    converter: JsonConverter
+
 T = TypeVar("T")
 
 
@@ -43,84 +54,12 @@ class MessageError(ValueError):
     """A stream-json line that is not a JSON object of the shape its type requires."""
 
 
-converter = make_converter()
-
-
-def _passthrough(value: Any, _: Any) -> Any:
-    return value
-
-
-def _with_extra(cls: type[T], renames: Mapping[str, str] | None = None) -> None:
-    """Structure ``cls`` keeping unnamed keys in ``extra``; unstructure merging them back."""
-    renames = dict(renames or {})
-    overrides = {name: override(rename=wire) for name, wire in renames.items()}
-    structure_known = make_dict_structure_fn(cls, converter, extra=override(omit=True), **overrides)  # type: ignore[arg-type]
-    unstructure_known = make_dict_unstructure_fn(cls, converter, extra=override(omit=True), **overrides)  # type: ignore[arg-type]
-    wire_names = frozenset(renames.get(f.name, f.name) for f in attrs.fields(cls) if f.name != "extra")  # type: ignore[arg-type]
-
-    def structure(obj: Any, _: Any) -> T:
-        if not isinstance(obj, dict):
-            raise TypeError(f"expected a JSON object for {cls.__name__}, got {type(obj).__name__}")
-        known = {k: v for k, v in obj.items() if k in wire_names}
-        extra = {k: v for k, v in obj.items() if k not in wire_names}
-        value = structure_known(known, cls)
-        return attrs.evolve(value, extra=extra) if extra else value  # type: ignore[misc]
-
-    def unstructure(value: T) -> JsonObject:
-        out = unstructure_known(value)
-        extra: JsonObject = value.extra  # type: ignore[attr-defined]
-        return {**out, **extra} if extra else out
-
-    converter.register_structure_hook(cls, structure)
-    converter.register_unstructure_hook(cls, unstructure)
-
-
-converter.register_structure_hook(str | list[JsonObject] | None, _passthrough)
-
 _BLOCKS: dict[str, type[TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock]] = {
     "text": TextBlock,
     "thinking": ThinkingBlock,
     "tool_use": ToolUseBlock,
     "tool_result": ToolResultBlock,
 }
-
-
-def _structure_block(obj: Any, _: Any) -> ContentBlock:
-    if not isinstance(obj, dict):
-        raise TypeError(f"expected a content block object, got {type(obj).__name__}")
-    kind = obj.get("type")
-    cls = _BLOCKS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        return UnknownBlock(type=str(kind), data=obj)
-    return converter.structure(obj, cls)
-
-
-def _unstructure_block(block: ContentBlock) -> JsonObject:
-    if isinstance(block, UnknownBlock):
-        return block.data
-    return converter.unstructure(block, type(block))  # type: ignore[no-any-return]
-
-
-converter.register_structure_hook(ContentBlock, _structure_block)
-converter.register_unstructure_hook(ContentBlock, _unstructure_block)
-converter.register_unstructure_hook(UnknownBlock, lambda block: block.data)
-
-
-def _structure_user_content(obj: Any, _: Any) -> str | list[ContentBlock]:
-    if isinstance(obj, str):
-        return obj
-    if isinstance(obj, list):
-        return [_structure_block(item, None) for item in obj]
-    raise TypeError(f"user content must be a string or a list of blocks, got {type(obj).__name__}")
-
-
-converter.register_structure_hook(str | list[ContentBlock], _structure_user_content)
-converter.register_unstructure_hook(
-    str | list[ContentBlock],
-    lambda value: value if isinstance(value, str) else [_unstructure_block(b) for b in value],
-)
-
-# Registered after the hooks above: a generated hook captures the hooks of its fields' types.
 _PLAIN: tuple[type, ...] = (
     TextBlock,
     ThinkingBlock,
@@ -134,10 +73,251 @@ _PLAIN: tuple[type, ...] = (
     UserMessage,
     StreamEvent,
 )
-for _cls in _PLAIN:
-    _with_extra(_cls)
-_with_extra(SystemInit, {"permission_mode": "permissionMode"})
-_with_extra(ResultMessage, {"model_usage": "modelUsage"})
+_RENAMES: dict[type, dict[str, str]] = {
+    **{cls: {} for cls in _PLAIN},
+    SystemInit: {"permission_mode": "permissionMode"},
+    ResultMessage: {"model_usage": "modelUsage"},
+}
+"""Every class structured keeping unnamed keys in ``extra``, with its fields' names on the wire."""
+
+
+# -- the converter --------------------------------------------------------------------------------
+
+
+def __getattr__(name: str) -> Any:
+    if name == "converter":
+        return _converter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@cache
+def _converter() -> JsonConverter:
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+    from cattrs.preconf.json import make_converter
+
+    made = make_converter()
+
+    def passthrough(value: Any, _: Any) -> Any:
+        return value
+
+    def structure_hook(cls: type[T]) -> Callable[[Any, Any], T]:
+        """Structure ``cls`` keeping unnamed keys in ``extra``."""
+        renames = _RENAMES[cls]
+        overrides = {name: override(rename=wire) for name, wire in renames.items()}
+        structure_known = make_dict_structure_fn(cls, made, extra=override(omit=True), **overrides)  # type: ignore[arg-type]
+        wire_names = frozenset(renames.get(f.name, f.name) for f in attrs.fields(cls) if f.name != "extra")  # type: ignore[arg-type]
+
+        def structure(obj: Any, _: Any) -> T:
+            if not isinstance(obj, dict):
+                raise TypeError(f"expected a JSON object for {cls.__name__}, got {type(obj).__name__}")
+            known = {k: v for k, v in obj.items() if k in wire_names}
+            extra = {k: v for k, v in obj.items() if k not in wire_names}
+            value = structure_known(known, cls)
+            return attrs.evolve(value, extra=extra) if extra else value  # type: ignore[misc]
+
+        return structure
+
+    def unstructure_hook(cls: type[T]) -> Callable[[T], JsonObject]:
+        """Unstructure ``cls`` merging ``extra`` back in."""
+        overrides = {name: override(rename=wire) for name, wire in _RENAMES[cls].items()}
+        unstructure_known = make_dict_unstructure_fn(cls, made, extra=override(omit=True), **overrides)  # type: ignore[arg-type]
+
+        def unstructure(value: T) -> JsonObject:
+            out = unstructure_known(value)
+            extra: JsonObject = value.extra  # type: ignore[attr-defined]
+            return {**out, **extra} if extra else out
+
+        return unstructure
+
+    def structure_block(obj: Any, _: Any) -> ContentBlock:
+        if not isinstance(obj, dict):
+            raise TypeError(f"expected a content block object, got {type(obj).__name__}")
+        kind = obj.get("type")
+        cls = _BLOCKS.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            return UnknownBlock(type=str(kind), data=obj)
+        return made.structure(obj, cls)
+
+    def unstructure_block(block: ContentBlock) -> JsonObject:
+        if isinstance(block, UnknownBlock):
+            return block.data
+        return made.unstructure(block, type(block))  # type: ignore[no-any-return]
+
+    def structure_user_content(obj: Any, _: Any) -> str | list[ContentBlock]:
+        if isinstance(obj, str):
+            return obj
+        if isinstance(obj, list):
+            return [structure_block(item, None) for item in obj]
+        raise TypeError(f"user content must be a string or a list of blocks, got {type(obj).__name__}")
+
+    made.register_structure_hook(str | list[JsonObject] | None, passthrough)
+    made.register_structure_hook(ContentBlock, structure_block)
+    made.register_unstructure_hook(ContentBlock, unstructure_block)
+    made.register_unstructure_hook(UnknownBlock, lambda block: block.data)
+    made.register_structure_hook(str | list[ContentBlock], structure_user_content)
+    made.register_unstructure_hook(
+        str | list[ContentBlock],
+        lambda value: value if isinstance(value, str) else [unstructure_block(b) for b in value],
+    )
+    # A class's hooks are generated when it is first structured or unstructured, after every
+    # hook above is in place (a generated hook captures the hooks of its fields' types).
+    made.register_structure_hook_factory(lambda cls: cls in _RENAMES, structure_hook)
+    made.register_unstructure_hook_factory(lambda cls: cls in _RENAMES, unstructure_hook)
+    return made
+
+
+# -- the shortcut ---------------------------------------------------------------------------------
+
+
+class _Slow(Exception):
+    """The shortcut cannot build this exactly as the converter would: the converter decides."""
+
+
+Build = Callable[[Any], Any]
+
+
+def _exactly(kind: type) -> Build:
+    def build(value: Any) -> Any:
+        if type(value) is kind:
+            return value
+        raise _Slow
+
+    return build
+
+
+def _float(value: Any) -> float:
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        try:
+            return float(value)  # as the converter does
+        except OverflowError:
+            raise _Slow from None
+    raise _Slow
+
+
+def _optional(build: Build) -> Build:
+    def optional(value: Any) -> Any:
+        return None if value is None else build(value)
+
+    return optional
+
+
+def _object(value: Any) -> JsonObject:
+    if type(value) is dict and all(type(key) is str for key in value):
+        return dict(value)
+    raise _Slow
+
+
+def _list_of(build: Build) -> Build:
+    def list_of(value: Any) -> list[Any]:
+        if type(value) is list:
+            return [build(item) for item in value]
+        raise _Slow
+
+    return list_of
+
+
+def _objects_by_name(value: Any) -> dict[str, JsonObject]:
+    if type(value) is dict:
+        return {key: _object(item) for key, item in _object(value).items()}
+    raise _Slow
+
+
+def _text_or_objects(value: Any) -> str | list[JsonObject] | None:
+    if value is None or type(value) is str:
+        return value
+    return _list_of(_object)(value)  # type: ignore[no-any-return]
+
+
+def _block(value: Any) -> ContentBlock:
+    if not isinstance(value, dict):
+        raise _Slow
+    kind = value.get("type")
+    cls = _BLOCKS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return UnknownBlock(type=str(kind), data=value)
+    return _build(cls, value)
+
+
+def _user_content(value: Any) -> str | list[ContentBlock]:
+    if type(value) is str:
+        return value
+    return _list_of(_block)(value)  # type: ignore[no-any-return]
+
+
+def _nested(cls: type) -> Build:
+    return lambda value: _build(cls, value)
+
+
+# The fields' annotations, as written in _messages (a class with any other is always left to
+# the converter; a test checks that none is).
+_BUILDS: dict[str, Build] = {
+    "str": _exactly(str),
+    "int": _exactly(int),
+    "bool": _exactly(bool),
+    "float": _float,
+    "str | None": _optional(_exactly(str)),
+    "bool | None": _optional(_exactly(bool)),
+    "JsonObject": _object,
+    "list[str]": _list_of(_exactly(str)),
+    "list[str] | None": _optional(_list_of(_exactly(str))),
+    "list[JsonObject]": _list_of(_object),
+    "dict[str, JsonObject]": _objects_by_name,
+    "str | list[JsonObject] | None": _text_or_objects,
+    "list[ContentBlock]": _list_of(_block),
+    "str | list[ContentBlock]": _user_content,
+    "Usage | None": _optional(_nested(Usage)),
+    "ApiMessage": _nested(ApiMessage),
+    "UserContent": _nested(UserContent),
+}
+
+
+Plan = tuple[dict[str, tuple[str, Build]], frozenset[str]]
+"""A class's fields by their wire names (each with its name and how its value is built), and
+the names of those it requires."""
+
+
+def _plan(cls: type, renames: Mapping[str, str]) -> Plan | None:
+    fields: dict[str, tuple[str, Build]] = {}
+    required = set()
+    annotations: dict[str, str] = cls.__annotations__  # as written (a field's .type may be resolved)
+    for field in attrs.fields(cls):
+        if field.name == "extra":
+            continue
+        build = _BUILDS.get(annotations.get(field.name, ""))
+        if build is None:
+            return None
+        fields[renames.get(field.name, field.name)] = (field.name, build)
+        if field.default is attrs.NOTHING:
+            required.add(field.name)
+    return fields, frozenset(required)
+
+
+_PLANS: dict[type, Plan | None] = {cls: _plan(cls, renames) for cls, renames in _RENAMES.items()}
+
+
+def _build(cls: type[T], obj: Any) -> T:
+    """``obj`` as ``cls``, the converter's way, if every value has exactly its type; else _Slow."""
+    plan = _PLANS[cls]
+    if plan is None or type(obj) is not dict:
+        raise _Slow
+    fields, required = plan
+    known: dict[str, Any] = {}
+    extra: JsonObject = {}
+    for key, value in obj.items():
+        field = fields.get(key)
+        if field is None:
+            extra[key] = value
+        else:
+            known[field[0]] = field[1](value)
+    if not required <= known.keys():
+        raise _Slow
+    make: Callable[..., T] = cls
+    return make(**known, extra=extra)
+
+
+# -- the messages ---------------------------------------------------------------------------------
 
 _LINES: dict[str, type[StreamMessage]] = {
     "assistant": AssistantMessage,
@@ -160,8 +340,15 @@ def structure_message(obj: Any) -> StreamMessage:
             return UnknownMessage(type=str(kind), data=obj)
         cls = found
     try:
-        return converter.structure(obj, cls)
-    except (cattrs.BaseValidationError, TypeError, ValueError, KeyError) as exc:
+        return _build(cls, obj)
+    except _Slow:
+        pass
+    made = _converter()
+    from cattrs import BaseValidationError
+
+    try:
+        return made.structure(obj, cls)
+    except (BaseValidationError, TypeError, ValueError, KeyError) as exc:
         raise MessageError(f"malformed {kind} line: {_describe(exc)}") from None
 
 
@@ -169,7 +356,7 @@ def unstructure_message(message: StreamMessage) -> JsonObject:
     """The message as a JSON object, ``type`` (and ``subtype``) first, as claude writes them."""
     if isinstance(message, UnknownMessage):
         return message.data
-    obj: JsonObject = converter.unstructure(message, type(message))
+    obj: JsonObject = _converter().unstructure(message, type(message))
     head: JsonObject = {key: obj[key] for key in ("type", "subtype") if key in obj}
     return {**head, **obj}
 
@@ -190,6 +377,8 @@ def encode_message(message: StreamMessage | JsonObject) -> bytes:
 
 
 def _describe(exc: BaseException) -> str:
+    import cattrs
+
     if isinstance(exc, cattrs.BaseValidationError):
         return "; ".join(cattrs.transform_error(exc))
     return str(exc)
