@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
+from hive._unix import open_unix_listener
+from hive.bash.client import CallResult
+from hive.cli import for_operator
 from tests.conftest import DaemonHandle
+from tests.fake_bash_daemon import BAD_ANSWERS, fake_daemon
+from tests.test_daemon_restart import gated, make_gate, open_gate, sigkill, wait_pid_exit
 
-CLI_WITHIN = 60  # seconds for a whole test's CLI runs; each is a fresh interpreter importing trio and mcp
+CLI_WITHIN = 60  # seconds for a whole test's CLI runs, each a fresh interpreter
 
 
 async def hive(*args: str) -> subprocess.CompletedProcess[bytes]:
@@ -197,9 +207,10 @@ async def test_errors_exit_1_with_a_message_on_stderr(daemon: DaemonHandle) -> N
     assert str(absent) in err
     assert "Traceback" not in err
 
-    assert negative.returncode == 1
+    # A bad flag is a usage error, said in the CLI's terms before the daemon is asked.
+    assert negative.returncode == 2
     assert negative.stdout == b""
-    assert "wait_seconds must not be negative" in negative.stderr.decode()
+    assert "argument --wait: '-1' is negative" in negative.stderr.decode()
 
 
 async def test_help() -> None:
@@ -213,3 +224,238 @@ async def test_help() -> None:
     run_help = ok_text(run)
     for option in ("--name", "--timeout", "--wait", "--json", "--socket", "CMD"):
         assert option in run_help
+
+
+def one_line_error(done: subprocess.CompletedProcess[bytes]) -> str:
+    """The CLI failed as it should: exit 1, nothing on stdout, one line ``hive: ...`` on stderr."""
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert done.stdout == b""
+    assert err.startswith("hive: "), err
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert "Traceback" not in err
+    return err
+
+
+async def test_errors_name_the_cli_flags_and_commands(daemon: DaemonHandle) -> None:
+    sock = str(daemon.socket)
+    async with daemon.running(agent=False):
+        with trio.fail_after(CLI_WITHIN):
+            held = ok_json(
+                await hive(
+                    "bash", "run", "sleep 60", "--name", "held", "--wait", "0", "--json", "--socket", sock
+                )
+            )
+            assert held["id"] == "held"
+            wait, timeout, name, nan, busy, unknown = await hive_all(
+                ["bash", "run", "true", "--wait", "-1", "--socket", sock],
+                ["bash", "run", "true", "--timeout", "0", "--socket", sock],
+                ["bash", "run", "true", "--name", "no spaces", "--socket", sock],
+                ["bash", "status", "held", "--wait", "nan", "--socket", sock],
+                ["bash", "run", "true", "--name", "held", "--socket", sock],
+                ["bash", "status", "no-such-task", "--socket", sock],
+            )
+            ok_json(await hive("bash", "stop", "held", "--json", "--socket", sock))
+    for done, flag in ((wait, "--wait"), (timeout, "--timeout"), (name, "--name"), (nan, "--wait")):
+        err = done.stderr.decode()
+        assert done.returncode == 2, err
+        assert f"error: argument {flag}: " in err
+        for mcp_term in ("wait_seconds", "timeout_secs"):
+            assert mcp_term not in err
+    # Refusals that only the daemon can make come back in the CLI's terms too.
+    err = one_line_error(busy)
+    assert "name 'held' is held by a task that is still running" in err
+    assert "`hive bash status held --wait 30`" in err
+    assert "`hive bash stop held`" in err
+    assert "wait_seconds" not in err and "stop('held')" not in err
+    err = one_line_error(unknown)
+    assert "no task has id 'no-such-task'" in err
+    assert "`hive bash ls` shows every known task" in err
+    assert "`list`" not in err
+
+
+async def test_run_wait_0_tells_the_operator_what_to_do_and_promises_no_wake(daemon: DaemonHandle) -> None:
+    """The daemon's answer is for the agent (its tools, its wake); this daemon has no agent socket."""
+    sock = str(daemon.socket)
+    async with daemon.running(agent=False):
+        with trio.fail_after(CLI_WITHIN):
+            text = ok_text(
+                await hive("bash", "run", "true", "--name", "quick", "--wait", "0", "--socket", sock)
+            )
+            ended = ok_json(await hive("bash", "status", "quick", "--wait", "10", "--json", "--socket", sock))
+    lines = text.splitlines()
+    assert lines[0] == "task started: id=quick"
+    assert "`hive bash status quick --wait 30` waits for it, `hive bash stop quick` ends it." in text
+    assert f"stdout: {daemon.task_file('quick', '.out')}" in lines
+    assert f"stderr: {daemon.task_file('quick', '.err')}" in lines
+    assert "wake" not in text.lower()
+    assert "wait_seconds" not in text and "status('quick'" not in text
+    assert ended["state"] == "done"
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ANSWERS))
+async def test_a_bad_answer_is_one_line_and_exit_1(short_tmp: Path, case: str) -> None:
+    script, says = BAD_ANSWERS[case]
+    path = short_tmp / "fake.sock"
+    with trio.fail_after(CLI_WITHIN):
+        async with fake_daemon(path, script):
+            listed, ran = await hive_all(
+                ["bash", "ls", "--socket", str(path)],
+                ["bash", "run", "true", "--json", "--socket", str(path)],
+            )
+    for done in (listed, ran):
+        err = one_line_error(done)
+        assert says in err
+        assert str(path) in err
+
+
+@asynccontextmanager
+async def spying_proxy(path: Path, upstream: Path, called: trio.Event) -> AsyncIterator[None]:
+    """Relay connections on ``path`` to ``upstream``; ``called`` is set once a tools/call has gone up."""
+
+    async def relay(client: trio.SocketStream) -> None:
+        server = await trio.open_unix_socket(os.fspath(upstream))
+        async with client, server, trio.open_nursery() as nursery:
+
+            async def up() -> None:
+                seen = b""
+                async for data in client:
+                    await server.send_all(data)
+                    seen += data
+                    if b'"tools/call"' in seen:
+                        called.set()
+                nursery.cancel_scope.cancel()
+
+            async def down() -> None:
+                try:
+                    async for data in server:
+                        await client.send_all(data)
+                except trio.BrokenResourceError:
+                    pass  # the daemon was killed
+                nursery.cancel_scope.cancel()  # and so the client's connection closes
+
+            nursery.start_soon(up)
+            nursery.start_soon(down)
+
+    async with open_unix_listener(path) as listener, trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, relay, [listener])
+        yield
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_daemon_that_goes_away_mid_call_is_one_line_and_exit_1(daemon: DaemonHandle) -> None:
+    sock = str(daemon.socket)
+    proxy = daemon.root / "proxy.sock"
+    gate = make_gate(daemon.root)
+    called = trio.Event()
+    waited: list[subprocess.CompletedProcess[bytes]] = []
+
+    async def wait_through_proxy() -> None:
+        waited.append(await hive("bash", "status", "gated", "--wait", "30", "--socket", str(proxy)))
+
+    with trio.fail_after(CLI_WITHIN):
+        async with daemon.running(agent=False, stop=False) as process:
+            ok_json(
+                await hive(
+                    "bash", "run", gated(gate), "--name", "gated", "--wait", "0", "--json", "--socket", sock
+                )
+            )
+            pid = ok_json(await hive("bash", "status", "gated", "--json", "--socket", sock))["pid"]
+            async with spying_proxy(proxy, daemon.socket, called), trio.open_nursery() as nursery:
+                nursery.start_soon(wait_through_proxy)
+                await called.wait()
+                await sigkill(process)  # the daemon dies while `status --wait 30` waits for its answer
+        open_gate(gate)  # the task outlives its daemon, as tasks do; let it end
+        await wait_pid_exit(pid)
+    err = one_line_error(waited[0])
+    assert f"hive-bash-daemon at {proxy} closed the connection before answering" in err
+
+
+async def test_the_bash_commands_import_neither_the_mcp_sdk_nor_the_daemon(daemon: DaemonHandle) -> None:
+    """`hive bash` starts in the time of a bare interpreter: none of the heavy imports on its path."""
+    script = (
+        "import json, sys\n"
+        "from hive.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    sock = str(daemon.socket)
+    async with daemon.running(agent=False):
+        with trio.fail_after(CLI_WITHIN):
+            runs = [
+                await trio.run_process(
+                    [sys.executable, "-c", script, "bash", *argv, "--socket", sock],
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                )
+                for argv in (["ls"], ["run", "true"], ["status", "no-such-task"])
+            ]
+    heavy_roots = {"mcp", "mcp_types", "pydantic", "anyio", "trio", "attrs", "attr", "cattrs"}
+    heavy_hive = (
+        "hive.bash.daemon",
+        "hive.bash._server",
+        "hive.bash._tools",
+        "hive.bash._tasks",
+        "hive.turn",
+    )
+    for done in runs:
+        modules = json.loads(done.stderr.decode().splitlines()[-1])
+        assert "hive.bash.client" in modules
+        heavy = [m for m in modules if m.split(".")[0] in heavy_roots or m.startswith(heavy_hive)]
+        assert heavy == []
+    assert runs[0].returncode == 0
+    assert runs[1].returncode == 0
+    assert runs[2].returncode == 1
+
+
+def test_a_started_answer_never_promises_the_operator_a_wake() -> None:
+    """Even when the daemon's answer names the wake (it goes to the agent, if to anyone)."""
+    answer = CallResult(
+        "task started: id=x\nIt runs in the background; you will be woken by a message from bash-task-x "
+        "when it ends. status('x', wait_seconds=30) waits for it, stop('x') ends it.\nstdout: /o\nstderr: /e",
+        {
+            "id": "x",
+            "state": "running",
+            "stdout_path": "/o",
+            "stderr_path": "/e",
+            "wake": "bash-task-x",
+            "previous": {"id": "x", "state": "done", "exit_code": 3},
+        },
+    )
+    assert for_operator(answer).splitlines() == [
+        "(the previous task named x had ended: done, exit code 3)",
+        "task started: id=x",
+        "It runs in the background: `hive bash status x --wait 30` waits for it, `hive bash stop x` ends it.",
+        "stdout: /o",
+        "stderr: /e",
+    ]
+
+
+def test_a_running_tasks_status_says_what_to_do_in_cli_terms_and_keeps_its_output() -> None:
+    agent_words = (
+        "It runs in the background; you will be woken by a message from bash-task-x when it ends. "
+        "status('x', wait_seconds=30) waits for it, stop('x') ends it."
+    )
+    answer = CallResult(
+        "\n".join(
+            [
+                "task x: running for 1.00 s",
+                "$ ./build.sh",
+                agent_words,
+                "--- stdout (40 bytes; whole output: /o) ---",
+                agent_words,  # the task's own output, whatever it says, is shown as it is
+                "--- stderr (0 bytes; whole output: /e) ---",
+            ]
+        ),
+        {"id": "x", "state": "running", "stdout": {"tail": agent_words + "\n"}},
+    )
+    assert for_operator(answer).splitlines() == [
+        "task x: running for 1.00 s",
+        "$ ./build.sh",
+        "It runs in the background: `hive bash status x --wait 30` waits for it, `hive bash stop x` ends it.",
+        "--- stdout (40 bytes; whole output: /o) ---",
+        agent_words,
+        "--- stderr (0 bytes; whole output: /e) ---",
+    ]

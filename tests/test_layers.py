@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 HIVE = Path(__file__).resolve().parent.parent / "hive"
@@ -54,20 +55,30 @@ def test_every_module_keeps_to_its_layer() -> None:
     assert checked >= 10
 
 
-def test_the_relay_imports_only_the_standard_library() -> None:
-    tree = ast.parse((HIVE / "bash" / "relay.py").read_text())
-    imported = {
-        alias.name.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-    }
-    imported |= {
-        node.module.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
-    }
-    imported.discard("__future__")
-    import sys
+def imported_roots(path: Path, *, on_import: bool = False) -> set[str]:
+    """The top-level packages ``path`` imports, and the hive modules by their full names.
 
+    With ``on_import``, only what importing the module runs: its top-level statements, not
+    functions' own imports nor ``if TYPE_CHECKING:`` blocks.
+    """
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if on_import else list(ast.walk(tree))
+    names = {alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names}
+    names |= {
+        node.module for node in nodes if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+    }
+    return {name if name.startswith("hive") else name.split(".")[0] for name in names} - {"__future__"}
+
+
+def test_the_relay_imports_only_the_standard_library() -> None:
+    imported = imported_roots(HIVE / "bash" / "relay.py")
     assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+
+
+def test_the_cli_client_imports_only_the_standard_library() -> None:
+    """`hive bash` must start fast: its client speaks MCP itself, without the SDK, and imports
+    Trio only in the functions of its Trio flavour."""
+    imported = imported_roots(HIVE / "bash" / "client.py", on_import=True)
+    allowed = set(sys.stdlib_module_names) | {"hive", "hive.bash._errors"}
+    assert imported <= allowed, imported - allowed
+    assert imported_roots(HIVE / "bash" / "_errors.py") <= set(sys.stdlib_module_names)
