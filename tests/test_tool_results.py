@@ -6,7 +6,6 @@ from typing import Any
 
 import jsonschema
 import mcp_types as types
-import pytest
 
 from hive.bash._tools import TOOLS
 from tests.conftest import DaemonHandle, call, structured, text_of
@@ -69,11 +68,6 @@ async def test_every_structured_result_carries_the_texts_guidance(daemon: Daemon
             assert content["error"] in ("UnknownTask", "BadArgument")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hive/bash/_server.py builds the tools/list entries and does not yet pass "
-    "ToolSpec.output_schema as types.Tool(output_schema=...)",
-)
 async def test_tools_list_carries_each_tools_output_schema_and_the_sdk_client_validates_against_it(
     daemon: DaemonHandle,
 ) -> None:

@@ -30,7 +30,12 @@ INSTRUCTIONS = (
 def make_mcp_server(tools: BashTools) -> Server[Any]:
     listing = types.ListToolsResult(
         tools=[
-            types.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema)
+            types.Tool(
+                name=spec.name,
+                description=spec.description,
+                input_schema=spec.input_schema,
+                output_schema=spec.output_schema,
+            )
             for spec in TOOLS
         ]
     )
