@@ -22,7 +22,7 @@ def check(tool: str, result: types.CallToolResult) -> dict[str, Any]:
 
 
 async def test_every_structured_result_carries_the_texts_guidance(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), daemon.session() as session:
+    async with daemon.running(), daemon.session() as session:
         # A `run` that outlives its wait: the message is the text, wake and all.
         result = await call(session, "run", cmd="sleep 30", name="slow", wait_seconds=0)
         started = check("run", result)
@@ -66,6 +66,18 @@ async def test_every_structured_result_carries_the_texts_guidance(daemon: Daemon
             content = check(tool, error)
             assert content["message"] == text_of(error)
             assert content["error"] in ("UnknownTask", "BadArgument")
+
+
+async def test_a_daemon_without_an_agent_socket_promises_no_wake(daemon: DaemonHandle) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        result = await call(session, "run", cmd="sleep 30", name="quiet", wait_seconds=0)
+        started = check("run", result)
+        assert started["wake"] is None and "woken" not in started["message"]
+        assert "no wake will follow" in started["message"]
+        assert "status('quiet', wait_seconds=30)" in started["message"]
+        running = check("status", await call(session, "status", id="quiet"))
+        assert "no wake will follow" in running["message"] and "woken" not in running["message"]
+        check("stop", await call(session, "stop", id="quiet"))
 
 
 async def test_tools_list_carries_each_tools_output_schema_and_the_sdk_client_validates_against_it(

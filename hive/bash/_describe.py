@@ -21,8 +21,15 @@ def shown_cmd(cmd: str, where: str = "its .cmd file") -> str:
     return f"{cmd[:CMD_SHOWN]}… [cut: {len(cmd.encode())} bytes in all; the whole command is in {where}]"
 
 
-def still_running(task_id: str) -> str:
-    """What to do about a task that has not ended yet: the same words in text and structured content."""
+def still_running(task_id: str, *, wakes: bool = True) -> str:
+    """What to do about a task that has not ended yet: the same words in text and structured content.
+    ``wakes``: whether the daemon has an agent socket to send the end to."""
+    if not wakes:
+        return (
+            "It runs in the background. No agent socket is configured (--agent-socket), so no wake "
+            f"will follow: status({task_id!r}, wait_seconds=30) waits for its end, stop({task_id!r}) "
+            "ends it, and until you have seen its end it stays in mcp-loose-ends/."
+        )
     return (
         f"It runs in the background; you will be woken by a message from bash-task-{task_id} when it ends. "
         f"status({task_id!r}, wait_seconds=30) waits for it, stop({task_id!r}) ends it."
@@ -74,7 +81,7 @@ def wake_body(record: TaskRecord, stdout: str) -> str:
 
 
 def describe_status(
-    record: TaskRecord, out: Tail, err: Tail, now: float, cmd_path: str | None = None
+    record: TaskRecord, out: Tail, err: Tail, now: float, cmd_path: str | None = None, *, wakes: bool = True
 ) -> tuple[str, dict[str, Any]]:
     """The full status: text for the agent and the same as structured content.
 
@@ -86,7 +93,7 @@ def describe_status(
     guidance = [f"task {r.id}: {headline(r, now)}"]
     guidance += [f"note: {note}" for note in r.notes]
     if not r.state.final:
-        guidance.append(still_running(r.id))
+        guidance.append(still_running(r.id, wakes=wakes))
     cmd = shown_cmd(r.cmd, cmd_path or "its .cmd file")
     structured: dict[str, Any] = {
         "id": r.id,

@@ -91,7 +91,10 @@ _STATUS_REQUIRED = ["id", "state", "exit_code", "duration_secs", "cmd", "stdout"
 _STARTED_PROPERTIES: dict[str, Any] = {
     "stdout_path": {"type": "string"},
     "stderr_path": {"type": "string"},
-    "wake": {"type": "string", "description": "Who will wake you when the task ends: bash-task-<id>."},
+    "wake": {
+        "type": ["string", "null"],
+        "description": "Who will wake you when the task ends: bash-task-<id>; null when no wake will follow.",
+    },
     "previous": {
         "type": "object",
         "description": "The earlier task of the same name, whose end you had not been told yet.",
@@ -291,20 +294,22 @@ def status_of(manager: TaskManager, task: Task, now: float) -> ToolResult:
     out = read_tail(manager.store.out_path(task.id))
     err = read_tail(manager.store.err_path(task.id))
     cmd_path = str(manager.store.cmd_path(task.id))
-    text, structured = describe_status(task.record, out, err, now, cmd_path)
+    wakes = manager.courier.agent_socket is not None
+    text, structured = describe_status(task.record, out, err, now, cmd_path, wakes=wakes)
     return ToolResult(text, structured)
 
 
 def _started(task: Task, manager: TaskManager) -> ToolResult:
     tid = task.id
     out, err = manager.store.out_path(tid), manager.store.err_path(tid)
-    text = f"task started: id={tid}\n{still_running(tid)}\nstdout: {out}\nstderr: {err}"
+    wakes = manager.courier.agent_socket is not None
+    text = f"task started: id={tid}\n{still_running(tid, wakes=wakes)}\nstdout: {out}\nstderr: {err}"
     structured = {
         "id": tid,
         "state": "running",
         "stdout_path": str(out),
         "stderr_path": str(err),
-        "wake": f"bash-task-{tid}",
+        "wake": f"bash-task-{tid}" if wakes else None,
         "message": text,
     }
     return ToolResult(text, structured)
