@@ -1,13 +1,33 @@
-"""Process-level helpers for bash tasks: the wrapper, process groups, pid identity, exit waits."""
+"""Process-level helpers for bash tasks: the wrapper, a task's processes, pid identity, exit waits.
+
+A task's processes are all of its descendants, not only its process group: a process that
+`setsid`s, moves to a new group or double-forks leaves the group but keeps the task's tag
+(``HIVE_BASH_TASK=<id>:<serial>`` in its environment, inherited by every descendant and
+readable in ``/proc/<pid>/environ`` by the same uid, even after a daemon restart). The
+daemon is also the child subreaper (`become_subreaper`), so such a process, once orphaned,
+is re-parented to the daemon rather than to init, and the daemon reaps it
+(`reap_orphans`). Everything here that reads ``/proc`` is blocking: run it in a worker
+thread.
+
+(A cgroup v2 per task would hold every descendant without a scan; it needs a writable v2
+hierarchy, which these machines do not have: /sys/fs/cgroup is v1. The tag and the
+subreaper are the path that is built and tested.)
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
+import logging
 import os
+import select
 import shutil
 import signal
 import subprocess
+import threading
+import time
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 import attrs
@@ -41,10 +61,39 @@ WRAPPER = (
     'rc=$?; printf \'%s\\n\' "$rc" >&"$__hive_fd"'
 )
 WRAPPER_ARGV0 = "bash"
+TASK_TAG = "HIVE_BASH_TASK"
+"""The environment variable that marks every process of a task: ``<id>:<serial>``."""
+
+log = logging.getLogger(__name__)
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+# The wrappers this daemon started and has not reaped yet: `reap_orphans` leaves them to
+# `Child.wait`. Held across the fork, so a wrapper is in the set before anyone can see it.
+_spawned_lock = threading.Lock()
+_spawned: set[int] = set()
 
 
 def wrapper_mark(serial: str) -> str:
     return f"hive-bash-task:{serial}"
+
+
+def task_tag(task_id: str, serial: str) -> str:
+    """The value of ``HIVE_BASH_TASK`` in the environment of every process of this task."""
+    return f"{task_id}:{serial}"
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper: orphaned descendants are re-parented to it.
+
+    They must then be reaped here (`reap_orphans`). False, with a warning, where prctl fails.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        log.warning("cannot become the child subreaper: %s", os.strerror(err))
+        return False
+    return True
 
 
 class SpawnError(BashError, OSError):
@@ -75,29 +124,44 @@ class Child:
         finally:
             os.close(self.pidfd)
         # It has exited, so this reaps it at once.
-        return self.popen.wait()
+        returncode = self.popen.wait()
+        with _spawned_lock:
+            _spawned.discard(self.pid)
+        return returncode
 
 
 def spawn_task(
-    *, cmd_fd: int, exit_fd: int, exit_file: Path, mark: str, cwd: Path, stdout: int, stderr: int
+    *,
+    cmd_fd: int,
+    exit_fd: int,
+    exit_file: Path,
+    mark: str,
+    tag: str,
+    cwd: Path,
+    stdout: int,
+    stderr: int,
 ) -> Child:
     """Start the command that ``cmd_fd`` holds under the wrapper, leading a new session.
 
     ``cmd_fd`` is read from its current offset to its end; ``exit_fd`` receives the exit
     status; the output goes to ``stdout`` and ``stderr``. Blocking (fork and exec): call it
     from a worker thread, as trio's own open_process does. A failure is a :class:`SpawnError`.
+    ``tag`` goes into the environment as ``HIVE_BASH_TASK`` (see `task_tag`).
     """
     bash = bash_path()
     try:
-        popen = subprocess.Popen(
-            [bash, "-c", WRAPPER, WRAPPER_ARGV0, str(exit_file), str(exit_fd), mark],
-            stdin=cmd_fd,
-            stdout=stdout,
-            stderr=stderr,
-            pass_fds=(exit_fd,),
-            cwd=cwd,
-            start_new_session=True,
-        )
+        with _spawned_lock:
+            popen = subprocess.Popen(
+                [bash, "-c", WRAPPER, WRAPPER_ARGV0, str(exit_file), str(exit_fd), mark],
+                stdin=cmd_fd,
+                stdout=stdout,
+                stderr=stderr,
+                pass_fds=(exit_fd,),
+                cwd=cwd,
+                env={**os.environ, TASK_TAG: tag},
+                start_new_session=True,
+            )
+            _spawned.add(popen.pid)
     except OSError as exc:
         if exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
             what = f"its working directory {cwd}"
@@ -148,6 +212,189 @@ def group_members(pgid: int) -> list[int]:
             if fields is not None and fields[0] != b"Z" and int(fields[2]) == pgid:
                 members.append(int(entry.name))
     return members
+
+
+@attrs.frozen
+class ProcInfo:
+    """One process as ``/proc`` showed it."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    zombie: bool
+    start_time: int
+    tag: str | None
+    """Its ``HIVE_BASH_TASK``, if it is the daemon's uid's and has one."""
+
+
+def snapshot(*, read_tags: bool = True) -> list[ProcInfo]:
+    """Every process on the machine, with the task tag of those of this uid (blocking)."""
+    uid = os.getuid()
+    prefix = f"{TASK_TAG}=".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(entry.name)
+        if fields is None:
+            continue
+        zombie = fields[0] == b"Z"
+        tag = None
+        if read_tags and not zombie:
+            tag = _tag_of(entry.name, uid, prefix)
+        found.append(
+            ProcInfo(
+                pid=int(entry.name),
+                ppid=int(fields[1]),
+                pgid=int(fields[2]),
+                zombie=zombie,
+                start_time=int(fields[19]),
+                tag=tag,
+            )
+        )
+    return found
+
+
+def _tag_of(pid: str, uid: int, prefix: bytes) -> str | None:
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != uid:
+            return None
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+    except OSError:
+        return None
+    for item in environ.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix) :].decode(errors="replace")
+    return None
+
+
+def members(procs: Iterable[ProcInfo], tag: str, pgid: int | None) -> list[ProcInfo]:
+    """The live processes of one task: those carrying its tag, those in its process group
+    ``pgid`` (its wrapper's pid), and every descendant of either (a process that cleared
+    its environment but is still below one that did not)."""
+    me = os.getpid()
+    live = [p for p in procs if not p.zombie and p.pid != me]
+    chosen = {p.pid: p for p in live if p.tag == tag or (pgid is not None and p.pgid == pgid)}
+    children: dict[int, list[ProcInfo]] = {}
+    for p in live:
+        children.setdefault(p.ppid, []).append(p)
+    stack = list(chosen)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child.pid not in chosen:
+                chosen[child.pid] = child
+                stack.append(child.pid)
+    return sorted(chosen.values(), key=lambda p: p.pid)
+
+
+def task_processes(tag: str, pgid: int | None) -> list[ProcInfo]:
+    """The live processes of one task (blocking: a scan of /proc)."""
+    return members(snapshot(), tag, pgid)
+
+
+def signal_processes(procs: Iterable[ProcInfo], sig: signal.Signals) -> list[int]:
+    """Send ``sig`` to each process that is still the one the scan saw; the pids signalled.
+
+    Through a pidfd, so a pid reused since the scan is never signalled.
+    """
+    signalled = []
+    for proc in procs:
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except OSError:
+            continue
+        try:
+            if is_same_process(proc.pid, proc.start_time):
+                signal.pidfd_send_signal(fd, sig)
+                signalled.append(proc.pid)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return signalled
+
+
+def signal_escaped(tag: str, pgid: int, sig: signal.Signals) -> list[int]:
+    """Send ``sig`` to the task's processes outside its group (the group had it by `signal_group`)."""
+    return signal_processes((p for p in task_processes(tag, pgid) if p.pgid != pgid), sig)
+
+
+def kill_task(tag: str, pgid: int, *, settle: float = 1.0, rounds: int = 5) -> tuple[bool, list[int]]:
+    """SIGKILL every process of the task, and again any that a dying one forked meanwhile.
+
+    Whether the group took it, and the pids killed one by one (blocking: scans of /proc,
+    and up to ``settle`` seconds per round while the killed ones die).
+    """
+    group = False
+    killed: set[int] = set()
+    for _ in range(rounds):
+        group = signal_group(pgid, signal.SIGKILL) or group
+        procs = task_processes(tag, pgid)
+        if not procs:
+            break
+        killed.update(signal_processes(procs, signal.SIGKILL))
+        _wait_gone(procs, settle)
+    return group, sorted(killed)
+
+
+def _wait_gone(procs: Collection[ProcInfo], seconds: float) -> None:
+    fds = []
+    try:
+        for proc in procs:
+            with contextlib.suppress(OSError):
+                fds.append(os.pidfd_open(proc.pid))
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        pending = len(fds)
+        deadline = time.monotonic() + seconds
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            for fd, _event in poller.poll(left * 1000):
+                poller.unregister(fd)
+                pending -= 1
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+async def wait_gone(procs: Iterable[ProcInfo]) -> None:
+    """Wait until every one of these processes has exited (a zombie counts as exited)."""
+    for proc in procs:
+        await wait_pidfd(proc.pid, proc.start_time)
+
+
+def reap_orphans(procs: Iterable[ProcInfo]) -> list[int]:
+    """Reap the zombies re-parented to this daemon (the subreaper); the pids reaped.
+
+    Only those: a wrapper this daemon started is reaped by `Child.wait`, which needs its exit
+    status, so the set of those is checked under the lock that `spawn_task` holds across the
+    fork. The daemon starts no other children.
+    """
+    me = os.getpid()
+    reaped = []
+    with _spawned_lock:
+        for proc in procs:
+            if proc.zombie and proc.ppid == me and proc.pid not in _spawned:
+                with contextlib.suppress(ChildProcessError):
+                    pid, _status = os.waitpid(proc.pid, os.WNOHANG)
+                    if pid == proc.pid:
+                        reaped.append(pid)
+    return reaped
+
+
+def scan_tasks(tags: Mapping[str, int | None], *, reap: bool) -> dict[str, list[ProcInfo]]:
+    """One scan of /proc for several tasks (tag -> process group): each one's live processes.
+
+    With ``reap``, orphans re-parented to the daemon are reaped in the same pass.
+    """
+    procs = snapshot(read_tags=bool(tags))
+    if reap:
+        reap_orphans(procs)
+    return {tag: members(procs, tag, pgid) for tag, pgid in tags.items()}
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> bool:

@@ -200,6 +200,14 @@ class TaskStore:
     def loose_end_path(self, task_id: str) -> Path:
         return self.loose_ends_dir / f"bash-task-{task_id}.json"
 
+    def output_size(self, task_id: str) -> int:
+        """The bytes in ``task_id``'s stdout and stderr together (0 for a file that is not there)."""
+        total = 0
+        for path in (self.out_path(task_id), self.err_path(task_id)):
+            with contextlib.suppress(OSError):
+                total += os.stat(path).st_size
+        return total
+
     def has_space(self) -> bool:
         """Whether the disk holding the task files has any room left."""
         try:

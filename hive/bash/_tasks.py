@@ -26,8 +26,9 @@ from hive.bash import _procs
 from hive.bash._courier import WakeCourier
 from hive.bash._describe import wake_body
 from hive.bash._errors import BadArgument, DiskError, NameBusy, UnknownTask
-from hive.bash._model import Event, Exited, Spawned, StopBegun, StopReason, TaskState, Vanished, advance
+from hive.bash._model import Event, Exited, Spawned, TaskState, Vanished, advance
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
+from hive.bash._stopping import FILLED_UP, Stopper
 from hive.bash._store import TaskStore, read_tail
 from hive.wake import Wake
 
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 WAKE_STDOUT_BYTES = 2048
-_FILLED_UP = "the disk holding {} filled up while it ran; its output may be cut short"
 
 
 @attrs.frozen
@@ -44,6 +44,8 @@ class TaskSettings:
     kill_grace: float = 10.0
     max_output_bytes: int = 5 * 1024**3
     output_check_interval: float = 1.0
+    reap_orphans: bool = False
+    """The daemon is the child subreaper: reap the orphans re-parented to it (see `_procs`)."""
 
 
 @attrs.define(eq=False)
@@ -80,6 +82,7 @@ class TaskManager:
     tasks: dict[str, Task] = attrs.field(factory=dict)
     _nursery: trio.Nursery | None = None
     clock: Callable[[], float] = time.time
+    stopper: Stopper = attrs.field(init=False, default=attrs.Factory(Stopper, takes_self=True))
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -191,6 +194,7 @@ class TaskManager:
                     exit_fd=files.exit,
                     exit_file=store.exit_path(record.id),
                     mark=_procs.wrapper_mark(record.serial),
+                    tag=_procs.task_tag(record.id, record.serial),
                     cwd=self.settings.workdir,
                     stdout=files.out,
                     stderr=files.err,
@@ -309,96 +313,45 @@ class TaskManager:
                 # A stop was under way when the previous daemon went down: finish it.
                 if task.record.stop_started_at is None:
                     self._apply(task, stop_started_at=self.clock())
-                stoppers.start_soon(self._finish_stop, task)
+                stoppers.start_soon(self.stopper.finish, task)
             timeout = task.record.timeout_secs
             deadline = trio.CancelScope()
             if timeout is not None:
-                stoppers.start_soon(self._deadline, task, timeout, deadline)
+                stoppers.start_soon(self.stopper.deadline, task, timeout, deadline)
             returncode = await wait_exit()
             task.exited.set()
             deadline.cancel()
         task.supervisor = None
         await self._finish(task, returncode)
-
-    async def _deadline(self, task: Task, seconds: float, scope: trio.CancelScope) -> None:
-        with scope:
-            started = task.record.started_at or task.record.created_at
-            await trio.sleep(max(0.0, started + seconds - self.clock()))
-            self._begin_stop(task, StopReason.TIMEOUT)
+        self.stopper.ended(task)
 
     async def _watch_running(self) -> None:
-        """Every interval: save the records that changed, and check each running task's output
-        against the cap and its disk for space.
+        """Every interval: check the running tasks (the output cap, the disk) and what ended
+        tasks left behind (see `Stopper.survey`), and save the records that changed.
 
         File growth cannot be awaited without a wake-up per write, so this is a timer: one
-        stat per running task per interval, whatever the output's size, and one timer for
-        all tasks.
+        worker-thread hop per interval for all tasks, whatever the output's size.
         """
         assert self._nursery is not None
         while True:
             await trio.sleep(self.settings.output_check_interval)
-            disk_full = _disk_full(self.store.tasks_dir)
+            await self.stopper.survey()
             for task in list(self.tasks.values()):
-                if task.supervisor is not None and not task.exited.is_set():
-                    self._check_running(task, disk_full)
                 # Includes a save that failed earlier (a full disk): it is tried again.
                 if task.record_dirty and not task.write_lock.locked():
                     self._nursery.start_soon(self._persist, task)
 
-    def _check_running(self, task: Task, disk_full: bool) -> None:
-        if task.record.pid is not None and task.record.pid_start_time is None:
-            # Off the spawn path: reading /proc/<pid>/stat can wait on the child's exec.
-            self._apply(task, pid_start_time=_procs.start_time(task.record.pid))
-        cap = self.settings.max_output_bytes
-        size = _size(self.store.out_path(task.id)) + _size(self.store.err_path(task.id))
-        if size > cap and task.record.stop_reason is None:
-            self._note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
-            self._begin_stop(task, StopReason.OUTPUT_CAP)
-        if disk_full:
-            self._note(task, _FILLED_UP.format(self.store.tasks_dir))
-
     def request_stop(self, task: Task) -> bool:
         """Begin stopping a running task; False if it is not running or already stopping."""
-        return self._begin_stop(task, StopReason.REQUESTED)
-
-    def _begin_stop(self, task: Task, reason: StopReason) -> bool:
-        if (
-            task.final
-            or task.exited.is_set()
-            or task.record.stop_reason is not None
-            or task.supervisor is None
-        ):
-            return False
-        # Recorded before anything awaits, so a second stop (a deadline during a requested
-        # stop, say) finds this one under way and leaves it be.
-        self._apply(task, StopBegun(reason), stop_started_at=self.clock())
-        pgid = task.record.pid
-        assert pgid is not None
-        if _procs.signal_group(pgid, signal.SIGINT):
-            self._apply(task, signals=(*task.record.signals, "SIGINT"))
-        task.supervisor.start_soon(self._finish_stop, task)
-        return True
-
-    async def _finish_stop(self, task: Task) -> None:
-        """After the SIGINT: SIGKILL the group if any of it is still alive when the grace ends."""
-        await self._persist(task)
-        pgid = task.record.pid
-        assert pgid is not None and task.record.stop_started_at is not None
-        grace_ends = task.record.stop_started_at + self.settings.kill_grace
-        with trio.move_on_after(max(0.0, grace_ends - self.clock())):
-            await task.exited.wait()
-        if task.exited.is_set() and _procs.group_members(pgid):
-            # The wrapper is gone but some of its group lingers: it gets the rest of the grace.
-            await trio.sleep(max(0.0, grace_ends - self.clock()))
-        if (not task.exited.is_set() or _procs.group_members(pgid)) and _procs.signal_group(
-            pgid, signal.SIGKILL
-        ):
-            self._apply(task, signals=(*task.record.signals, "SIGKILL"))
+        return self.stopper.request(task)
 
     async def _finish(self, task: Task, returncode: int | None) -> None:
-        exit_code = self.store.read_exit_status(task.id)
-        if _disk_full(self.store.tasks_dir):
-            self._note(task, _FILLED_UP.format(self.store.tasks_dir))
+        store = self.store
+        exit_code, has_space = await trio.to_thread.run_sync(
+            lambda: (store.read_exit_status(task.id), store.has_space())
+        )
+        if not has_space:
+            self._note(task, FILLED_UP.format(store.tasks_dir))
         if exit_code is None:
             if returncode is not None and returncode < 0:
                 self._note(task, f"its wrapper shell was killed by {signal.Signals(-returncode).name}")
@@ -517,25 +470,10 @@ def _adopted_exit(pid: int, start: int | None) -> Callable[[], Awaitable[int | N
     return wait
 
 
-def _size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
 def _mtime(path: Path) -> float | None:
     with contextlib.suppress(OSError):
         return os.stat(path).st_mtime
     return None
-
-
-def _disk_full(path: Path) -> bool:
-    """True when not one block is left for unprivileged writers."""
-    try:
-        return os.statvfs(path).f_bavail == 0
-    except OSError:
-        return False
 
 
 def _cannot_create(exc: OSError, tasks_dir: Path) -> str:

@@ -19,6 +19,7 @@ import trio
 from hive import __version__, sdnotify
 from hive._unix import open_unix_listener
 from hive.bash._courier import WakeCourier
+from hive.bash._procs import become_subreaper
 from hive.bash._server import make_mcp_server, serve_mcp
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
@@ -39,6 +40,8 @@ class DaemonConfig:
     max_output_bytes: int = 5 * 1024**3
     output_check_interval: float = 1.0
     wake_retry_max: float = 5.0
+    subreaper: bool = False
+    """The daemon is the child subreaper (`main` makes it one): it reaps the orphans it adopts."""
 
 
 SOCKET_FLAG = "--socket (or HIVE_BASH_SOCKET)"
@@ -82,6 +85,7 @@ async def serve_daemon(
             kill_grace=config.kill_grace,
             max_output_bytes=config.max_output_bytes,
             output_check_interval=config.output_check_interval,
+            reap_orphans=config.subreaper,
         )
         manager = TaskManager(store, settings, courier)
         # The socket goes at a clean stop (a client then finds no socket, not a refusal); a live
@@ -261,6 +265,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("mcp", "httpx"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    # A task's processes that leave its session and are orphaned stay the daemon's children,
+    # where a stop can still find them (see hive.bash._procs).
+    if become_subreaper():
+        config = attrs.evolve(config, subreaper=True)
     try:
         trio.run(_main, config)
     except (OSError, ValueError, RuntimeError, ExceptionGroup) as exc:

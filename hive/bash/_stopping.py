@@ -1,0 +1,278 @@
+"""Stopping bash tasks: a stop request, the deadline, the output cap, and what a task leaves behind.
+
+This module owns every signal the daemon sends to a task. A stop (requested, at the
+deadline, or at the output cap) reaches every process of the task, wherever it went: its
+process group gets SIGINT at once, the processes that left the group (found by their
+``HIVE_BASH_TASK`` tag, see `hive.bash._procs`) get it from a worker thread moments later,
+and whatever of the task is still alive when the grace ends gets SIGKILL. The task ends
+(``stopped``, ``timed_out``) only after that, so a stopped task has no process left.
+
+A task that ends by itself may leave processes behind (a server started with `setsid`,
+say); they are left running, but its output files stay under the cap for as long as they
+write them: each interval, the tasks that ended since the last one are looked for in one
+scan of ``/proc``, and those with processes left are watched until none is. A leftover of
+a stopped task is stopped at once; a leftover of a finished task is stopped once the
+output passes the cap. The notes of the task say what was signalled and why.
+
+Everything that blocks (``stat``, ``statvfs``, reads of ``/proc``) runs in a worker
+thread, batched: one hop per interval for all tasks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from hive.bash import _procs
+from hive.bash._model import StopBegun, StopReason
+
+if TYPE_CHECKING:
+    from hive.bash._tasks import Task, TaskManager
+
+log = logging.getLogger(__name__)
+
+CAP_MARGIN = 1024**2
+"""How far past its size at the stop a task's output may grow in the grace of a stop for the cap
+(or a tenth of the cap, if that is more) before SIGKILL comes early."""
+FILLED_UP = "the disk holding {} filled up while it ran; its output may be cut short"
+
+
+def tag_of(task: Task) -> str:
+    return _procs.task_tag(task.id, task.record.serial)
+
+
+def _pids(pids: Sequence[int]) -> str:
+    shown = ", ".join(str(p) for p in pids[:10])
+    return shown + (f" and {len(pids) - 10} more" if len(pids) > 10 else "")
+
+
+@attrs.frozen
+class _Survey:
+    """What one interval's worker hop found."""
+
+    disk_full: bool
+    sizes: dict[str, int]
+    """Serial -> bytes of stdout and stderr together."""
+    start_times: dict[str, int | None]
+    leftovers: dict[str, list[_procs.ProcInfo]]
+    """Serial -> the live processes of an ended task."""
+
+
+@attrs.define(eq=False)
+class Stopper:
+    """The stopping side of a :class:`~hive.bash._tasks.TaskManager`."""
+
+    manager: TaskManager
+    _ended: dict[str, Task] = attrs.field(factory=dict)
+    """Ended tasks (by serial) that may still have processes: looked for at the next survey."""
+    _cleaning: set[str] = attrs.field(factory=set)
+    _graces: dict[str, trio.CancelScope] = attrs.field(factory=dict)
+    """Serial -> the grace of a stop under way; cancelling it sends SIGKILL at once."""
+    _cap_sizes: dict[str, int] = attrs.field(factory=dict)
+    """Serial -> the output's size when a stop for the cap began."""
+
+    # -- beginning a stop -----------------------------------------------------------------------
+
+    def request(self, task: Task) -> bool:
+        """Begin stopping a running task; False if it is not running or already stopping."""
+        return self.begin(task, StopReason.REQUESTED)
+
+    def begin(self, task: Task, reason: StopReason) -> bool:
+        """SIGINT to the task's group now; the rest of the stop runs in its supervisor."""
+        manager = self.manager
+        if (
+            task.final
+            or task.exited.is_set()
+            or task.record.stop_reason is not None
+            or task.supervisor is None
+        ):
+            return False
+        # Recorded before anything awaits, so a second stop (a deadline during a requested
+        # stop, say) finds this one under way and leaves it be.
+        manager._apply(task, StopBegun(reason), stop_started_at=manager.clock())
+        pgid = task.record.pid
+        assert pgid is not None
+        if _procs.signal_group(pgid, signal.SIGINT):
+            self._signalled(task, "SIGINT")
+        task.supervisor.start_soon(self.finish, task)
+        return True
+
+    async def deadline(self, task: Task, seconds: float, scope: trio.CancelScope) -> None:
+        """Stop the task ``seconds`` after it started, unless ``scope`` is cancelled first."""
+        with scope:
+            started = task.record.started_at or task.record.created_at
+            await trio.sleep(max(0.0, started + seconds - self.manager.clock()))
+            self.begin(task, StopReason.TIMEOUT)
+
+    # -- finishing a stop -----------------------------------------------------------------------
+
+    async def finish(self, task: Task) -> None:
+        """After the group's SIGINT: SIGINT to the processes outside the group, then SIGKILL to
+        whatever of the task is still alive when the grace ends."""
+        manager = self.manager
+        await manager._persist(task)
+        pgid = task.record.pid
+        assert pgid is not None and task.record.stop_started_at is not None
+        tag = tag_of(task)
+        escaped = await trio.to_thread.run_sync(_procs.signal_escaped, tag, pgid, signal.SIGINT)
+        if escaped:
+            self._signalled(task, "SIGINT")
+            manager._note(
+                task,
+                f"SIGINT also went to {len(escaped)} of its processes outside its process group "
+                f"(pids {_pids(escaped)})",
+            )
+        grace_ends = task.record.stop_started_at + manager.settings.kill_grace
+        all_gone = False
+        with self._grace(task, max(0.0, grace_ends - manager.clock())):
+            await task.exited.wait()
+            left = await trio.to_thread.run_sync(_procs.task_processes, tag, pgid)
+            # The wrapper is gone but some of the task may linger: it gets the rest of the grace.
+            await _procs.wait_gone(left)
+            all_gone = not left
+        if not all_gone:
+            await self._kill(task, "still alive when the grace ended")
+
+    @contextlib.contextmanager
+    def _grace(self, task: Task, seconds: float) -> Iterator[trio.CancelScope]:
+        """The grace between SIGINT and SIGKILL, cut short by `_check_cap_stop`."""
+        serial = task.record.serial
+        with trio.move_on_after(seconds) as scope:
+            self._graces[serial] = scope
+            try:
+                yield scope
+            finally:
+                del self._graces[serial]
+                self._cap_sizes.pop(serial, None)
+
+    async def _kill(self, task: Task, why: str) -> None:
+        pgid = task.record.pid
+        assert pgid is not None
+        group, killed = await trio.to_thread.run_sync(_procs.kill_task, tag_of(task), pgid)
+        if group or killed:
+            self._signalled(task, "SIGKILL")
+        if killed:
+            self.manager._note(
+                task, f"SIGKILL went to {len(killed)} of its processes {why} (pids {_pids(killed)})"
+            )
+
+    def _signalled(self, task: Task, name: str) -> None:
+        if name not in task.record.signals:
+            self.manager._apply(task, signals=(*task.record.signals, name))
+
+    # -- after the end --------------------------------------------------------------------------
+
+    def ended(self, task: Task) -> None:
+        """The task's wrapper has exited: look for processes it left behind at the next survey."""
+        if task.record.pid is not None:
+            self._ended[task.record.serial] = task
+
+    async def survey(self) -> None:
+        """The per-interval check: every running task's output against the cap and its disk for
+        space, and the processes that ended tasks left behind. One worker hop for all of it."""
+        manager = self.manager
+        store = manager.store
+        running = [t for t in manager.tasks.values() if t.supervisor is not None and not t.exited.is_set()]
+        ended = list(self._ended.values())
+        # Stops for the cap under way (see `_check_cap_stop`).
+        capped = [t for t in (*manager.tasks.values(), *ended) if t.record.serial in self._cap_sizes]
+        # Everything the thread needs is read here, on the loop.
+        measure = [(t.record.serial, t.id) for t in (*running, *ended, *capped)]
+        unstarted = [(t.record.serial, t.record.pid) for t in running if t.record.pid_start_time is None]
+        tags = {t.record.serial: (tag_of(t), t.record.pid) for t in ended}
+        reap = manager.settings.reap_orphans
+
+        def work() -> _Survey:
+            found = _procs.scan_tasks(dict(tags.values()), reap=reap) if tags or reap else {}
+            return _Survey(
+                disk_full=not store.has_space(),
+                sizes={serial: store.output_size(task_id) for serial, task_id in measure},
+                # Off the spawn path: reading /proc/<pid>/stat can wait on the child's exec.
+                start_times={s: None if pid is None else _procs.start_time(pid) for s, pid in unstarted},
+                leftovers={serial: found.get(tag, []) for serial, (tag, _pgid) in tags.items()},
+            )
+
+        survey = await trio.to_thread.run_sync(work)
+        for task in running:
+            self._check_running(task, survey)
+        for task in ended:
+            self._check_ended(task, survey)
+        for task in capped:
+            self._check_cap_stop(task, survey)
+
+    def _check_cap_stop(self, task: Task, survey: _Survey) -> None:
+        """A stop for the cap whose output still grows well past it gets SIGKILL now: the grace
+        is for processes that end, and a writer that ignores SIGINT would fill the disk in it."""
+        serial = task.record.serial
+        at_stop = self._cap_sizes.get(serial)
+        scope = self._graces.get(serial)
+        if at_stop is None or scope is None:
+            return
+        size = survey.sizes.get(serial, 0)
+        margin = max(self.manager.settings.max_output_bytes // 10, CAP_MARGIN)
+        if size > at_stop + margin:
+            self.manager._note(
+                task,
+                f"its output went on growing after SIGINT ({size} bytes), so SIGKILL came without "
+                "waiting out the grace",
+            )
+            del self._cap_sizes[serial]
+            scope.cancel()
+
+    def _check_running(self, task: Task, survey: _Survey) -> None:
+        manager = self.manager
+        serial = task.record.serial
+        start = survey.start_times.get(serial)
+        if start is not None and task.record.pid_start_time is None:
+            manager._apply(task, pid_start_time=start)
+        cap = manager.settings.max_output_bytes
+        size = survey.sizes.get(serial, 0)
+        if size > cap and task.record.stop_reason is None and not task.exited.is_set():
+            manager._note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
+            if self.begin(task, StopReason.OUTPUT_CAP):
+                self._cap_sizes[serial] = size
+        if survey.disk_full:
+            manager._note(task, FILLED_UP.format(manager.store.tasks_dir))
+
+    def _check_ended(self, task: Task, survey: _Survey) -> None:
+        serial = task.record.serial
+        left = survey.leftovers.get(serial, [])
+        if not left:
+            self._ended.pop(serial, None)
+            return
+        if serial in self._cleaning:
+            return
+        pids = [p.pid for p in left]
+        cap = self.manager.settings.max_output_bytes
+        size = survey.sizes.get(serial, 0)
+        if task.record.stop_reason is not None:
+            why = f"after it was {task.record.state.value}, {len(left)} of its processes were still running"
+        elif size > cap and self.manager.tasks.get(task.id) is task:
+            why = (
+                f"after it ended, {len(left)} of its processes kept writing: its output reached {size} "
+                f"bytes, over the cap of {cap} bytes"
+            )
+        else:
+            return
+        self.manager._note(task, f"{why} (pids {_pids(pids)}); they were stopped")
+        self._cleaning.add(serial)
+        if task.record.stop_reason is None:
+            self._cap_sizes[serial] = size
+        assert self.manager._nursery is not None
+        self.manager._nursery.start_soon(self._stop_leftovers, task, left)
+
+    async def _stop_leftovers(self, task: Task, left: list[_procs.ProcInfo]) -> None:
+        """SIGINT to what an ended task left behind, SIGKILL to what is left of it after the grace."""
+        try:
+            await trio.to_thread.run_sync(_procs.signal_processes, left, signal.SIGINT)
+            with self._grace(task, self.manager.settings.kill_grace):
+                await _procs.wait_gone(left)
+            await self._kill(task, "left behind and still alive when the grace ended")
+        finally:
+            self._cleaning.discard(task.record.serial)

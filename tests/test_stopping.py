@@ -1,0 +1,231 @@
+"""A stop, a timeout and the output cap end every process a task started, wherever it went;
+the cap holds on a task's files for as long as anything writes them; the per-interval
+checks do not block the daemon's event loop."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import trio
+
+from hive.bash._courier import WakeCourier
+from hive.bash._store import TaskStore
+from hive.bash._tasks import TaskManager, TaskSettings
+from hive.bash._tools import BashTools
+from tests.conftest import DaemonHandle, call, structured
+
+PROBES = ("setsid", "double_fork", "set_m", "setpgid", "deaf")
+
+
+def probe_tree(root: Path, *, then: str) -> str:
+    """A task that starts one process each way a process can leave its task's process group,
+    records their pids in ``root``, says it is ready on the ``ready`` FIFO, then runs ``then``."""
+    setpgid = f"import os, time; os.setpgid(0, 0); open({str(root / 'setpgid.pid')!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    return "\n".join(
+        [
+            f"cd {shlex.quote(str(root))}",
+            # Its own session.
+            "setsid sleep 300 & echo $! > setsid.pid",
+            # A double fork: the subshell exits, and sleep is orphaned.
+            "(sleep 300 & echo $! > double_fork.pid)",
+            # A job-control group of its own, then orphaned.
+            "(set -m; sleep 300 & echo $! > set_m.pid)",
+            # A new group, by the process itself.
+            f"{shlex.quote(sys.executable)} -c {shlex.quote(setpgid)} &",
+            # Its own session, and deaf to SIGINT: only SIGKILL ends it.
+            "setsid sh -c 'trap \"\" INT; exec sleep 300' & echo $! > deaf.pid",
+            "until [ -s setpgid.pid ]; do sleep 0.01; done",
+            "echo ready > ready",
+            then,
+        ]
+    )
+
+
+async def wait_ready(fifo: Path) -> None:
+    def read() -> bytes:
+        with open(fifo, "rb") as f:
+            return f.read()
+
+    with trio.fail_after(30):
+        assert await trio.to_thread.run_sync(read, abandon_on_cancel=True) == b"ready\n"
+
+
+@contextlib.contextmanager
+def pinned(root: Path, names: tuple[str, ...] = PROBES) -> Iterator[dict[str, int]]:
+    """A pidfd for each probe, opened while it runs: it pins that very process."""
+    fds = {}
+    try:
+        for name in names:
+            pid = int((root / f"{name}.pid").read_text())
+            fds[name] = os.pidfd_open(pid)
+        yield fds
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+async def all_exit(fds: dict[str, int]) -> None:
+    """Wait for every pinned process to exit; fails naming the ones still alive."""
+    alive = set(fds)
+    with trio.move_on_after(15):
+        for name, fd in fds.items():
+            await trio.lowlevel.wait_readable(fd)
+            alive.discard(name)
+    assert not alive, f"still alive: {sorted(alive)}"
+
+
+def make_fifo(root: Path, name: str = "ready") -> Path:
+    fifo = root / name
+    os.mkfifo(fifo)
+    return fifo
+
+
+async def test_stop_ends_every_process_of_the_task_wherever_it_went(daemon: DaemonHandle) -> None:
+    fifo = make_fifo(daemon.root)
+    async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+        cmd = probe_tree(daemon.root, then="sleep 300")
+        started = structured(await call(session, "run", cmd=cmd, name="tree", wait_seconds=0))
+        assert started["state"] == "running"
+        await wait_ready(fifo)
+        with pinned(daemon.root) as fds:
+            stopped = structured(await call(session, "stop", id="tree"))
+            assert stopped["state"] == "stopped"
+            await all_exit(fds)
+        notes = " / ".join(stopped["notes"])
+        assert "outside its process group" in notes
+        assert "SIGKILL went to" in notes  # the deaf one
+        assert stopped["signals"] == ["SIGINT", "SIGKILL"]
+
+
+async def test_timeout_ends_every_process_of_the_task_wherever_it_went(daemon: DaemonHandle) -> None:
+    fifo = make_fifo(daemon.root)
+    async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+        cmd = probe_tree(daemon.root, then="sleep 300")
+        await call(session, "run", cmd=cmd, name="tree", timeout_secs=5, wait_seconds=0)
+        await wait_ready(fifo)
+        with pinned(daemon.root) as fds:
+            ended = structured(await call(session, "status", id="tree", wait_seconds=30))
+            assert ended["state"] == "timed_out"
+            await all_exit(fds)
+        assert "outside its process group" in " / ".join(ended["notes"])
+
+
+async def test_output_cap_ends_every_process_of_the_task_wherever_it_went(daemon: DaemonHandle) -> None:
+    fifo = make_fifo(daemon.root)
+    extra = ("--kill-grace", "1", "--max-output-bytes", "64K", "--output-check-secs", "0.05")
+    async with daemon.running(*extra, agent=False), daemon.session() as session:
+        # The writer waits for the test to pin the probes, then fills stdout.
+        go = make_fifo(daemon.root, "go")
+        cmd = probe_tree(daemon.root, then=f"cat {shlex.quote(str(go))} >/dev/null; yes hive")
+        await call(session, "run", cmd=cmd, name="tree", wait_seconds=0)
+        await wait_ready(fifo)
+        with pinned(daemon.root) as fds:
+            await trio.to_thread.run_sync(go.write_bytes, b"go\n")
+            ended = structured(await call(session, "status", id="tree", wait_seconds=30))
+            assert ended["state"] == "stopped"
+            assert ended["stop_reason"] == "output_cap"
+            await all_exit(fds)
+
+
+# Writes to the task's stdout from a session of its own, once the test says go.
+WRITER = (
+    "setsid sh -c 'read go < go; while :; do echo 0123456789abcdef0123456789abcdef0123456789abcdef; done' "
+    "& echo $! > writer.pid"
+)
+
+
+async def test_an_escaped_writer_cannot_grow_the_output_past_the_cap_after_the_stop(
+    daemon: DaemonHandle,
+) -> None:
+    fifo, go = make_fifo(daemon.root), make_fifo(daemon.root, "go")
+    cap = 200 * 1024
+    # A grace longer than the test's guard: the writer ignores SIGINT (an `&` child of a
+    # non-interactive shell), so only a grace cut short for the cap ends it in time.
+    extra = ("--kill-grace", "60", "--max-output-bytes", str(cap), "--output-check-secs", "0.05")
+    async with daemon.running(*extra, agent=False), daemon.session() as session:
+        cmd = f"cd {shlex.quote(str(daemon.root))}; {WRITER}; echo ready > ready; sleep 300"
+        await call(session, "run", cmd=cmd, name="w", wait_seconds=0)
+        await wait_ready(fifo)
+        with pinned(daemon.root, ("writer",)) as fds:
+            await trio.to_thread.run_sync(go.write_bytes, b"go\n")
+            ended = structured(await call(session, "status", id="w", wait_seconds=30))
+            assert ended["state"] == "stopped"
+            assert ended["stop_reason"] == "output_cap"
+            assert any("without waiting out the grace" in note for note in ended["notes"]), ended["notes"]
+            out = daemon.task_file("w", ".out")
+            at_stop = out.stat().st_size
+            await all_exit(fds)
+            assert out.stat().st_size == at_stop
+            # What the writer managed between two checks, not hundreds of megabytes.
+            assert at_stop < cap + 8 * 1024**2
+
+
+async def test_a_finished_tasks_leftover_writer_is_stopped_at_the_cap(daemon: DaemonHandle) -> None:
+    fifo, go = make_fifo(daemon.root), make_fifo(daemon.root, "go")
+    cap = 200 * 1024
+    # A grace longer than the test's guard: the writer ignores SIGINT (an `&` child of a
+    # non-interactive shell), so only a grace cut short for the cap ends it in time.
+    extra = ("--kill-grace", "60", "--max-output-bytes", str(cap), "--output-check-secs", "0.05")
+    async with daemon.running(*extra, agent=False), daemon.session() as session:
+        # The task ends at once (done); its writer goes on in a session of its own.
+        cmd = f"cd {shlex.quote(str(daemon.root))}; {WRITER}; echo ready > ready"
+        await call(session, "run", cmd=cmd, name="w", wait_seconds=0)
+        await wait_ready(fifo)
+        with pinned(daemon.root, ("writer",)) as fds:
+            done = structured(await call(session, "status", id="w", wait_seconds=30))
+            assert done["state"] == "done"
+            await trio.to_thread.run_sync(go.write_bytes, b"go\n")
+            await all_exit(fds)
+        out = daemon.task_file("w", ".out")
+        after = out.stat().st_size
+        assert cap < after < cap + 8 * 1024**2
+        status = structured(await call(session, "status", id="w"))
+        assert status["state"] == "done"
+        assert any("kept writing" in note for note in status["notes"]), status["notes"]
+        assert out.stat().st_size == after
+
+
+class BlockingStore(TaskStore):
+    """A store whose output_size blocks until ``release`` is set, and says when it has begun."""
+
+    release: threading.Event
+    entered: trio.Event
+    token: trio.lowlevel.TrioToken
+
+    def output_size(self, task_id: str) -> int:
+        trio.from_thread.run_sync(self.entered.set, trio_token=self.token)
+        self.release.wait(30)
+        return super().output_size(task_id)
+
+
+async def test_the_interval_checks_run_off_the_event_loop(short_tmp: Path) -> None:
+    store = BlockingStore(short_tmp / "state")
+    store.release = threading.Event()
+    store.entered = trio.Event()
+    store.token = trio.lowlevel.current_trio_token()
+    store.create_dirs()
+    settings = TaskSettings(workdir=short_tmp, output_check_interval=0.01, kill_grace=1)
+    manager = TaskManager(store, settings, WakeCourier(None))
+    tools = BashTools(manager)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.serve)
+        try:
+            started = await tools.call("run", {"cmd": "sleep 30", "name": "s", "wait_seconds": 0})
+            assert not started.is_error, started.text
+            with trio.fail_after(10):
+                await store.entered.wait()
+            # The check is stuck in its stat; the loop still answers.
+            with trio.fail_after(5):
+                status = await tools.call("status", {"id": "s"})
+            assert status.structured["state"] == "running"
+        finally:
+            store.release.set()
+        stopped = await tools.call("stop", {"id": "s"})
+        assert stopped.structured["state"] == "stopped"
+        nursery.cancel_scope.cancel()
