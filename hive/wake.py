@@ -3,6 +3,7 @@
 One JSON object a line over the agent's Unix socket, answered by one line::
 
     {"type":"wake","from":"bash-task-ab12","body":"...","transient":true}  ->  {"ok":true}
+    {"type":"wake","from":"bash-task-ab12","body":"...","end_id":"ab12:9f3c..."}  ->  {"ok":true}
     {"type":"compact"}                                                      ->  {"ok":true}
     anything malformed or unknown                                           ->  {"ok":false,"error":"..."}
 
@@ -42,6 +43,15 @@ class Wake:
     body: str
     transient: bool = True
     type: Literal["wake"] = "wake"
+    end_id: str | None = None
+    """What ended, as ``<task id>:<serial>`` (see :func:`end_id`): the same in every repeat of this
+    wake, so a receiver drops a repeat. Optional on the wire, and left out when None: a sender
+    that does not know it and a receiver that ignores it both still work."""
+
+
+def end_id(task_id: str, serial: str) -> str:
+    """The id of one end of one task: its id and its run's serial (a reused name gets a new serial)."""
+    return f"{task_id}:{serial}"
 
 
 @attrs.frozen
@@ -76,7 +86,10 @@ def _strict(kind: type[T]) -> Callable[[Any, Any], T]:
 converter.register_structure_hook(str, _strict(str))
 converter.register_structure_hook(bool, _strict(bool))
 converter.register_unstructure_hook(
-    Wake, make_dict_unstructure_fn(Wake, converter, sender=override(rename="from"))
+    Wake,
+    make_dict_unstructure_fn(
+        Wake, converter, sender=override(rename="from"), end_id=override(omit_if_default=True)
+    ),
 )
 converter.register_structure_hook(
     Wake, make_dict_structure_fn(Wake, converter, sender=override(rename="from"))

@@ -29,6 +29,7 @@ from hive.wake import (
     decode_reply,
     decode_request,
     encode,
+    end_id,
     open_agent_connection,
     send_wake,
     serve_agent_socket,
@@ -47,6 +48,19 @@ def test_wake_goes_on_the_wire_with_from_not_sender() -> None:
         "transient": False,
     }
     assert decode_request(line) == Wake("bash-task-ab12", "done\n", transient=False)
+
+
+def test_a_wake_carries_its_end_id_when_it_has_one_and_leaves_it_out_otherwise() -> None:
+    assert b"end_id" not in encode(Wake(sender="bash-task-a", body="x"))
+    wire = json.loads(encode(Wake(sender="bash-task-a", body="x", end_id=end_id("a", "s1"))))
+    assert wire["end_id"] == "a:s1"
+    # A sender that does not know end ids, and one that does, are both understood.
+    old = decode_request(b'{"type":"wake","from":"bash-task-a","body":"x"}')
+    assert isinstance(old, Wake) and old.end_id is None
+    new = decode_request(b'{"type":"wake","from":"bash-task-a","body":"x","end_id":"a:s1"}')
+    assert isinstance(new, Wake) and new.end_id == "a:s1"
+    with pytest.raises(AgentRequestError, match="end_id"):
+        decode_request(b'{"type":"wake","from":"bash-task-a","body":"x","end_id":12}')
 
 
 def test_wake_is_transient_unless_it_says_otherwise() -> None:
