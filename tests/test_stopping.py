@@ -229,3 +229,70 @@ async def test_the_interval_checks_run_off_the_event_loop(short_tmp: Path) -> No
         stopped = await tools.call("stop", {"id": "s"})
         assert stopped.structured["state"] == "stopped"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_restarted_daemon_still_stops_every_process_of_a_task(daemon: DaemonHandle) -> None:
+    """After a restart the escaped processes are no longer the daemon's children: the tag finds them."""
+    fifo = make_fifo(daemon.root)
+    async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+        cmd = probe_tree(daemon.root, then="sleep 300")
+        await call(session, "run", cmd=cmd, name="tree", wait_seconds=0)
+        await wait_ready(fifo)
+    with pinned(daemon.root) as fds:
+        async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+            stopped = structured(await call(session, "stop", id="tree"))
+            assert stopped["state"] == "stopped"
+            await all_exit(fds)
+
+
+REAPER = """
+import os, select, sys
+from pathlib import Path
+from hive.bash import _procs
+
+assert _procs.become_subreaper()
+root = Path(sys.argv[1])
+# A wrapper of ours that exits with 7: its status belongs to Child.wait.
+(root / "cmd").write_bytes(b"exit 7")
+cmd = os.open(root / "cmd", os.O_RDONLY)
+exit_fd = os.open(root / "exit", os.O_WRONLY | os.O_CREAT, 0o600)
+out = os.open(os.devnull, os.O_WRONLY)
+child = _procs.spawn_task(cmd_fd=cmd, exit_fd=exit_fd, exit_file=root / "exit", mark="m", tag="t:1",
+                          cwd=root, stdout=out, stderr=out)
+# An orphan: a child's child whose parent exits first, so it is re-parented to us.
+pid_r, pid_w = os.pipe()
+go_r, go_w = os.pipe()
+if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
+        os.read(go_r, 1)  # until the middle process has gone
+        os._exit(3)
+    os.write(pid_w, str(pid).encode().ljust(16))
+    os._exit(0)
+orphan = int(os.read(pid_r, 16))
+os.wait()  # the middle process
+os.write(go_w, b"x")
+for pid in (orphan, child.pid):  # both exited, neither reaped: zombies
+    fd = os.pidfd_open(pid)
+    select.select([fd], [], [], 10)
+    os.close(fd)
+reaped = _procs.reap_orphans(_procs.snapshot(read_tags=False))
+assert reaped == [orphan], reaped
+assert child.popen.wait() == 0 and int((root / "exit").read_text()) == 7
+print("ok")
+"""
+
+
+async def test_the_reaper_takes_adopted_orphans_and_leaves_the_wrappers_to_their_waiters(
+    short_tmp: Path,
+) -> None:
+    # In a process of its own: it becomes the child subreaper, which pytest must not.
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, "-c", REAPER, str(short_tmp)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"ok\n"
