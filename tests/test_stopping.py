@@ -262,7 +262,8 @@ child = _procs.spawn_task(cmd_fd=cmd, exit_fd=exit_fd, exit_file=root / "exit", 
 # An orphan: a child's child whose parent exits first, so it is re-parented to us.
 pid_r, pid_w = os.pipe()
 go_r, go_w = os.pipe()
-if os.fork() == 0:
+middle = os.fork()
+if middle == 0:
     pid = os.fork()
     if pid == 0:
         os.read(go_r, 1)  # until the middle process has gone
@@ -270,7 +271,7 @@ if os.fork() == 0:
     os.write(pid_w, str(pid).encode().ljust(16))
     os._exit(0)
 orphan = int(os.read(pid_r, 16))
-os.wait()  # the middle process
+os.waitpid(middle, 0)
 os.write(go_w, b"x")
 for pid in (orphan, child.pid):  # both exited, neither reaped: zombies
     fd = os.pidfd_open(pid)
