@@ -66,7 +66,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print the tool's structured result as JSON")
 
     run = bash.add_parser("run", parents=[common], help="run a command in the background")
-    run.add_argument("cmd", metavar="CMD", help="the shell command (run under bash, as bash -c would; up to 1 MiB)")
+    run.add_argument(
+        "cmd", metavar="CMD", help="the shell command (run under bash, as bash -c would; up to 1 MiB)"
+    )
     run.add_argument(
         "--name",
         type=_task_name,
