@@ -8,9 +8,12 @@ the operator CLI's client.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
-from collections.abc import AsyncIterator
+import os
+import socket
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import attrs
@@ -33,9 +36,49 @@ def parse_error(reason: str) -> bytes:
 
 
 @attrs.define(eq=False)
+class Receipts:
+    """Whether answers reached a peer that was still there, for the requests that asked.
+
+    An answer counts as delivered when it was written whole before the peer closed its side.
+    A peer that closes its side first has gone away (the relay does so when its client closes
+    its stdin, as Claude Code does when a turn is stopped mid-tool): an answer it is still sent
+    reaches nobody. (One that closes a moment after the write may not have read it either:
+    nothing can tell, so that end counts as told.)
+    """
+
+    _waiting: dict[types.RequestId, Callable[[bool], None]] = attrs.field(factory=dict)
+    peer_closed: bool = False
+    """Set when the reader meets the peer's end of input."""
+    probe: Callable[[], bool] = lambda: False
+    """Whether the peer's end of input is already waiting to be read (the reader may not have
+    got to it yet)."""
+    _over: bool = False
+
+    def expect(self, request_id: types.RequestId, on_written: Callable[[bool], None]) -> None:
+        """Call ``on_written(delivered)`` once the answer to ``request_id`` is written or cannot be."""
+        if self._over:
+            on_written(False)
+        else:
+            self._waiting[request_id] = on_written
+
+    def written(self, request_id: types.RequestId, ok: bool) -> None:
+        on_written = self._waiting.pop(request_id, None)
+        if on_written is not None:
+            on_written(ok and not self.peer_closed and not self.probe())
+
+    def close(self) -> None:
+        """The connection is over: an answer not written by now never will be."""
+        self._over = True
+        waiting, self._waiting = self._waiting, {}
+        for on_written in waiting.values():
+            on_written(False)
+
+
+@attrs.define(eq=False)
 class _Framer:
     stream: trio.abc.Stream
     answer_garbage: bool
+    receipts: Receipts
     _send_lock: trio.Lock = attrs.field(factory=trio.Lock)
     # Requests read but not yet answered. A peer that shuts its sending side (the relay,
     # when its client closes stdin) still gets these answers: the SDK would cancel them
@@ -48,6 +91,10 @@ class _Framer:
         while self._unanswered and not self._peer_gone:
             self._answered = trio.Event()
             await self._answered.wait()
+
+    def _note_written(self, message: types.JSONRPCMessage, *, ok: bool) -> None:
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            self.receipts.written(message.id, ok)
 
     def _note_outgoing(self, message: types.JSONRPCMessage) -> None:
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
@@ -65,8 +112,10 @@ class _Framer:
                 try:
                     data = await self.stream.receive_some(65536)
                 except _CLOSED:
+                    self.receipts.peer_closed = True
                     return
                 if not data:
+                    self.receipts.peer_closed = True
                     await self._wait_for_answers()
                     return
                 buffer += data
@@ -110,30 +159,49 @@ class _Framer:
                 except _CLOSED:
                     self._peer_gone = True
                     self._answered.set()
+                    self._note_written(message.message, ok=False)
                     return
+                self._note_written(message.message, ok=True)
                 self._note_outgoing(message.message)
 
 
 @asynccontextmanager
 async def message_streams(
-    stream: trio.abc.Stream, *, answer_garbage: bool
+    stream: trio.abc.Stream, *, answer_garbage: bool, receipts: Receipts | None = None
 ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
     """The SDK's (read, write) message streams over ``stream``.
 
+    ``receipts`` learns whether each answer was written to a peer still there.
     A line that is not a JSON-RPC message ends the connection: with ``answer_garbage``
     (the server side) the peer is first sent a JSON-RPC parse error saying why. The read
     stream ends when the peer closes its side or the connection breaks.
     """
     to_session, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, from_session = create_context_streams[SessionMessage](0)
-    framer = _Framer(stream, answer_garbage)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(framer.read_lines, to_session)
-        nursery.start_soon(framer.write_lines, from_session)
+    framer = _Framer(stream, answer_garbage, receipts if receipts is not None else Receipts())
+    if isinstance(stream, trio.SocketStream):
+        framer.receipts.probe = functools.partial(_peer_has_closed, stream.socket.fileno())
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(framer.read_lines, to_session)
+            nursery.start_soon(framer.write_lines, from_session)
+            try:
+                yield read_stream, write_stream
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        framer.receipts.close()
+
+
+def _peer_has_closed(fd: int) -> bool:
+    """Whether the next thing to read on socket ``fd`` is the peer's end of input (or an error)."""
+    with socket.socket(fileno=os.dup(fd)) as sock:
         try:
-            yield read_stream, write_stream
-        finally:
-            nursery.cancel_scope.cancel()
+            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
 
 
 def _first_line(exc: Exception) -> str:

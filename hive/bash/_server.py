@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import socket
@@ -14,7 +15,7 @@ import trio
 from mcp.server import Server
 
 from hive import __version__
-from hive.bash._framing import LINGER, message_streams
+from hive.bash._framing import LINGER, Receipts, message_streams
 from hive.bash._tools import TOOLS, BashTools
 from hive.bash.relay import refusal_line
 
@@ -25,6 +26,10 @@ INSTRUCTIONS = (
     "with its result; otherwise you are woken by a message from bash-task-<id> when it ends. `status` "
     "checks on or waits for a task, `stop` ends one, `list` shows them all."
 )
+
+
+_receipts: contextvars.ContextVar[Receipts | None] = contextvars.ContextVar("_receipts", default=None)
+"""The connection's receipts, in each of its request handlers (they run in tasks it spawned)."""
 
 
 def make_mcp_server(tools: BashTools) -> Server[Any]:
@@ -45,6 +50,13 @@ def make_mcp_server(tools: BashTools) -> Server[Any]:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         result = await tools.call(params.name, params.arguments)
+        if result.delivered is not None:
+            # The end it carries is told only if this answer reaches a client still there.
+            receipts = _receipts.get()
+            if receipts is None or ctx.request_id is None:
+                result.delivered(False)
+            else:
+                receipts.expect(ctx.request_id, result.delivered)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.text)],
             structured_content=result.structured,
@@ -112,8 +124,10 @@ async def serve_mcp(
                 log.warning("refused a connection from uid %d (the daemon runs as uid %d)", uid, own_uid)
                 await refuse_connection(stream, reason)
                 return
+            receipts = Receipts()
+            _receipts.set(receipts)
             try:
-                async with message_streams(stream, answer_garbage=True) as (read, write):
+                async with message_streams(stream, answer_garbage=True, receipts=receipts) as (read, write):
                     await server.run(read, write, options)
             except Exception:
                 log.exception("an MCP connection failed; the daemon goes on serving")

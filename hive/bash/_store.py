@@ -1,6 +1,6 @@
 """The state directory: task records, commands, output files, exit files and loose ends.
 
-    <state>/bash-tasks/<id>.json      the task record (temp + fsync + rename)
+    <state>/bash-tasks/<id>.json      the task record (temp + rename; fsync but at the start, see _recovery)
     <state>/bash-tasks/<id>.cmd       the command, written before the task starts; bash reads it
     <state>/bash-tasks/<id>.out|.err  the task's stdout and stderr, written by the task itself
     <state>/bash-tasks/<id>.exit      the exit status, written by the task's wrapper shell
@@ -65,11 +65,13 @@ def create_new(path: Path, flags: int = os.O_WRONLY) -> int:
     return os.open(path, flags | _CREATE, 0o600)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new file, never a torn one.
 
     The temporary file is created afresh (a leftover one, or a symlink planted in its place,
     is removed, not followed), and the rename replaces whatever is at ``path`` itself.
+    ``durable`` fsyncs the data before the rename (power-loss safety); without it the file
+    still survives a crash of this process, from the page cache.
     """
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -81,7 +83,8 @@ def write_atomic(path: Path, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -217,8 +220,8 @@ class TaskStore:
 
     # -- records ---------------------------------------------------------------------------------
 
-    def save_record(self, record: TaskRecord) -> None:
-        write_atomic(self.record_path(record.id), encode(record))
+    def save_record(self, record: TaskRecord, *, durable: bool = True) -> None:
+        write_atomic(self.record_path(record.id), encode(record), durable=durable)
 
     def delete_record(self, task_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -232,6 +235,26 @@ class TaskStore:
                     yield decode(data, TaskRecord)
             except (OSError, RecordError) as exc:
                 log.warning("skipping unreadable task record %s: %s", path, exc)
+
+    def current_task_ids(self) -> list[str]:
+        """The ids that have files of a current run here (``<id>.cmd``, ``.out``, ``.err``, ``.exit``)."""
+        ids = set()
+        with os.scandir(self.tasks_dir) as entries:
+            for entry in entries:
+                name = entry.name
+                for suffix in TASK_FILE_SUFFIXES[1:]:
+                    if name.endswith(suffix) and not name.startswith("."):
+                        ids.add(name.removesuffix(suffix))
+        return sorted(ids)
+
+    def read_cmd(self, task_id: str) -> str | None:
+        """The command in ``<id>.cmd``; None if it is missing or unreadable."""
+        try:
+            data = read_regular(self.cmd_path(task_id))
+        except OSError as exc:
+            log.warning("unreadable command of task %s: %s", task_id, exc)
+            return None
+        return None if data is None else data.decode(errors="surrogateescape")
 
     def read_exit_status(self, task_id: str) -> int | None:
         """The status the wrapper wrote, or None if it never wrote one (the file is created empty)."""
@@ -327,8 +350,8 @@ class TaskStore:
 
     # -- loose ends ------------------------------------------------------------------------------
 
-    def save_loose_end(self, loose_end: LooseEnd) -> None:
-        write_atomic(self.loose_end_path(loose_end.task_id), encode(loose_end))
+    def save_loose_end(self, loose_end: LooseEnd, *, durable: bool = True) -> None:
+        write_atomic(self.loose_end_path(loose_end.task_id), encode(loose_end), durable=durable)
 
     def load_loose_end(self, task_id: str) -> LooseEnd | None:
         try:

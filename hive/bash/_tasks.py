@@ -16,7 +16,7 @@ import re
 import secrets
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import attrs
@@ -26,11 +26,12 @@ from hive.bash import _procs
 from hive.bash._courier import WakeCourier
 from hive.bash._describe import wake_body
 from hive.bash._errors import BadArgument, DiskError, NameBusy, UnknownTask
-from hive.bash._model import Event, Exited, Spawned, TaskState, Vanished, advance
+from hive.bash._model import Event, Exited, Spawned, advance
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
+from hive.bash._recovery import recover
 from hive.bash._stopping import FILLED_UP, Stopper
 from hive.bash._store import TaskStore, read_tail
-from hive.wake import Wake
+from hive.wake import Wake, end_id
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,10 @@ class Task:
     ended: trio.Event = attrs.field(factory=trio.Event)
     exited: trio.Event = attrs.field(factory=trio.Event)
     owed: bool = False
-    """The agent must be told the end: `run` returned without a final state."""
+    """The agent must be told the end: from the task's start until an answer carrying its final
+    state was written to a client still connected, or its wake was acknowledged."""
+    waiters: int = 0
+    """Callers waiting to answer with the end inline (see `hold`): its wake waits for them."""
     supervisor: trio.Nursery | None = None
     write_lock: trio.Lock = attrs.field(factory=trio.Lock)
     record_dirty: bool = False
@@ -91,10 +95,15 @@ class TaskManager:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             await nursery.start(self.courier.run, self._on_acked)
-            await self._recover()
+            await recover(self)
             nursery.start_soon(self._watch_running)
             task_status.started(self)
             await trio.sleep_forever()
+
+    def supervise_soon(self, task: Task, wait_exit: Callable[[], Awaitable[int | None]]) -> None:
+        """Watch a task until it ends; ``wait_exit`` returns when its wrapper has exited."""
+        assert self._nursery is not None
+        self._nursery.start_soon(self._supervise, task, wait_exit)
 
     def _register(self, task: Task) -> Task:
         self.tasks[task.id] = task
@@ -156,8 +165,9 @@ class TaskManager:
             named=name is not None,
             timeout_secs=timeout_secs,
         )
-        # Registered before anything awaits: the name is held from here on.
-        task = self._register(Task(record))
+        # Registered before anything awaits: the name is held from here on. Its end is owed
+        # from the start, and the caller holds it (it may yet tell the end inline).
+        task = self._register(Task(record, owed=True, waiters=1))
         unreported = None
         try:
             if previous is not None:
@@ -166,29 +176,33 @@ class TaskManager:
                     await self.told(previous)
                 # Its last state on disk before its files are moved aside for this run (see `_spawn`).
                 await self._persist(previous)
-            child = await trio.to_thread.run_sync(self._spawn, record)
+            child = await trio.to_thread.run_sync(self._spawn, record, self._loose_end_of(task))
         except BaseException:
             self._forget(task, previous)
             raise
-        # Not saved yet: a task that ends inside the caller's wait is saved once, at its end,
-        # off the answer's path; one that outlives the wait is saved before `run` says it
-        # started (see `owe`); the timer saves any other. A daemon that dies before the save
-        # finds a live task by its wrapper's mark (see `_adopt_unrecorded`).
+        # Its record and loose end were saved before its process started; its pid is saved
+        # later (at its end, or by the timer). A daemon that dies before that finds it by its
+        # wrapper's mark (see `_recovery`).
         self._apply(task, Spawned(), started_at=self.clock(), pid=child.pid)
         assert self._nursery is not None
         self._nursery.start_soon(self._supervise, task, child.wait)
         return task, unreported
 
-    def _spawn(self, record: TaskRecord) -> _procs.Child:
-        """Create the task's files, an earlier run's moved aside, and start it (blocking: run in a
-        worker thread). A file that cannot be written is a :class:`DiskError`; a process that
-        cannot be started, a :class:`~hive.bash._procs.SpawnError`."""
+    def _spawn(self, record: TaskRecord, loose_end: LooseEnd) -> _procs.Child:
+        """Create the task's files, an earlier run's moved aside, save its record and loose end,
+        and start it (blocking: run in a worker thread). A file that cannot be written is a
+        :class:`DiskError`; a process that cannot be started, a :class:`~hive.bash._procs.SpawnError`.
+        Either way nothing is left on disk, and nothing ran."""
         store = self.store
         if not store.has_space():
             full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             raise DiskError(_cannot_create(full, store.tasks_dir))
         try:
-            with store.new_run(record.id, record.cmd.encode()) as files:
+            with store.new_run(record.id, record.cmd.encode()) as files, self._unsaved_unless_started(record):
+                # On disk before the process starts, so that no crash of the daemon can lose a
+                # task that ran; not fsynced (see `_recovery` for what a power loss keeps).
+                store.save_record(record, durable=False)
+                store.save_loose_end(loose_end, durable=False)
                 return _procs.spawn_task(
                     cmd_fd=files.cmd,
                     exit_fd=files.exit,
@@ -203,6 +217,18 @@ class TaskManager:
             raise
         except OSError as exc:
             raise DiskError(_cannot_create(exc, store.tasks_dir)) from None
+
+    @contextlib.contextmanager
+    def _unsaved_unless_started(self, record: TaskRecord) -> Iterator[None]:
+        """Remove the record and loose end saved for a task whose start then failed."""
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.store.delete_record(record.id)
+            with contextlib.suppress(OSError):
+                self.store.delete_loose_end(record.id, record.serial)
+            raise
 
     def _forget(self, task: Task, previous: Task | None) -> None:
         if previous is not None:
@@ -239,19 +265,23 @@ class TaskManager:
                 log.warning("cannot save the record of task %s: %s", task.id, exc)
                 self._note(task, _disk_note("its record", exc))
 
+    def _loose_end_of(self, task: Task) -> LooseEnd:
+        record = task.record
+        return LooseEnd(
+            task_id=record.id,
+            serial=record.serial,
+            cmd=record.cmd,
+            since=record.created_at,
+            wake=self._wake_of(task) if task.final else None,
+        )
+
     async def _sync_loose_end(self, task: Task) -> None:
         """Make the loose end on disk match whether the agent is still owed this task's end."""
         async with task.loose_end_lock:
             record = task.record
             try:
                 if task.owed:
-                    loose_end = LooseEnd(
-                        task_id=record.id,
-                        serial=record.serial,
-                        cmd=record.cmd,
-                        since=record.created_at,
-                        wake=self._wake_of(task) if task.final else None,
-                    )
+                    loose_end = self._loose_end_of(task)
                     await trio.to_thread.run_sync(self.store.save_loose_end, loose_end)
                 else:
                     await trio.to_thread.run_sync(self.store.delete_loose_end, record.id, record.serial)
@@ -259,16 +289,25 @@ class TaskManager:
                 log.warning("cannot update the loose end of task %s: %s", task.id, exc)
                 self._note(task, _disk_note("its loose end", exc))
 
-    async def owe(self, task: Task) -> None:
-        """`run` is returning without a final state: the agent must be told the end later.
+    def hold(self, task: Task) -> None:
+        """A caller (`status`, `stop`) waits to answer with the task's end: its wake waits for it.
 
-        The task's record and its loose end are both on disk before this returns.
+        (`start` holds the task it returns for its caller.) Every hold is ended by `release`.
         """
-        task.owed = True
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._persist, task)
-            nursery.start_soon(self._sync_loose_end, task)
-        if task.final:
+        task.waiters += 1
+
+    def release(self, task: Task, *, told: bool) -> None:
+        """The caller that held ``task`` is done. ``told``: an answer carrying the final state
+        was written to a client still connected, so the agent has seen the end. Otherwise an
+        end that is still owed goes out as a wake once no other caller holds it."""
+        task.waiters -= 1
+        if told and task.final:
+            if task.owed:
+                task.owed = False
+                self.courier.withdraw(task.id, task.record.serial)
+                assert self._nursery is not None
+                self._nursery.start_soon(self._sync_loose_end, task)
+        elif task.owed and task.final and task.waiters == 0:
             self._send_wake(task)
 
     async def told(self, task: Task) -> None:
@@ -285,7 +324,10 @@ class TaskManager:
             return
         task.wake_queued = True
         wake = self._wake_of(task)
-        self.courier.enqueue(task.id, task.record.serial, Wake(sender=wake.sender, body=wake.body))
+        serial = task.record.serial
+        self.courier.enqueue(
+            task.id, serial, Wake(sender=wake.sender, body=wake.body, end_id=end_id(task.id, serial))
+        )
 
     async def _on_acked(self, task_id: str, serial: str) -> None:
         task = self.tasks.get(task_id)
@@ -359,121 +401,15 @@ class TaskManager:
                 self._note(task, "it left no exit status (its wrapper could not write the .exit file)")
         self._apply(task, Exited(), exit_code=exit_code, ended_at=self.clock())
         task.ended.set()
-        if task.owed:
+        if task.owed and not task.waiters:
             # Sent before the saves: if the daemon dies before they land, the loose end that
             # already exists still owes the end, so the wake is sent again (at least once).
             self._send_wake(task)
-        await self._persist(task)
+        # The loose end (now holding the wake) before the final record: a crash between the
+        # two leaves the end owed, where the other order would leave it forgotten.
         if task.owed:
             await self._sync_loose_end(task)
-
-    # -- recovery -------------------------------------------------------------------------------
-
-    async def _recover(self) -> None:
-        """Pick up where the previous daemon left off: re-adopt live tasks, settle dead ones,
-        and owe the agent every end it has not been told."""
-        records = await trio.to_thread.run_sync(lambda: list(self.store.load_records()))
-        loose_ends = await trio.to_thread.run_sync(lambda: list(self.store.load_loose_ends()))
-        by_id = {le.task_id: le for le in loose_ends}
-        for record in records:
-            task = self._register(Task(record))
-            loose_end = by_id.pop(record.id, None)
-            if loose_end is not None and loose_end.serial != record.serial:
-                await trio.to_thread.run_sync(self.store.delete_loose_end, record.id, loose_end.serial)
-                loose_end = None
-            if record.state.final:
-                task.ended.set()
-                task.exited.set()
-                if loose_end is not None:
-                    task.owed = True
-                    task.owed_wake = loose_end.wake or self.compose_wake(record)
-                    await self._sync_loose_end(task)
-                    self._send_wake(task)
-                continue
-            # The previous daemon died before this task's end was recorded, so the agent has
-            # not been told it (or was told it inline moments before: a wake then is a repeat).
-            task.owed = True
-            await self._resume(task)
-        await self._adopt_unrecorded({r.serial for r in records}, by_id)
-        for orphan in by_id.values():
-            log.warning("loose end for %s has no task record; sending what it holds", orphan.task_id)
-            wake = orphan.wake or OwedWake(
-                sender=f"bash-task-{orphan.task_id}",
-                body=f"bash task {orphan.task_id} (`{orphan.cmd}`): its record was lost; its end is unknown",
-            )
-            self.courier.enqueue(orphan.task_id, orphan.serial, Wake(sender=wake.sender, body=wake.body))
-
-    async def _adopt_unrecorded(self, known: set[str], loose_ends: dict[str, LooseEnd]) -> None:
-        """Adopt live tasks of ours that have no record: the previous daemon died between
-        starting one and saving its record, before `run` could answer."""
-        for found in _procs.find_wrappers(self.store.tasks_dir):
-            if found.serial in known or (found.task_id in self.tasks and not self.tasks[found.task_id].final):
-                continue
-            log.warning("adopting task %s (pid %d), which has no record", found.task_id, found.pid)
-            loose_end = loose_ends.get(found.task_id)
-            if loose_end is not None and loose_end.serial == found.serial:
-                del loose_ends[found.task_id]
-            record = TaskRecord(
-                id=found.task_id,
-                serial=found.serial,
-                cmd=found.cmd,
-                cwd=found.cwd,
-                created_at=self.clock(),
-                state=TaskState.RUNNING,
-                started_at=self.clock(),
-                pid=found.pid,
-                pid_start_time=found.start_time,
-                notes=("its record was lost when the daemon went down just after starting it",),
-            )
-            task = self._register(Task(record, owed=True, record_dirty=True))
-            await self._resume(task)
-
-    async def _resume(self, task: Task) -> None:
-        record = task.record
-        pid = record.pid
-        if pid is None or record.pid_start_time is None:
-            # Saved before its start time was known: the wrapper's mark tells whether it lives.
-            found = _procs.find_wrapper(_procs.wrapper_mark(record.serial))
-            if found is not None:
-                pid, start = found
-                self._apply(task, Spawned(), pid=pid, pid_start_time=start)
-                if task.record.started_at is None:
-                    self._apply(task, started_at=record.created_at)
-        if pid is not None and _procs.is_same_process(pid, task.record.pid_start_time):
-            log.info("re-adopting task %s (pid %d)", task.id, pid)
-            await self._sync_loose_end(task)
-            await self._persist(task)
-            assert self._nursery is not None
-            self._nursery.start_soon(self._supervise, task, _adopted_exit(pid, task.record.pid_start_time))
-            return
-        exit_code = self.store.read_exit_status(task.id)
-        if exit_code is not None:
-            if task.record.state is TaskState.PENDING:  # spawned, but its record not saved since
-                self._apply(task, Spawned(), started_at=task.record.created_at)
-            ended_at = _mtime(self.store.exit_path(task.id)) or self.clock()
-            self._apply(task, Exited(), exit_code=exit_code, ended_at=ended_at)
-            self._note(task, "it ended while the daemon was down; its exit status was recovered")
-        else:
-            self._apply(task, Vanished(), ended_at=self.clock())
-        task.ended.set()
-        task.exited.set()
         await self._persist(task)
-        await self._sync_loose_end(task)
-        self._send_wake(task)
-
-
-def _adopted_exit(pid: int, start: int | None) -> Callable[[], Awaitable[int | None]]:
-    async def wait() -> int | None:
-        await _procs.wait_pidfd(pid, start)
-        return None
-
-    return wait
-
-
-def _mtime(path: Path) -> float | None:
-    with contextlib.suppress(OSError):
-        return os.stat(path).st_mtime
-    return None
 
 
 def _cannot_create(exc: OSError, tasks_dir: Path) -> str:

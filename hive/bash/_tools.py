@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
-import trio
 
 from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running
 from hive.bash._errors import BadArgument, BashError
@@ -37,6 +36,9 @@ class ToolResult:
     text: str
     structured: dict[str, Any]
     is_error: bool = False
+    delivered: Callable[[bool], None] | None = attrs.field(default=None, eq=False, repr=False)
+    """For an answer that carries a task's end: call it once the answer has been written, with
+    whether its client was still connected (only then has the agent seen the end)."""
 
 
 @attrs.frozen
@@ -381,20 +383,20 @@ class BashTools:
         if name is not None and not isinstance(name, str):
             raise BadArgument(f"name must be a string, not {name!r}")
 
+        # `start` holds the task for this call: released here, or once the answer is written.
         task, previous = await self.manager.start(cmd, name=name, timeout_secs=timeout)
         try:
             await self.manager.wait(task, wait)
         except BaseException:
             # The caller will never read this answer, so the end is owed to it as a wake.
-            with trio.CancelScope(shield=True):
-                await self.manager.owe(task)
+            self.manager.release(task, told=False)
             raise
         if task.final and wait > 0:
-            result = status_of(self.manager, task, self.clock())
+            result = self._ended(task)
         else:
             # wait_seconds=0 always answers at once; the end, even an immediate one, comes as a wake.
             result = _started(task, self.manager)
-            await self.manager.owe(task)
+            self.manager.release(task, told=False)
         if previous is not None:
             result = _preceded(
                 result,
@@ -407,23 +409,43 @@ class BashTools:
         _check_keys(args, ("id", "wait_seconds"))
         wait = _wait(args, 0.0)
         task = self.manager.get(_task_id(args))
-        await self.manager.wait(task, wait)
-        if task.final:
-            await self.manager.told(task)
-        return status_of(self.manager, task, self.clock())
+        self.manager.hold(task)
+        try:
+            await self.manager.wait(task, wait)
+        except BaseException:
+            self.manager.release(task, told=False)
+            raise
+        return self._answer(task)
 
     async def stop(self, args: dict[str, Any]) -> ToolResult:
         _check_keys(args, ("id",))
         task = self.manager.get(_task_id(args))
+        self.manager.hold(task)
         if task.final:
-            await self.manager.told(task)
-            result = status_of(self.manager, task, self.clock())
-            return _preceded(result, f"task {task.id} had already ended; nothing to stop.")
-        self.manager.request_stop(task)
-        await self.manager.wait(task, self.manager.settings.kill_grace + 5.0)
+            return _preceded(self._answer(task), f"task {task.id} had already ended; nothing to stop.")
+        try:
+            self.manager.request_stop(task)
+            await self.manager.wait(task, self.manager.settings.kill_grace + 5.0)
+        except BaseException:
+            self.manager.release(task, told=False)
+            raise
+        return self._answer(task)
+
+    def _answer(self, task: Task) -> ToolResult:
+        """The status of a task this call holds; the hold ends now, or once an end is written."""
         if task.final:
-            await self.manager.told(task)
+            return self._ended(task)
+        self.manager.release(task, told=False)
         return status_of(self.manager, task, self.clock())
+
+    def _ended(self, task: Task) -> ToolResult:
+        """The final status of a task this call holds: told once the answer reaches its client."""
+        manager = self.manager
+
+        def delivered(connected: bool) -> None:
+            manager.release(task, told=connected)
+
+        return attrs.evolve(status_of(manager, task, self.clock()), delivered=delivered)
 
     async def list(self, args: dict[str, Any]) -> ToolResult:
         _check_keys(args, ("limit",))

@@ -1,0 +1,209 @@
+"""Recovery: what a starting daemon makes of what the previous one left behind.
+
+It owns the daemon's start-up pass, before the socket answers: every task record is loaded
+and its task re-adopted (still running: watched again, with its deadline and start time) or
+settled (ended while the daemon was down: its exit status is read from ``<id>.exit``; gone
+without one: ``interrupted``); a live wrapper with no record is adopted by its mark; a
+task's files with no record (``<id>.cmd``, ``.out``, ``.err``, ``.exit``) become a record
+again; and every end the agent has not been told is owed once more and its wake resent. A
+loose end is always written before the final record it goes with, so a crash between the
+two leaves the end owed, never forgotten. Each wake carries its end's id (``<id>:<serial>``),
+so a receiver can drop the repeat that a crash during recovery may cause.
+
+What survives what:
+
+- **A daemon SIGKILL (or any crash of the daemon alone): everything.** A task's record (with
+  its timeout and start time) and its loose end are written before its process starts, a
+  refused write refuses the task, and tasks do not depend on the daemon (their output and
+  exit status go to files they write themselves). Writes go to the page cache, which
+  outlives the process that made them.
+- **A power loss: what was fsynced.** The record and loose end written as a task starts are
+  *not* fsynced (that would cost every `run` two disk flushes before its process starts); the
+  record saved once the task runs, the final record and the loose end holding an end's wake
+  are (temporary file, fsync, rename), and a loose end's removal fsyncs its directory. The
+  directory is not fsynced after a rename, so the newest rename may be lost: the file is
+  then found as it was before (or not at all, for a task started moments before the power
+  went, whose files are then recovered without their record). The tasks themselves die with
+  the machine and come back ``interrupted``: their wrapper never wrote an exit status.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from hive.bash import _procs
+from hive.bash._model import Exited, Spawned, StopBegun, StopReason, TaskState, Vanished
+from hive.bash._records import LooseEnd, OwedWake, TaskRecord
+from hive.wake import Wake, end_id
+
+if TYPE_CHECKING:
+    from hive.bash._tasks import Task, TaskManager
+
+log = logging.getLogger(__name__)
+
+
+async def recover(manager: TaskManager) -> None:
+    """Pick up where the previous daemon left off: re-adopt live tasks, settle dead ones,
+    and owe the agent every end it has not been told."""
+    from hive.bash._tasks import Task
+
+    store = manager.store
+    records = await trio.to_thread.run_sync(lambda: list(store.load_records()))
+    loose_ends = await trio.to_thread.run_sync(lambda: list(store.load_loose_ends()))
+    by_id = {le.task_id: le for le in loose_ends}
+    for record in records:
+        task = manager._register(Task(record))
+        loose_end = by_id.pop(record.id, None)
+        if loose_end is not None and loose_end.serial != record.serial:
+            await trio.to_thread.run_sync(store.delete_loose_end, record.id, loose_end.serial)
+            loose_end = None
+        if record.state.final:
+            task.ended.set()
+            task.exited.set()
+            if loose_end is not None:
+                task.owed = True
+                task.owed_wake = loose_end.wake or manager.compose_wake(record)
+                await manager._sync_loose_end(task)
+                manager._send_wake(task)
+            continue
+        # The previous daemon died before this task's end was recorded, so the agent has
+        # not been told it (or was told it inline moments before: a wake then is a repeat).
+        task.owed = True
+        await _resume(manager, task)
+    await _adopt_unrecorded(manager, {r.serial for r in records}, by_id)
+    await _recover_from_files(manager, by_id)
+    for orphan in by_id.values():
+        log.warning("loose end for %s has no task record; sending what it holds", orphan.task_id)
+        wake = orphan.wake or OwedWake(
+            sender=f"bash-task-{orphan.task_id}",
+            body=f"bash task {orphan.task_id} (`{orphan.cmd}`): its record was lost; its end is unknown",
+        )
+        manager.courier.enqueue(
+            orphan.task_id,
+            orphan.serial,
+            Wake(sender=wake.sender, body=wake.body, end_id=end_id(orphan.task_id, orphan.serial)),
+        )
+
+
+async def _adopt_unrecorded(manager: TaskManager, known: set[str], loose_ends: dict[str, LooseEnd]) -> None:
+    """Adopt live tasks of ours that have no record (it was lost, or written by a daemon that
+    saved records only after the start)."""
+    from hive.bash._tasks import Task
+
+    found_all = await trio.to_thread.run_sync(_procs.find_wrappers, manager.store.tasks_dir)
+    for found in found_all:
+        current = manager.tasks.get(found.task_id)
+        if found.serial in known or (current is not None and not current.final):
+            continue
+        log.warning("adopting task %s (pid %d), which has no record", found.task_id, found.pid)
+        loose_end = loose_ends.get(found.task_id)
+        if loose_end is not None and loose_end.serial == found.serial:
+            del loose_ends[found.task_id]
+        created = _mtime(manager.store.cmd_path(found.task_id)) or manager.clock()
+        record = TaskRecord(
+            id=found.task_id,
+            serial=found.serial,
+            cmd=found.cmd,
+            cwd=found.cwd,
+            created_at=created,
+            state=TaskState.RUNNING,
+            started_at=created,
+            pid=found.pid,
+            pid_start_time=found.start_time,
+            notes=("its record was lost while the daemon was down; it was found running",),
+        )
+        task = manager._register(Task(record, owed=True, record_dirty=True))
+        await _resume(manager, task)
+
+
+async def _recover_from_files(manager: TaskManager, loose_ends: dict[str, LooseEnd]) -> None:
+    """A task whose files are here but whose record is not (lost, unreadable, or never saved
+    by a daemon that died as it started the task) is recovered from its files: its command
+    from ``<id>.cmd``, its end from ``<id>.exit``. Nobody was told its end: it is owed."""
+    from hive.bash._tasks import Task
+
+    store = manager.store
+    ids = await trio.to_thread.run_sync(store.current_task_ids)
+    for task_id in ids:
+        if task_id in manager.tasks:
+            continue
+        loose_end = loose_ends.pop(task_id, None)
+        cmd = await trio.to_thread.run_sync(store.read_cmd, task_id)
+        created = _mtime(store.cmd_path(task_id)) or manager.clock()
+        log.warning("recovering task %s from its files: its record is missing or unreadable", task_id)
+        record = TaskRecord(
+            id=task_id,
+            serial=loose_end.serial if loose_end is not None else secrets.token_hex(8),
+            cmd=cmd if cmd is not None else f"(unknown: {task_id}.cmd could not be read)",
+            cwd=str(manager.settings.workdir),
+            created_at=created,
+            notes=("its record was lost while the daemon was down; it was recovered from its files",),
+        )
+        task = manager._register(Task(record, owed=True, record_dirty=True))
+        await _resume(manager, task)
+
+
+async def _resume(manager: TaskManager, task: Task) -> None:
+    """Watch a task that may still run; settle it if it does not."""
+    store = manager.store
+    record = task.record
+    pid = record.pid
+    if pid is None or record.pid_start_time is None:
+        # Saved before its process started (or before its start time was read): the
+        # wrapper's mark tells whether it lives.
+        found = await trio.to_thread.run_sync(_procs.find_wrapper, _procs.wrapper_mark(record.serial))
+        if found is not None:
+            pid, start = found
+            manager._apply(task, Spawned(), pid=pid, pid_start_time=start)
+            if task.record.started_at is None:
+                manager._apply(task, started_at=record.created_at)
+    if pid is not None and _procs.is_same_process(pid, task.record.pid_start_time):
+        log.info("re-adopting task %s (pid %d)", task.id, pid)
+        await manager._sync_loose_end(task)
+        await manager._persist(task)
+        manager.supervise_soon(task, _adopted_exit(pid, task.record.pid_start_time))
+        return
+    exit_code = store.read_exit_status(task.id)
+    if exit_code is not None:
+        if task.record.state is TaskState.PENDING:  # started, but its record not saved since
+            manager._apply(task, Spawned(), started_at=task.record.created_at)
+        ended_at = _mtime(store.exit_path(task.id)) or manager.clock()
+        timeout = task.record.timeout_secs
+        started = task.record.started_at or task.record.created_at
+        if timeout is not None and ended_at >= started + timeout:
+            # Its deadline passed before it ended: it was stopped at the deadline by a daemon
+            # that died before saving so, or it outran a deadline nobody was there to enforce.
+            manager._apply(task, StopBegun(StopReason.TIMEOUT), stop_started_at=started + timeout)
+        manager._apply(task, Exited(), exit_code=exit_code, ended_at=ended_at)
+        manager._note(task, "it ended while the daemon was down; its exit status was recovered")
+    else:
+        manager._apply(task, Vanished(), ended_at=manager.clock())
+    task.ended.set()
+    task.exited.set()
+    # The loose end (with the wake) before the final record: a crash between the two leaves
+    # the end owed by the loose end, where the other order would leave it forgotten.
+    await manager._sync_loose_end(task)
+    await manager._persist(task)
+    manager._send_wake(task)
+
+
+def _adopted_exit(pid: int, start: int | None) -> Callable[[], Awaitable[int | None]]:
+    async def wait() -> int | None:
+        await _procs.wait_pidfd(pid, start)
+        return None
+
+    return wait
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None

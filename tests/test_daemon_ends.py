@@ -1,0 +1,178 @@
+"""Every end reaches the agent: through a client that went away mid-wait, across a SIGKILL of the
+daemon, and from a task whose record is gone."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from hive.wake import LineReader
+from tests.conftest import AgentListener, DaemonHandle, call, structured, text_of
+from tests.test_daemon_restart import make_gate, sigkill, wait_pid_exit
+from tests.test_relay import initialize, notification, request
+
+
+async def send(stream: trio.SocketStream, *messages: Any) -> None:
+    await stream.send_all(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+
+
+async def answer(reader: LineReader, request_id: int) -> dict[str, Any]:
+    """The result of request ``request_id`` (the next line on a connection that asked only it)."""
+    line = await reader.readline()
+    assert line is not None, "the daemon closed the connection"
+    message: dict[str, Any] = json.loads(line)
+    assert message.get("id") == request_id, message
+    result: dict[str, Any] = message["result"]
+    return result
+
+
+async def open_raw_session(path: Path) -> tuple[trio.SocketStream, LineReader]:
+    """An MCP session on the daemon's socket itself, spoken in raw JSON-RPC lines."""
+    stream = await trio.open_unix_socket(str(path))
+    reader = LineReader(stream)
+    await send(stream, initialize(1))
+    await answer(reader, 1)
+    await send(stream, notification("notifications/initialized"))
+    return stream, reader
+
+
+def run_request(request_id: int, **arguments: Any) -> dict[str, Any]:
+    return request(request_id, "tools/call", {"name": "run", "arguments": arguments})
+
+
+async def read_pid(fifo: Path) -> int:
+    """The pid a task writes into ``fifo`` (opening a FIFO blocks until the task opens it too)."""
+
+    def read() -> int:
+        with open(fifo) as f:
+            return int(f.readline())
+
+    return await trio.to_thread.run_sync(read, abandon_on_cancel=True)
+
+
+async def release(gate: Path) -> None:
+    """Let a task waiting on ``gate`` go on (opening a FIFO for writing blocks until it reads)."""
+
+    def write() -> None:
+        with open(gate, "w") as f:
+            f.write("go\n")
+
+    await trio.to_thread.run_sync(write, abandon_on_cancel=True)
+
+
+def signalled(ready: Path, gate: Path, code: int) -> str:
+    """A task that writes its wrapper's pid to ``ready``, then waits on ``gate``."""
+    return f"echo $$ > {ready}; read line < {gate}; exit {code}"
+
+
+def record_of(daemon: DaemonHandle, task_id: str) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(daemon.task_file(task_id, ".json").read_text())
+    return record
+
+
+async def test_an_end_answered_to_a_client_that_went_away_mid_wait_is_still_woken(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    # Claude Code, its turn stopped mid-tool, closes the relay's stdin and sends no cancel: the
+    # relay shuts its side of the connection, and the answer it is still sent reaches nobody.
+    gate, ready = make_gate(daemon.root), make_gate(daemon.root, "ready")
+    async with agent.serving(), daemon.running():
+        stream, reader = await open_raw_session(daemon.socket)
+        async with stream:
+            await send(stream, run_request(2, cmd=signalled(ready, gate, 5), name="gone", wait_seconds=20))
+            with trio.fail_after(20):
+                await read_pid(ready)
+            assert daemon.loose_end("gone").exists(), "an end is owed from the task's start"
+            await stream.send_eof()
+            with trio.fail_after(20):
+                await release(gate)
+                ended = (await answer(reader, 2))["structuredContent"]
+            assert (ended["state"], ended["exit_code"]) == ("done", 5)
+            with trio.fail_after(20):
+                (wake,) = await agent.wait_for(1)
+    assert wake.sender == "bash-task-gone"
+    assert "exit code 5" in wake.body
+    assert wake.end_id == f"gone:{record_of(daemon, 'gone')['serial']}"
+
+
+async def test_a_task_that_ends_while_the_daemon_is_down_mid_run_is_recovered_and_woken(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    # The daemon is SIGKILLed while `run` waits inline; the task ends before the restart.
+    gate, ready = make_gate(daemon.root), make_gate(daemon.root, "ready")
+    async with agent.serving():
+        async with daemon.running(stop=False) as first:
+            stream, _reader = await open_raw_session(daemon.socket)
+            async with stream:
+                await send(stream, run_request(2, cmd=signalled(ready, gate, 3), name="mid", wait_seconds=5))
+                with trio.fail_after(20):
+                    pid = await read_pid(ready)
+                await sigkill(first)
+        with trio.fail_after(20):
+            await release(gate)
+        await wait_pid_exit(pid)
+        async with daemon.running(), daemon.session() as session:
+            with trio.fail_after(20):
+                (wake,) = await agent.wait_for(1)
+            status = structured(await call(session, "status", id="mid"))
+    assert (status["state"], status["exit_code"]) == ("done", 3)
+    assert wake.sender == "bash-task-mid"
+    assert "done, exit code 3" in wake.body
+    assert wake.end_id == f"mid:{record_of(daemon, 'mid')['serial']}"
+
+
+async def test_a_task_re_adopted_after_a_sigkill_mid_run_keeps_its_timeout(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    gate, ready = make_gate(daemon.root), make_gate(daemon.root, "ready")
+    pid = None
+    try:
+        async with agent.serving():
+            async with daemon.running(stop=False) as first:
+                stream, _reader = await open_raw_session(daemon.socket)
+                async with stream:
+                    await send(
+                        stream,
+                        run_request(
+                            2, cmd=signalled(ready, gate, 0), name="timed", wait_seconds=5, timeout_secs=1
+                        ),
+                    )
+                    with trio.fail_after(20):
+                        pid = await read_pid(ready)
+                    await sigkill(first)
+            async with daemon.running(), daemon.session() as session:
+                status = structured(await call(session, "status", id="timed", wait_seconds=20))
+        assert status["state"] == "timed_out", status
+        assert status["timeout_secs"] == 1
+        assert status["started_at"] is not None
+    finally:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+async def test_a_task_whose_record_is_gone_is_recovered_from_its_files(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    async with daemon.running(agent=False), daemon.session() as session:
+        ended = structured(await call(session, "run", cmd="echo hi; exit 6", name="filed", wait_seconds=20))
+        assert (ended["state"], ended["exit_code"]) == ("done", 6)
+    daemon.task_file("filed", ".json").unlink()
+    async with agent.serving(), daemon.running(), daemon.session() as session:
+        with trio.fail_after(20):
+            (wake,) = await agent.wait_for(1)
+        status = structured(await call(session, "status", id="filed"))
+        listed = text_of(await call(session, "list"))
+    assert (status["state"], status["exit_code"]) == ("done", 6)
+    assert status["cmd"] == "echo hi; exit 6"
+    assert status["stdout"]["tail"] == "hi\n"
+    assert any("recovered from its files" in note for note in status["notes"])
+    assert "filed" in listed
+    assert wake.sender == "bash-task-filed"
+    assert wake.end_id == f"filed:{record_of(daemon, 'filed')['serial']}"
