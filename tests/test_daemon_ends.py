@@ -1,5 +1,5 @@
 """Every end reaches the agent: through a client that went away mid-wait, across a SIGKILL of the
-daemon, and from a task whose record is gone."""
+daemon, from a task whose record is gone, and with the daemon at its open-files limit."""
 
 from __future__ import annotations
 
@@ -176,3 +176,33 @@ async def test_a_task_whose_record_is_gone_is_recovered_from_its_files(
     assert "filed" in listed
     assert wake.sender == "bash-task-filed"
     assert wake.end_id == f"filed:{record_of(daemon, 'filed')['serial']}"
+
+
+async def test_at_its_open_files_limit_the_daemon_refuses_tasks_and_says_why(daemon: DaemonHandle) -> None:
+    # Hard limit = soft limit: the daemon cannot raise it, so `run` must stop short of it.
+    limit = ["prlimit", "--nofile=128:128", "--"]
+    pids: list[int] = []
+    try:
+        async with daemon.running(agent=False, wrapper=limit), daemon.session() as session:
+            refusal = None
+            for i in range(200):
+                result = await call(session, "run", cmd="sleep 300", name=f"fd{i}", wait_seconds=0)
+                if result.is_error:
+                    refusal = text_of(result)
+                    break
+                pids.append(structured(await call(session, "status", id=f"fd{i}"))["pid"])
+            assert refusal is not None, "200 tasks started under a limit of 128 open files"
+            assert "task limit" in refusal
+            assert "free space" not in refusal
+            assert structured(result)["error"] == "TaskLimit"
+            # Every task that was said to have started has its record and its loose end.
+            for i in range(len(pids)):
+                assert daemon.task_file(f"fd{i}", ".json").exists()
+                assert daemon.loose_end(f"fd{i}").exists()
+            # The refused one left nothing behind, and the daemon still answers.
+            assert not daemon.task_file(f"fd{len(pids)}", ".json").exists()
+            assert structured(await call(session, "list", limit=0))["total"] == len(pids)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)

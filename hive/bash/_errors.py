@@ -23,5 +23,9 @@ class DiskError(BashError, OSError):
     """The state directory cannot be written (full disk, read-only file system, ...)."""
 
 
+class TaskLimit(BashError, OSError):
+    """The daemon is at its task limit: starting another would exhaust its open files."""
+
+
 class DaemonUnavailable(BashError, ConnectionError):
     """The operator CLI could not reach the daemon's socket."""

@@ -22,10 +22,10 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive.bash import _procs
+from hive.bash import _limits, _procs
 from hive.bash._courier import WakeCourier
 from hive.bash._describe import wake_body
-from hive.bash._errors import BadArgument, DiskError, NameBusy, UnknownTask
+from hive.bash._errors import BadArgument, DiskError, NameBusy, TaskLimit, UnknownTask
 from hive.bash._model import Event, Exited, Spawned, advance
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._recovery import recover
@@ -194,6 +194,7 @@ class TaskManager:
         :class:`DiskError`; a process that cannot be started, a :class:`~hive.bash._procs.SpawnError`.
         Either way nothing is left on disk, and nothing ran."""
         store = self.store
+        _limits.check_room_for_a_task()
         if not store.has_space():
             full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             raise DiskError(_cannot_create(full, store.tasks_dir))
@@ -213,9 +214,12 @@ class TaskManager:
                     stdout=files.out,
                     stderr=files.err,
                 )
-        except _procs.SpawnError:
-            raise
         except OSError as exc:
+            fds = _limits.out_of_descriptors(exc)
+            if fds is not None:
+                raise TaskLimit(f"cannot start the task: {exc.strerror or exc}; {fds}; nothing ran") from None
+            if isinstance(exc, _procs.SpawnError):
+                raise
             raise DiskError(_cannot_create(exc, store.tasks_dir)) from None
 
     @contextlib.contextmanager
@@ -426,6 +430,9 @@ def _cannot_create(exc: OSError, tasks_dir: Path) -> str:
 
 
 def _disk_note(what: str, exc: OSError) -> str:
+    fds = _limits.out_of_descriptors(exc)
+    if fds is not None:
+        return f"{what} could not be saved: {fds}; it is kept in memory"
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"the disk is full: {what} could not be saved ({exc.strerror}); it is kept in memory"
     return f"{what} could not be saved ({exc}); it is kept in memory"

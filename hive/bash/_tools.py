@@ -58,7 +58,7 @@ _MESSAGE = {
 _ERROR = {
     "type": "string",
     "description": "Only on a tool error: its kind (BadArgument, NameBusy, UnknownTask, DiskError, "
-    "SpawnError, ...); `message` says what was wrong and what to do.",
+    "TaskLimit, SpawnError, ...); `message` says what was wrong and what to do.",
 }
 _STATE = {"type": "string", "enum": [state.value for state in TaskState]}
 _OUTPUT = {

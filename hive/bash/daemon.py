@@ -19,6 +19,7 @@ import trio
 from hive import __version__, sdnotify
 from hive._unix import open_unix_listener
 from hive.bash._courier import WakeCourier
+from hive.bash._limits import raise_open_files_limit
 from hive.bash._procs import become_subreaper
 from hive.bash._server import make_mcp_server, serve_mcp
 from hive.bash._store import TaskStore
@@ -269,6 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # where a stop can still find them (see hive.bash._procs).
     if become_subreaper():
         config = attrs.evolve(config, subreaper=True)
+    # Each running task holds an open file in the daemon: take all the room the system allows
+    # (`run` refuses, saying why, before the limit is reached; see hive.bash._limits).
+    raise_open_files_limit()
     try:
         trio.run(_main, config)
     except (OSError, ValueError, RuntimeError, ExceptionGroup) as exc:
