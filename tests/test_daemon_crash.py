@@ -1,0 +1,156 @@
+"""Crash consistency: the daemon SIGKILLed at random moments, with `run` calls in flight and
+sometimes again during its recovery; afterwards no task is lost, none ends in a wrong state, and
+every end the agent was not told inline reaches it as a wake (a repeat only with the same end id).
+
+The moments are drawn from a seeded random generator; the seed is printed (HIVE_CRASH_SEED=<seed>
+runs the same draw again). The sleeps below are those random moments, the experiment itself;
+everything the test checks is awaited.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from tests.conftest import AgentListener, DaemonHandle, call, structured
+from tests.test_daemon_ends import answer, open_raw_session, run_request, send
+
+ROUNDS = 10
+
+
+@attrs.define
+class Run:
+    tag: str
+    cmd: str
+    arguments: dict[str, Any]
+    expected_state: str
+    expected_code: int | None
+    answer: dict[str, Any] | None = None
+
+
+def draw_run(rng: random.Random, tag: str, markers: Path) -> Run:
+    code = rng.randrange(8)
+    kind = rng.choice(["quick", "short", "long", "timed"])
+    seconds = {"quick": 0, "short": 0.2, "long": round(rng.uniform(0.4, 1.2), 2), "timed": 30}[kind]
+    cmd = f"touch {markers}/{tag}; sleep {seconds}; exit {code}"
+    arguments: dict[str, Any] = {"cmd": cmd, "wait_seconds": rng.choice([0, 0.1, 0.5, 3, 5])}
+    if rng.random() < 0.5:
+        arguments["name"] = tag
+    if kind == "timed":
+        arguments["timeout_secs"] = rng.choice([0.3, 0.8])
+        return Run(tag, cmd, arguments, "timed_out", None)
+    if rng.random() < 0.3:
+        arguments["timeout_secs"] = 20
+    return Run(tag, cmd, arguments, "done", code)
+
+
+async def issue(path: Path, run: Run) -> None:
+    """Call `run` on a connection of its own; keep the answer if one comes before the daemon dies."""
+    try:
+        stream, reader = await open_raw_session(path)
+        async with stream:
+            await send(stream, run_request(2, **run.arguments))
+            run.answer = (await answer(reader, 2))["structuredContent"]
+    except (OSError, trio.BrokenResourceError, AssertionError, ValueError):
+        pass  # the daemon was killed before it answered
+
+
+async def kill(process: trio.Process) -> None:
+    os.kill(process.pid, signal.SIGKILL)
+    await process.wait()
+
+
+async def wait_for_senders(agent: AgentListener, senders: set[str]) -> None:
+    while not senders <= set(agent.senders()):
+        await agent.wait_for(len(agent.wakes) + 1)
+
+
+async def test_sigkills_at_random_moments_lose_no_task_and_no_end(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    seed = int(os.environ.get("HIVE_CRASH_SEED") or random.randrange(2**32))
+    print(f"crash consistency: seed {seed} (HIVE_CRASH_SEED={seed} draws it again)")
+    rng = random.Random(seed)
+    markers = daemon.root / "ran"
+    markers.mkdir()
+    runs: list[Run] = []
+    kills = recovery_kills = 0
+    async with agent.serving():
+        for round_no in range(ROUNDS):
+            async with daemon.running(stop=False) as process, trio.open_nursery() as nursery:
+                batch = [draw_run(rng, f"r{round_no}t{i}", markers) for i in range(rng.randint(3, 6))]
+                runs += batch
+                for run in batch:
+                    nursery.start_soon(issue, daemon.socket, run)
+                await trio.sleep(rng.uniform(0.05, 0.8))
+                await kill(process)
+                kills += 1
+            if rng.random() < 0.4:
+                # Killed again while it recovers (or just after: its start-up time varies).
+                with open(daemon.root / "daemon.err", "ab") as err:
+                    again = await trio.lowlevel.open_process(
+                        [sys.executable, "-m", "hive.bash.daemon", *daemon.args()], stderr=err
+                    )
+                await trio.sleep(rng.uniform(0.2, 2.0))
+                await kill(again)
+                kills += 1
+                recovery_kills += 1
+        async with daemon.running(), daemon.session() as session:
+            listing = structured(await call(session, "list", limit=0))["tasks"]
+            by_cmd = {task["cmd"]: task for task in listing}
+            told = {run.tag for run in runs if run.answer is not None and run.answer["state"] != "running"}
+            owed = {
+                f"bash-task-{by_cmd[run.cmd]['id']}"
+                for run in runs
+                if run.cmd in by_cmd and run.tag not in told
+            }
+            with trio.fail_after(45):
+                await wait_for_senders(agent, owed)
+            final = {t["cmd"]: t for t in structured(await call(session, "list", limit=0))["tasks"]}
+
+    lost, wrong = [], []
+    for run in runs:
+        task = final.get(run.cmd)
+        ran = (markers / run.tag).exists()
+        if task is None:
+            if ran or run.answer is not None:
+                lost.append(run.tag)
+            continue
+        if not ran:
+            # Recorded, then the daemon died before its process started: it never ran.
+            if task["state"] != "interrupted":
+                wrong.append((run.tag, task["state"], "interrupted"))
+            continue
+        if task["state"] != run.expected_state or (
+            run.expected_code is not None and task["exit_code"] != run.expected_code
+        ):
+            wrong.append(
+                (run.tag, (task["state"], task["exit_code"]), (run.expected_state, run.expected_code))
+            )
+        if run.answer is not None and run.answer["state"] != "running":
+            assert (run.answer["state"], run.answer["exit_code"]) == (task["state"], task["exit_code"])
+    end_ids: dict[str, list[str | None]] = defaultdict(list)
+    for wake in agent.wakes:
+        end_ids[wake.sender].append(wake.end_id)
+    for sender, ids in end_ids.items():
+        task_id = sender.removeprefix("bash-task-")
+        record = json.loads(daemon.task_file(task_id, ".json").read_text())
+        assert set(ids) == {f"{task_id}:{record['serial']}"}, (sender, ids)
+    repeats = len(agent.wakes) - len(end_ids)
+    print(
+        f"crash consistency: {ROUNDS} rounds, {len(runs)} runs, {len(final)} tasks, {kills} kills "
+        f"({recovery_kills} during recovery), {len(agent.wakes)} wakes, {repeats} repeats, "
+        f"{len(told)} ends told inline, {len(owed)} owed"
+    )
+    assert not lost, f"lost tasks (seed {seed}): {lost}"
+    assert not wrong, f"wrong final states (seed {seed}): {wrong}"
+    assert all(task["state"] not in ("pending", "running") for task in final.values())
