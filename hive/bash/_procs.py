@@ -389,12 +389,24 @@ def reap_orphans(procs: Iterable[ProcInfo]) -> list[int]:
 def scan_tasks(tags: Mapping[str, int | None], *, reap: bool) -> dict[str, list[ProcInfo]]:
     """One scan of /proc for several tasks (tag -> process group): each one's live processes.
 
-    With ``reap``, orphans re-parented to the daemon are reaped in the same pass.
+    With ``reap``, orphans re-parented to the daemon are reaped in the same pass. With no
+    tags and no zombie child to reap, /proc is not read at all.
     """
+    reap = reap and _has_zombie_child()
+    if not tags and not reap:
+        return {}
     procs = snapshot(read_tags=bool(tags))
     if reap:
         reap_orphans(procs)
     return {tag: members(procs, tag, pgid) for tag, pgid in tags.items()}
+
+
+def _has_zombie_child() -> bool:
+    """Whether any child of this process has exited and not been reaped (it is left unreaped)."""
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return False
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> bool:

@@ -189,7 +189,7 @@ class Stopper:
         reap = manager.settings.reap_orphans
 
         def work() -> _Survey:
-            found = _procs.scan_tasks(dict(tags.values()), reap=reap) if tags or reap else {}
+            found = _procs.scan_tasks(dict(tags.values()), reap=reap)
             return _Survey(
                 disk_full=not store.has_space(),
                 sizes={serial: store.output_size(task_id) for serial, task_id in measure},
