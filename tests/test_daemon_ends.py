@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-from hive.wake import LineReader
+from hive.wake import AgentRequest, LineReader, Wake, serve_agent_socket
 from tests.conftest import AgentListener, DaemonHandle, call, structured, text_of
 from tests.test_daemon_restart import make_gate, sigkill, wait_pid_exit
 from tests.test_relay import initialize, notification, request
@@ -206,3 +206,41 @@ async def test_at_its_open_files_limit_the_daemon_refuses_tasks_and_says_why(dae
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+async def test_a_wake_whose_acknowledgement_the_daemon_never_read_comes_again_with_the_same_end_id(
+    daemon: DaemonHandle,
+) -> None:
+    gate = make_gate(daemon.root)
+    wakes: list[Wake] = []
+    second = trio.Event()
+    processes: list[trio.Process] = []
+
+    async def take(request: AgentRequest) -> None:
+        if isinstance(request, Wake):
+            wakes.append(request)
+            if len(wakes) == 1:
+                # The daemon dies before it can read the acknowledgement.
+                os.kill(processes[0].pid, signal.SIGKILL)
+            else:
+                second.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_agent_socket, daemon.agent_socket, take)
+        async with daemon.running(stop=False) as first:
+            processes.append(first)
+            stream, reader = await open_raw_session(daemon.socket)
+            async with stream:
+                cmd = f"read line < {gate}; echo once; exit 4"
+                await send(stream, run_request(2, cmd=cmd, name="twice", wait_seconds=0))
+                assert (await answer(reader, 2))["structuredContent"]["state"] == "running"
+            with trio.fail_after(20):
+                await release(gate)
+                await first.wait()
+        async with daemon.running():
+            with trio.fail_after(20):
+                await second.wait()
+        nursery.cancel_scope.cancel()
+    assert [w.sender for w in wakes] == ["bash-task-twice", "bash-task-twice"]
+    assert wakes[0].end_id == wakes[1].end_id == f"twice:{record_of(daemon, 'twice')['serial']}"
+    assert "exit code 4" in wakes[1].body
