@@ -165,7 +165,7 @@ TOOLS = [
                     "type": "number",
                     "exclusiveMinimum": 0,
                     "description": "Stop the task after this many seconds and mark it timed_out "
-                    "(SIGINT to its process group, SIGKILL after a grace period). Omit for no timeout.",
+                    "(SIGINT to every process it started, SIGKILL after a grace period). Omit for no timeout.",
                 },
                 "wait_seconds": {
                     "type": "number",
@@ -216,9 +216,10 @@ TOOLS = [
     ),
     ToolSpec(
         "stop",
-        "Stop a running task: SIGINT to its whole process group, and SIGKILL if anything in the group is "
-        "still alive after the grace period. Answers with the task's status once it has ended; the status "
-        "says it was stopped and which signals it took.",
+        "Stop a running task: SIGINT to every process it started (its process group, and any that left it "
+        "with setsid or a new group), and SIGKILL to whatever is still alive after the grace period. Answers "
+        "with the task's status once it has ended; the status says it was stopped, which signals it took, "
+        "and (in its notes) which processes outside its group were signalled.",
         {
             "type": "object",
             "properties": {"id": {"type": "string", "description": "The task's id or name."}},
