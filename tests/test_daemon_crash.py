@@ -9,6 +9,7 @@ everything the test checks is awaited.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -21,6 +22,7 @@ from typing import Any
 import attrs
 import trio
 
+from hive.wake import AgentRequest
 from tests.conftest import AgentListener, DaemonHandle, call, structured
 from tests.test_daemon_ends import answer, open_raw_session, run_request, send
 
@@ -65,8 +67,26 @@ async def issue(path: Path, run: Run) -> None:
 
 
 async def kill(process: trio.Process) -> None:
-    os.kill(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGKILL)
     await process.wait()
+
+
+@attrs.define
+class KillingListener(AgentListener):
+    """An agent socket that, when armed, SIGKILLs the daemon on a wake before acknowledging it:
+    the daemon never learns it was delivered, so it comes again (the same end, the same end_id)."""
+
+    daemon: trio.Process | None = None
+    armed: bool = False
+    kills: int = 0
+
+    async def _take(self, request: AgentRequest) -> None:
+        await super()._take(request)
+        if self.armed and self.daemon is not None and self.daemon.returncode is None:
+            self.armed = False
+            self.kills += 1
+            os.kill(self.daemon.pid, signal.SIGKILL)
 
 
 async def wait_for_senders(agent: AgentListener, senders: set[str]) -> None:
@@ -74,26 +94,28 @@ async def wait_for_senders(agent: AgentListener, senders: set[str]) -> None:
         await agent.wait_for(len(agent.wakes) + 1)
 
 
-async def test_sigkills_at_random_moments_lose_no_task_and_no_end(
-    daemon: DaemonHandle, agent: AgentListener
-) -> None:
+async def test_sigkills_at_random_moments_lose_no_task_and_no_end(daemon: DaemonHandle) -> None:
     seed = int(os.environ.get("HIVE_CRASH_SEED") or random.randrange(2**32))
     print(f"crash consistency: seed {seed} (HIVE_CRASH_SEED={seed} draws it again)")
     rng = random.Random(seed)
     markers = daemon.root / "ran"
     markers.mkdir()
     runs: list[Run] = []
+    agent = KillingListener(daemon.agent_socket)
     kills = recovery_kills = 0
     async with agent.serving():
         for round_no in range(ROUNDS):
             async with daemon.running(stop=False) as process, trio.open_nursery() as nursery:
+                agent.daemon, agent.armed = process, rng.random() < 0.3
                 batch = [draw_run(rng, f"r{round_no}t{i}", markers) for i in range(rng.randint(3, 6))]
                 runs += batch
                 for run in batch:
                     nursery.start_soon(issue, daemon.socket, run)
                 await trio.sleep(rng.uniform(0.05, 0.8))
-                await kill(process)
-                kills += 1
+                agent.armed = False
+                if process.returncode is None:
+                    await kill(process)
+                    kills += 1
             if rng.random() < 0.4:
                 # Killed again while it recovers (or just after: its start-up time varies).
                 with open(daemon.root / "daemon.err", "ab") as err:
@@ -147,8 +169,9 @@ async def test_sigkills_at_random_moments_lose_no_task_and_no_end(
         assert set(ids) == {f"{task_id}:{record['serial']}"}, (sender, ids)
     repeats = len(agent.wakes) - len(end_ids)
     print(
-        f"crash consistency: {ROUNDS} rounds, {len(runs)} runs, {len(final)} tasks, {kills} kills "
-        f"({recovery_kills} during recovery), {len(agent.wakes)} wakes, {repeats} repeats, "
+        f"crash consistency: {ROUNDS} rounds, {len(runs)} runs, {len(final)} tasks, "
+        f"{kills + agent.kills} kills ({recovery_kills} during recovery, {agent.kills} on a wake), "
+        f"{len(agent.wakes)} wakes, {repeats} repeats, "
         f"{len(told)} ends told inline, {len(owed)} owed"
     )
     assert not lost, f"lost tasks (seed {seed}): {lost}"
