@@ -40,8 +40,8 @@ def describe_signals(record: TaskRecord) -> str:
     if not record.signals:
         return "no signal sent"
     if record.signals == ("SIGINT",):
-        return "SIGINT to its process group"
-    return "SIGINT to its process group, then SIGKILL after the grace period"
+        return "SIGINT to all its processes"
+    return "SIGINT to all its processes, then SIGKILL to those still alive"
 
 
 def describe_end(record: TaskRecord) -> str:
