@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 async def recover(manager: TaskManager) -> None:
     """Pick up where the previous daemon left off: re-adopt live tasks, settle dead ones,
     and owe the agent every end it has not been told."""
+    # The manager's module imports this one (its `serve` calls `recover`), so `Task` is
+    # imported when recovery runs, not when this module loads.
     from hive.bash._tasks import Task
 
     store = manager.store
