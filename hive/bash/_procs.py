@@ -320,16 +320,17 @@ def signal_escaped(tag: str, pgid: int, sig: signal.Signals) -> list[int]:
     return signal_processes((p for p in task_processes(tag, pgid) if p.pgid != pgid), sig)
 
 
-def kill_task(tag: str, pgid: int, *, settle: float = 1.0, rounds: int = 5) -> tuple[bool, list[int]]:
+def kill_task(tag: str, pgid: int | None, *, settle: float = 1.0, rounds: int = 5) -> tuple[bool, list[int]]:
     """SIGKILL every process of the task, and again any that a dying one forked meanwhile.
 
-    Whether the group took it, and the pids killed one by one (blocking: scans of /proc,
-    and up to ``settle`` seconds per round while the killed ones die).
+    Whether the group ``pgid`` took it, and the pids killed one by one (blocking: scans of
+    /proc, and up to ``settle`` seconds per round while the killed ones die). Without a
+    ``pgid`` (a task whose wrapper is long gone, its pid free for reuse) only the tag counts.
     """
     group = False
     killed: set[int] = set()
     for _ in range(rounds):
-        group = signal_group(pgid, signal.SIGKILL) or group
+        group = (pgid is not None and signal_group(pgid, signal.SIGKILL)) or group
         procs = task_processes(tag, pgid)
         if not procs:
             break

@@ -151,9 +151,8 @@ class Stopper:
                 del self._graces[serial]
                 self._cap_sizes.pop(serial, None)
 
-    async def _kill(self, task: Task, why: str) -> None:
-        pgid = task.record.pid
-        assert pgid is not None
+    async def _kill(self, task: Task, why: str, *, by_group: bool = True) -> None:
+        pgid = task.record.pid if by_group else None
         group, killed = await trio.to_thread.run_sync(_procs.kill_task, tag_of(task), pgid)
         if group or killed:
             self._signalled(task, "SIGKILL")
@@ -170,8 +169,7 @@ class Stopper:
 
     def ended(self, task: Task) -> None:
         """The task's wrapper has exited: look for processes it left behind at the next survey."""
-        if task.record.pid is not None:
-            self._ended[task.record.serial] = task
+        self._ended[task.record.serial] = task
 
     async def survey(self) -> None:
         """The per-interval check: every running task's output against the cap and its disk for
@@ -185,7 +183,9 @@ class Stopper:
         # Everything the thread needs is read here, on the loop.
         measure = [(t.record.serial, t.id) for t in (*running, *ended, *capped)]
         unstarted = [(t.record.serial, t.record.pid) for t in running if t.record.pid_start_time is None]
-        tags = {t.record.serial: (tag_of(t), t.record.pid) for t in ended}
+        # By tag alone: an ended task's wrapper is reaped, and its pid (the group's id) may be
+        # anyone's by now.
+        tags = {t.record.serial: (tag_of(t), None) for t in ended}
         reap = manager.settings.reap_orphans
 
         def work() -> _Survey:
@@ -273,6 +273,6 @@ class Stopper:
             await trio.to_thread.run_sync(_procs.signal_processes, left, signal.SIGINT)
             with self._grace(task, self.manager.settings.kill_grace):
                 await _procs.wait_gone(left)
-            await self._kill(task, "left behind and still alive when the grace ended")
+            await self._kill(task, "left behind and still alive when the grace ended", by_group=False)
         finally:
             self._cleaning.discard(task.record.serial)
