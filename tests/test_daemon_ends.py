@@ -36,9 +36,15 @@ async def open_raw_session(path: Path) -> tuple[trio.SocketStream, LineReader]:
     """An MCP session on the daemon's socket itself, spoken in raw JSON-RPC lines."""
     stream = await trio.open_unix_socket(str(path))
     reader = LineReader(stream)
-    await send(stream, initialize(1))
-    await answer(reader, 1)
-    await send(stream, notification("notifications/initialized"))
+    try:
+        await send(stream, initialize(1))
+        await answer(reader, 1)
+        await send(stream, notification("notifications/initialized"))
+    except BaseException:
+        # The daemon died mid-handshake (the crash test kills it): close, or the socket is
+        # left to the garbage collector, whose ResourceWarning fails a later test.
+        await trio.aclose_forcefully(stream)
+        raise
     return stream, reader
 
 
