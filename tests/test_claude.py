@@ -508,6 +508,8 @@ async def test_cancel_between_turns_does_nothing_and_turns_do_not_overlap(fake: 
                 await slow.wait_for_lines(1)
                 with pytest.raises(TurnFailed, match="already running"):
                     await runtime.run("overlap", MemorySink())
+            # Before the close, which sends SIGINT to a claude still exiting after its result.
+            await wait_exited(fake.starts()[0]["pid"])
     assert len(fake.starts()) == 1
     assert fake.signals() == []
     assert slow.types() == ["system", "assistant", "result"]
