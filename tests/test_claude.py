@@ -251,8 +251,9 @@ async def test_a_claude_lingering_after_its_result_does_not_hold_the_turn(fake: 
         async with fake.runtime(linger=0.3) as runtime:
             first = await runtime.run("go", MemorySink())
             second = await runtime.run("again", MemorySink())
-            lingerer = fake.starts()[0]["pid"]
+            lingerer, then = (start["pid"] for start in fake.starts())
             await wait_exited(lingerer)  # after the linger allowance, SIGINT ends it
+            await wait_exited(then)  # before the close, which would SIGINT it if still exiting
     assert (first.stop_reason, second.stop_reason) == (StopReason.COMPLETED, StopReason.COMPLETED)
     assert fake.signals() == ["SIGINT"]
 
@@ -597,6 +598,7 @@ async def test_a_cancelled_scope_around_run_with_a_claude_that_ignores_sigint_is
                     nursery.start_soon(cancel_from_outside)
                     await runtime.run("go", sink)
             after = await runtime.run("next", MemorySink())  # the gate is open again
+            await wait_exited(fake.starts()[1]["pid"])  # gone by itself before the close
     ignorer = fake.starts()[0]["pid"]
     assert outer.cancelled_caught and after.stop_reason is StopReason.COMPLETED
     assert Path(f"/proc/{ignorer}").exists()  # left running, never killed
