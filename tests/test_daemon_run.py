@@ -59,12 +59,15 @@ async def test_task_ending_later_wakes_once_and_its_loose_end_goes_after_the_ack
 
 
 async def test_status_waits_for_the_end(daemon: DaemonHandle) -> None:
+    gate = daemon.root / "gate"
+    os.mkfifo(gate)  # the task ends when the test says so, not after a guess of a delay
     async with daemon.running(agent=False), daemon.session() as session:
-        started = structured(await call(session, "run", cmd="sleep 0.3; echo late", wait_seconds=0))
+        started = structured(await call(session, "run", cmd=f"read line < {gate}; echo late", wait_seconds=0))
         assert started["state"] == "running"
         now = structured(await call(session, "status", id=started["id"]))
         assert now["state"] == "running"
         assert now["exit_code"] is None
+        await trio.to_thread.run_sync(gate.write_text, "go\n")
         ended = structured(await call(session, "status", id=started["id"], wait_seconds=20))
         assert ended["state"] == "done"
         assert ended["stdout"]["tail"] == "late\n"
