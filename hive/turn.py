@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
@@ -123,6 +124,10 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run_turn(args: argparse.Namespace) -> int:
+    """The rest of the process's life: one turn, then the exit status."""
+    # Everything the imports made lives until the process ends. Frozen, it is walked by none of
+    # the collections during the turn, nor by the interpreter's last ones at exit (~20 ms).
+    gc.freeze()
     try:
         return trio.run(_run, args)
     except HiveRuntimeError as exc:
