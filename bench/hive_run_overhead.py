@@ -15,7 +15,10 @@ fresh process timed from just before its spawn to its exit (``Popen`` to ``wait`
   one ``session/prompt``, then SIGINT to its group, as hive does, until the agent has exited.
 - ACP through hive: ``hive run PROMPT`` with ``HIVE_RUNTIME=acp`` and ``HIVE_ACP_COMMAND``
   the same agent.
-- the floors: the venv's ``python -c "import trio"`` and ``python -c pass``.
+- the floors: the venv's ``python -c "import trio"`` and ``python -c pass``; and, for context,
+  ``python -c "import trio, gc; gc.freeze()"``: ``hive run`` freezes what its imports made before
+  the turn, which spares it the interpreter's last collections at exit, and this is the floor
+  given the same treatment.
 
 added = median(through hive) - median(direct); the target is added <= median(import trio) +
 30 ms, from the same run: hive may cost what starting Python and importing Trio costs, and 30 ms
@@ -235,6 +238,7 @@ class Arms:
 def run() -> list[Figure]:
     compileall.compile_dir(REPO / "hive", quiet=1)
     samples: dict[str, list[float]] = {}
+    load_before = os.getloadavg()[0]
     with scratch() as root, clean_environ(), contextlib.ExitStack() as stack:
         api = None
         if SERVER.exists():
@@ -247,6 +251,7 @@ def run() -> list[Figure]:
             "acp_hive": arms.acp_hive,
             "import_trio": arms.python("import trio"),
             "pass": arms.python("pass"),
+            "import_trio_frozen": arms.python("import trio, gc; gc.freeze()"),
         }
         names = list(measure)
         for round_ in range(WARMUP + ROUNDS):
@@ -262,6 +267,8 @@ def run() -> list[Figure]:
                 if round_ >= WARMUP:
                     for what, took in sample.items():
                         samples.setdefault(f"{name}_{what}", []).append(took * 1000)
+    load_after = os.getloadavg()[0]
+    print(f"  load average {load_before:.2f} at the start, {load_after:.2f} at the end", file=sys.stderr)
     stats = {name: summary(values) for name, values in samples.items()}
     med = {name: s["median"] for name, s in stats.items()}
     allowed = med["import_trio_exit"] + ALLOWANCE_MS
@@ -279,6 +286,7 @@ def run() -> list[Figure]:
         "real_claude": arms.claude_real,
         "real_acp": arms.acp_real,
         "allowance_ms": ALLOWANCE_MS,
+        "load_average_1min": [load_before, load_after],
         "medians_ms": med,
         "stats_ms": stats,
         "samples_ms": samples,
@@ -295,6 +303,8 @@ def run() -> list[Figure]:
                acp_added, "ms", allowed, bound, "<= 1x"),
         Figure("10 hive run overhead", "floor: `python -c \"import trio\"` / `python -c pass`", med["import_trio_exit"],
                "ms", med["pass_exit"], "python -c pass"),
+        Figure("10 hive run overhead", "context: `python -c \"import trio, gc; gc.freeze()\"` / `python -c \"import trio\"`",
+               med["import_trio_frozen_exit"], "ms", med["import_trio_exit"], "import trio"),
     ]  # fmt: skip
 
 
