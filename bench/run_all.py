@@ -17,6 +17,7 @@ import acp_cancel
 import acp_real
 import acp_updates
 import big_output
+import cli_cold_start
 import concurrent_200
 import hive_run_overhead
 import passthrough
@@ -36,6 +37,7 @@ BENCHMARKS = [
     acp_real,
     acp_cancel,
     hive_run_overhead,
+    cli_cold_start,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 
