@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-from cattrs.preconf.json import make_converter
 
 from hive.acp._errors import AcpError
+
+if TYPE_CHECKING:
+    from cattrs.preconf.json import JsonConverter
 
 PROTOCOL_VERSION = 1
 JsonObject = dict[str, Any]
@@ -321,8 +322,10 @@ class SessionNotification:
 
 
 # -- the converter ------------------------------------------------------------------------------
+# Built on first use, not at import: importing cattrs and generating ~35 classes' hooks takes
+# ~45 ms, which `hive run` then spends after the agent is spawned, while the agent starts, rather
+# than before.
 
-converter = make_converter()
 _SNAKE = re.compile(r"_([a-z])")
 
 
@@ -333,51 +336,7 @@ def camel(name: str) -> str:
 _ALWAYS = frozenset({"type", "outcome", "session_update"})
 """Discriminators: sent even when they hold their default."""
 
-
-def _register(cls: type) -> None:
-    renames = {
-        field.name: override(
-            rename="_meta" if field.name == "meta" else camel(field.name),
-            omit_if_default=False if field.name in _ALWAYS else None,
-        )
-        for field in attrs.fields(cls)
-    }
-    converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, **renames))  # type: ignore[arg-type]
-    converter.register_unstructure_hook(
-        cls,
-        make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=True, **renames),  # type: ignore[arg-type]
-    )
-
-
-def _structure_update(obj: Any, _: Any) -> SessionUpdate:
-    if not isinstance(obj, dict):
-        raise TypeError(f"a session update must be an object, not {type(obj).__name__}")
-    kind = obj.get("sessionUpdate")
-    cls = _UPDATES.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        return UnknownUpdate(session_update=str(kind), data=obj)
-    value: SessionUpdate = converter.structure(obj, cls)
-    return value
-
-
-def _structure_mcp_server(obj: Any, _: Any) -> McpServer:
-    if isinstance(obj, dict) and obj.get("type") == "http":
-        return converter.structure(obj, McpServerHttp)
-    return converter.structure(obj, McpServerStdio)
-
-
-def _structure_outcome(obj: Any, _: Any) -> SelectedOutcome | CancelledOutcome:
-    if isinstance(obj, dict) and obj.get("outcome") == "selected":
-        return converter.structure(obj, SelectedOutcome)
-    return CancelledOutcome()
-
-
-# Hooks for unions first: a generated hook captures the hooks of its fields' types.
-converter.register_structure_hook(SessionUpdate, _structure_update)
-converter.register_structure_hook(McpServer, _structure_mcp_server)
-converter.register_structure_hook(SelectedOutcome | CancelledOutcome, _structure_outcome)
-converter.register_unstructure_hook(UnknownUpdate, lambda update: update.data)
-for _cls in (
+_CLASSES = (
     Implementation,
     FsCapabilities,
     ClientCapabilities,
@@ -412,26 +371,75 @@ for _cls in (
     ConfigOptionUpdate,
     UsageUpdate,
     SessionNotification,
-):
-    _register(_cls)
-
-# The stdio variant must send its (possibly empty) lists: they are required on the wire.
-converter.register_unstructure_hook(
-    McpServerStdio,
-    make_dict_unstructure_fn(McpServerStdio, converter),
 )
 
 
+@cache
+def converter() -> JsonConverter:
+    """The one converter of ACP's types, built the first time a message is sent or read."""
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+    from cattrs.preconf.json import make_converter
+
+    conv = make_converter()
+
+    def register(cls: type) -> None:
+        renames = {
+            field.name: override(
+                rename="_meta" if field.name == "meta" else camel(field.name),
+                omit_if_default=False if field.name in _ALWAYS else None,
+            )
+            for field in attrs.fields(cls)
+        }
+        conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, **renames))  # type: ignore[arg-type]
+        conv.register_unstructure_hook(
+            cls,
+            make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=True, **renames),  # type: ignore[arg-type]
+        )
+
+    def structure_update(obj: Any, _: Any) -> SessionUpdate:
+        if not isinstance(obj, dict):
+            raise TypeError(f"a session update must be an object, not {type(obj).__name__}")
+        kind = obj.get("sessionUpdate")
+        cls = _UPDATES.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            return UnknownUpdate(session_update=str(kind), data=obj)
+        value: SessionUpdate = conv.structure(obj, cls)
+        return value
+
+    def structure_mcp_server(obj: Any, _: Any) -> McpServer:
+        if isinstance(obj, dict) and obj.get("type") == "http":
+            return conv.structure(obj, McpServerHttp)
+        return conv.structure(obj, McpServerStdio)
+
+    def structure_outcome(obj: Any, _: Any) -> SelectedOutcome | CancelledOutcome:
+        if isinstance(obj, dict) and obj.get("outcome") == "selected":
+            return conv.structure(obj, SelectedOutcome)
+        return CancelledOutcome()
+
+    # Hooks for unions first: a generated hook captures the hooks of its fields' types.
+    conv.register_structure_hook(SessionUpdate, structure_update)
+    conv.register_structure_hook(McpServer, structure_mcp_server)
+    conv.register_structure_hook(SelectedOutcome | CancelledOutcome, structure_outcome)
+    conv.register_unstructure_hook(UnknownUpdate, lambda update: update.data)
+    for cls in _CLASSES:
+        register(cls)
+    # The stdio variant must send its (possibly empty) lists: they are required on the wire.
+    conv.register_unstructure_hook(McpServerStdio, make_dict_unstructure_fn(McpServerStdio, conv))
+    return conv
+
+
 def to_wire(value: Any) -> Any:
-    return converter.unstructure(value)
+    return converter().unstructure(value)
 
 
 def from_wire(obj: Any, cls: type[Any]) -> Any:
     """Structure an agent's message; SchemaError (saying what is wrong) if it cannot be."""
     if obj is None and cls in (LoadSessionResponse, SetConfigOptionResponse):
         obj = {}
+    import cattrs
+
     try:
-        return converter.structure(obj, cls)
+        return converter().structure(obj, cls)
     except (cattrs.BaseValidationError, TypeError, ValueError, KeyError) as exc:
         detail = (
             "; ".join(cattrs.transform_error(exc))
