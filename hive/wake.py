@@ -4,11 +4,14 @@ One JSON object a line over the agent's Unix socket, answered by one line::
 
     {"type":"wake","from":"bash-task-ab12","body":"...","transient":true}  ->  {"ok":true}
     {"type":"wake","from":"bash-task-ab12","body":"...","end_id":"ab12:9f3c..."}  ->  {"ok":true}
-    {"type":"compact"}                                                      ->  {"ok":true}
+    {"type":"prompt","text":"..."}          (an operator's message)         ->  {"ok":true}
+    {"type":"compact"}                      (the operator's /compact)       ->  {"ok":true}
+    {"type":"status"}                                                       ->  {"ok":true,"status":{...}}
     anything malformed or unknown                                           ->  {"ok":false,"error":"..."}
 
-The bash daemon is a client (it sends wakes); the harness serves the socket. A small
-server loop lives here too, so the harness, the demo and the tests share one parser.
+The bash daemon is a client (it sends wakes), and so is the operator's ``hive agent``; the
+harness serves the socket. A small server loop lives here too, so the harness, the demo and
+the tests share one parser.
 """
 
 from __future__ import annotations
@@ -55,19 +58,63 @@ def end_id(task_id: str, serial: str) -> str:
 
 
 @attrs.frozen
+class Prompt:
+    """A message for the agent's next turn from ``sender`` (an operator, by default)."""
+
+    text: str
+    sender: str = "operator"
+    type: Literal["prompt"] = "prompt"
+
+
+@attrs.frozen
 class Compact:
     """The operator's ``/compact``."""
 
     type: Literal["compact"] = "compact"
 
 
-AgentRequest = Wake | Compact
+@attrs.frozen
+class Status:
+    """Ask the harness how the agent is doing (answered with an :class:`AgentStatus`)."""
+
+    type: Literal["status"] = "status"
+
+
+AgentRequest = Wake | Prompt | Compact | Status
+
+AgentState = Literal["idle", "turn", "compacting", "retrying"]
+"""What the harness is doing: waiting for something to carry, running a turn, compacting the
+session, or waiting to retry a turn that could not start."""
+
+
+@attrs.frozen
+class AgentStatus:
+    """The harness's answer to ``status``."""
+
+    state: AgentState
+    session_id: str | None = None
+    queue: int = 0
+    """Messages waiting for a turn (those of a running turn not counted)."""
+    carrying: int = 0
+    """Messages the running turn carries."""
+    turns: int = 0
+    """Turns run since the harness started (compactions included)."""
+    last_stop_reason: str | None = None
+    """How the last turn ended: a ``StopReason`` value, or ``failed`` / ``not started``."""
+    last_error: str | None = None
+    context_used: int | None = None
+    """Tokens in the agent's context window, as the last turn reported them."""
+    context_size: int | None = None
+    compact_pending: bool = False
+    pid: int | None = None
+    state_dir: str | None = None
 
 
 @attrs.frozen
 class AgentReply:
     ok: bool
     error: str | None = None
+    status: AgentStatus | None = None
 
 
 converter = make_converter()
@@ -85,6 +132,7 @@ def _strict(kind: type[T]) -> Callable[[Any, Any], T]:
 
 converter.register_structure_hook(str, _strict(str))
 converter.register_structure_hook(bool, _strict(bool))
+converter.register_structure_hook(int, _strict(int))
 converter.register_unstructure_hook(
     Wake,
     make_dict_unstructure_fn(
@@ -95,10 +143,21 @@ converter.register_structure_hook(
     Wake, make_dict_structure_fn(Wake, converter, sender=override(rename="from"))
 )
 converter.register_unstructure_hook(
+    Prompt, make_dict_unstructure_fn(Prompt, converter, sender=override(rename="from"))
+)
+converter.register_structure_hook(
+    Prompt, make_dict_structure_fn(Prompt, converter, sender=override(rename="from"))
+)
+converter.register_unstructure_hook(
     AgentReply, make_dict_unstructure_fn(AgentReply, converter, _cattrs_omit_if_default=True)
 )
 
-_REQUEST_TYPES: dict[str, type[Wake] | type[Compact]] = {"wake": Wake, "compact": Compact}
+_REQUEST_TYPES: dict[str, type[AgentRequest]] = {
+    "wake": Wake,
+    "prompt": Prompt,
+    "compact": Compact,
+    "status": Status,
+}
 
 
 class AgentRequestError(ValueError):
@@ -109,11 +168,16 @@ class WakeRefused(Exception):
     """The agent socket answered a request with ``ok: false``."""
 
 
+class Refused(Exception):
+    """Raised by a request handler to answer ``ok: false`` with its message (an expected
+    refusal: nothing is logged)."""
+
+
 def encode(message: AgentRequest | AgentReply) -> bytes:
     return json.dumps(converter.unstructure(message), separators=(",", ":")).encode() + b"\n"
 
 
-_REQUIRED = {"wake": ("from", "body"), "compact": ()}
+_REQUIRED = {"wake": ("from", "body"), "prompt": ("text",), "compact": (), "status": ()}
 
 
 def _loads(line: bytes) -> Any:
@@ -131,14 +195,17 @@ def decode_request(line: bytes) -> AgentRequest:
     kind = raw.get("type")
     cls = _REQUEST_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None or not isinstance(kind, str):
-        raise AgentRequestError(f"unknown request type {kind!r:.60}; expected 'wake' or 'compact'")
+        raise AgentRequestError(
+            f"unknown request type {kind!r:.60}; expected 'wake', 'prompt', 'compact' or 'status'"
+        )
     missing = [field for field in _REQUIRED[kind] if field not in raw]
     if missing:
         raise AgentRequestError(f"malformed {kind} request: missing {', '.join(missing)}")
     try:
-        return converter.structure(raw, cls)
+        request: AgentRequest = converter.structure(raw, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         raise AgentRequestError(f"malformed {kind} request: {_flatten(exc)}") from None
+    return request
 
 
 def decode_reply(line: bytes) -> AgentReply:
@@ -202,6 +269,13 @@ class AgentConnection:
         if not reply.ok:
             raise WakeRefused(reply.error or "the agent refused the wake without saying why")
 
+    async def status(self) -> AgentStatus:
+        """The harness's status; WakeRefused if it answers ``ok: false`` or without one."""
+        reply = await self.request(Status())
+        if not reply.ok or reply.status is None:
+            raise WakeRefused(reply.error or "the agent socket answered status without one")
+        return reply.status
+
 
 @asynccontextmanager
 async def open_agent_connection(path: str | os.PathLike[str]) -> AsyncIterator[AgentConnection]:
@@ -216,7 +290,8 @@ async def send_wake(path: str | os.PathLike[str], wake: Wake) -> None:
         await conn.wake(wake)
 
 
-RequestHandler = Callable[[AgentRequest], Awaitable[None]]
+RequestHandler = Callable[[AgentRequest], Awaitable[AgentStatus | None]]
+"""Takes one request; returns what a ``status`` is answered with (None for the rest)."""
 
 
 async def serve_agent_socket(
@@ -228,8 +303,9 @@ async def serve_agent_socket(
     """Serve AgentRequests on a Unix socket (0600) until cancelled.
 
     Each well-formed request is passed to ``handler`` and answered ``{"ok":true}`` once
-    the handler returns; a handler that raises, or a malformed line, is answered
-    ``{"ok":false,"error":...}`` and the connection stays usable.
+    the handler returns (with ``"status"`` if it returns an :class:`AgentStatus`); a handler
+    that raises, or a malformed line, is answered ``{"ok":false,"error":...}`` and the
+    connection stays usable.
 
     The socket is opened as :func:`hive._unix.open_unix_listener` opens it: a live socket at
     ``path`` (another harness's) raises ``SocketInUse`` and is left to it, a stale one is
@@ -258,12 +334,14 @@ async def serve_agent_socket(
                     reply = AgentReply(ok=False, error=str(exc))
                 else:
                     try:
-                        await handler(request)
+                        status = await handler(request)
+                    except Refused as exc:
+                        reply = AgentReply(ok=False, error=str(exc))
                     except Exception as exc:
                         log.exception("agent request handler failed")
                         reply = AgentReply(ok=False, error=f"the harness failed to take it: {exc}")
                     else:
-                        reply = AgentReply(ok=True)
+                        reply = AgentReply(ok=True, status=status)
                 if not await _answer(stream, reply):
                     return
 

@@ -23,7 +23,11 @@ from hive.wake import (
     AgentReply,
     AgentRequest,
     AgentRequestError,
+    AgentStatus,
     Compact,
+    Prompt,
+    Refused,
+    Status,
     Wake,
     WakeRefused,
     decode_reply,
@@ -72,6 +76,39 @@ def test_compact_round_trip() -> None:
     assert decode_request(encode(Compact())) == Compact()
 
 
+def test_prompt_and_status_round_trip() -> None:
+    assert json.loads(encode(Prompt("look at the logs"))) == {
+        "type": "prompt",
+        "text": "look at the logs",
+        "from": "operator",
+    }
+    assert decode_request(b'{"type":"prompt","text":"hi"}') == Prompt("hi")
+    assert decode_request(b'{"type":"prompt","text":"hi","from":"ops"}') == Prompt("hi", sender="ops")
+    assert json.loads(encode(Status())) == {"type": "status"}
+    assert decode_request(b'{"type":"status"}') == Status()
+    with pytest.raises(AgentRequestError, match="missing text"):
+        decode_request(b'{"type":"prompt"}')
+    with pytest.raises(AgentRequestError, match="malformed prompt request"):
+        decode_request(b'{"type":"prompt","text":3}')
+
+
+def test_a_status_reply_carries_the_status_and_a_plain_reply_does_not() -> None:
+    status = AgentStatus(
+        state="turn", session_id="s1", queue=3, carrying=2, turns=7, context_used=5, context_size=10
+    )
+    line = encode(AgentReply(ok=True, status=status))
+    wire = json.loads(line)
+    assert wire["ok"] is True
+    assert wire["status"]["state"] == "turn"
+    assert wire["status"]["queue"] == 3
+    assert decode_reply(line) == AgentReply(ok=True, status=status)
+    assert "status" not in json.loads(encode(AgentReply(ok=True)))
+    with pytest.raises(AgentRequestError, match="malformed reply"):
+        decode_reply(b'{"ok":true,"status":{"state":"asleep"}}')
+    with pytest.raises(AgentRequestError, match="malformed reply"):
+        decode_reply(b'{"ok":true,"status":{"state":"idle","queue":"3"}}')
+
+
 def test_reply_wire_form() -> None:
     assert encode(AgentReply(ok=True)) == b'{"ok":true}\n'
     assert json.loads(encode(AgentReply(ok=False, error="nope"))) == {"ok": False, "error": "nope"}
@@ -109,6 +146,7 @@ def test_reply_round_trips(ok: bool, error: str | None) -> None:
         (b'"wake"', "expected a JSON object"),
         (b"null", "expected a JSON object"),
         (b'{"type":"nap"}', "unknown request type 'nap'"),
+        (b'{"type":"nap"}', "expected 'wake', 'prompt', 'compact' or 'status'"),
         (b'{"from":"a","body":"b"}', "unknown request type None"),
         (b'{"type":"wake","from":"a"}', "body"),
         (b'{"type":"wake","body":"b"}', "from"),  # the wire's name for the field, not the attribute's
@@ -157,7 +195,7 @@ def test_arbitrary_bytes_raise_nothing_but_agent_request_error(line: bytes) -> N
     except AgentRequestError as exc:
         assert str(exc)
     else:
-        assert isinstance(decoded, Wake | Compact)
+        assert isinstance(decoded, Wake | Prompt | Compact | Status)
 
 
 json_values = st.recursive(
@@ -168,10 +206,12 @@ json_values = st.recursive(
 request_like = st.fixed_dictionaries(
     {},
     optional={
-        "type": st.sampled_from(["wake", "compact"]) | json_values,
+        "type": st.sampled_from(["wake", "prompt", "compact", "status"]) | json_values,
         "from": json_values,
         "body": json_values,
+        "text": json_values,
         "transient": json_values,
+        "end_id": json_values,
     },
 )
 
@@ -183,7 +223,7 @@ def test_arbitrary_json_objects_raise_nothing_but_agent_request_error(raw: dict[
     except AgentRequestError as exc:
         assert str(exc)
     else:
-        assert isinstance(decoded, Wake | Compact)
+        assert isinstance(decoded, Wake | Prompt | Compact | Status)
 
 
 # -- the server loop over a real socket -----------------------------------------------------------
@@ -352,6 +392,31 @@ async def test_a_handler_that_raises_is_an_ok_false_and_wake_refused(short_tmp: 
                 again = await client.ask(encode(Compact()))
                 assert again is not None
                 assert again["ok"] is False
+
+
+async def test_a_refusal_is_answered_with_its_message_alone(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+
+    async def refuse(request: AgentRequest) -> None:
+        raise Refused("the queue is full: try again later")
+
+    with trio.fail_after(10):
+        async with agent_server(path, refuse), open_agent_connection(path) as conn:
+            reply = await conn.request(Prompt("hello"))
+            assert reply == AgentReply(ok=False, error="the queue is full: try again later")
+
+
+async def test_a_status_request_is_answered_with_what_the_handler_returns(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+    status = AgentStatus(state="idle", session_id="abc", queue=0, turns=2)
+
+    async def answer(request: AgentRequest) -> AgentStatus | None:
+        return status if isinstance(request, Status) else None
+
+    with trio.fail_after(10):
+        async with agent_server(path, answer), open_agent_connection(path) as conn:
+            assert await conn.status() == status
+            assert await conn.request(Compact()) == AgentReply(ok=True)
 
 
 async def test_a_compact_request_is_answered_ok(short_tmp: Path) -> None:
