@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 from pathlib import Path
 
 import trio
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import AgentListener, DaemonHandle, call, group_alive, structured, text_of
 
@@ -225,3 +227,40 @@ async def test_a_refused_wake_is_retried_until_acknowledged(
         assert wake.sender == "bash-task-refused"
         status = await call(session, "list")
         assert "refused" in text_of(status)
+
+
+async def test_a_stop_is_saved_before_its_sigint_so_a_sigkill_right_after_it_loses_nothing(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    ready = make_gate(daemon.root, "ready")
+    async with agent.serving():
+        async with daemon.running(stop=False) as first, daemon.session() as session:
+            # The task SIGKILLs the daemon the moment its SIGINT arrives: whatever the daemon
+            # had not saved by then is lost. (`wait` returns at once for a trapped signal.)
+            cmd = (
+                f"trap 'kill -KILL {first.pid}; kill $!; exit 9' INT; "
+                f"sleep 300 & echo ready > {ready}; wait $!"
+            )
+            await call(session, "run", cmd=cmd, name="halted", wait_seconds=0)
+            with trio.fail_after(20):
+                await trio.to_thread.run_sync(ready.read_text, abandon_on_cancel=True)
+
+            async def stop() -> None:
+                with contextlib.suppress(MCPError):  # the daemon dies before it answers
+                    await call(session, "stop", id="halted")
+
+            with trio.fail_after(20):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(stop)
+                    await first.wait()
+                    nursery.cancel_scope.cancel()
+        record = json.loads(daemon.task_file("halted", ".json").read_text())
+        assert record["stop_reason"] == "requested", record
+        assert record["stop_started_at"] is not None
+        async with daemon.running(), daemon.session() as session:
+            ended = structured(await call(session, "status", id="halted", wait_seconds=20))
+            with trio.fail_after(20):
+                (wake,) = await agent.wait_for(1)
+    assert (ended["state"], ended["exit_code"]) == ("stopped", 9)
+    assert wake.sender == "bash-task-halted"
+    assert "stopped" in wake.body

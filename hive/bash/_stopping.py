@@ -1,11 +1,12 @@
 """Stopping bash tasks: a stop request, the deadline, the output cap, and what a task leaves behind.
 
 This module owns every signal the daemon sends to a task. A stop (requested, at the
-deadline, or at the output cap) reaches every process of the task, wherever it went: its
-process group gets SIGINT at once, the processes that left the group (found by their
-``HIVE_BASH_TASK`` tag, see `hive.bash._procs`) get it from a worker thread moments later,
-and whatever of the task is still alive when the grace ends gets SIGKILL. The task ends
-(``stopped``, ``timed_out``) only after that, so a stopped task has no process left.
+deadline, or at the output cap) is saved in the task's record before any signal, then
+reaches every process of the task, wherever it went: its process group gets SIGINT, the
+processes that left the group (found by their ``HIVE_BASH_TASK`` tag, see
+`hive.bash._procs`) get it from a worker thread moments later, and whatever of the task is
+still alive when the grace ends gets SIGKILL. The task ends (``stopped``, ``timed_out``)
+only after that, so a stopped task has no process left.
 
 A task that ends by itself may leave processes behind (a server started with `setsid`,
 say); they are left running, but its output files stay under the cap for as long as they
@@ -84,7 +85,8 @@ class Stopper:
         return self.begin(task, StopReason.REQUESTED)
 
     def begin(self, task: Task, reason: StopReason) -> bool:
-        """SIGINT to the task's group now; the rest of the stop runs in its supervisor."""
+        """Begin stopping a running task: the stop is recorded now, and its supervisor saves it,
+        then signals (see `finish`)."""
         manager = self.manager
         if (
             task.final
@@ -96,10 +98,6 @@ class Stopper:
         # Recorded before anything awaits, so a second stop (a deadline during a requested
         # stop, say) finds this one under way and leaves it be.
         manager._apply(task, StopBegun(reason), stop_started_at=manager.clock())
-        pgid = task.record.pid
-        assert pgid is not None
-        if _procs.signal_group(pgid, signal.SIGINT):
-            self._signalled(task, "SIGINT")
         task.supervisor.start_soon(self.finish, task)
         return True
 
@@ -113,12 +111,21 @@ class Stopper:
     # -- finishing a stop -----------------------------------------------------------------------
 
     async def finish(self, task: Task) -> None:
-        """After the group's SIGINT: SIGINT to the processes outside the group, then SIGKILL to
-        whatever of the task is still alive when the grace ends."""
+        """Save the stop, then SIGINT to the task's group and to its processes outside the group,
+        then SIGKILL to whatever of the task is still alive when the grace ends.
+
+        Saved first: a daemon that dies after a signal leaves a record saying the task is being
+        stopped, so the next start finishes the stop and the task ends ``stopped`` (or
+        ``timed_out``), not ``done`` with the status the signal gave it. This also runs for a
+        stop that a previous daemon began (see `_supervise`): the group gets SIGINT again.
+        """
         manager = self.manager
         await manager._persist(task)
         pgid = task.record.pid
         assert pgid is not None and task.record.stop_started_at is not None
+        # Once the wrapper is reaped its pid may be anyone's: the scan below finds what is left.
+        if not task.exited.is_set() and _procs.signal_group(pgid, signal.SIGINT):
+            self._signalled(task, "SIGINT")
         tag = tag_of(task)
         escaped = await trio.to_thread.run_sync(_procs.signal_escaped, tag, pgid, signal.SIGINT)
         if escaped:
