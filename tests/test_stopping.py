@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -58,7 +59,11 @@ async def wait_ready(fifo: Path) -> None:
 
 @contextlib.contextmanager
 def pinned(root: Path, names: tuple[str, ...] = PROBES) -> Iterator[dict[str, int]]:
-    """A pidfd for each probe, opened while it runs: it pins that very process."""
+    """A pidfd for each probe, opened while it runs: it pins that very process.
+
+    A probe still alive at the end (the test failed) is SIGKILLed, so that a writer left over
+    by a failed test does not go on filling the disk.
+    """
     fds = {}
     try:
         for name in names:
@@ -67,6 +72,8 @@ def pinned(root: Path, names: tuple[str, ...] = PROBES) -> Iterator[dict[str, in
         yield fds
     finally:
         for fd in fds.values():
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
             os.close(fd)
 
 
@@ -299,3 +306,64 @@ async def test_the_reaper_takes_adopted_orphans_and_leaves_the_wrappers_to_their
         )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b"ok\n"
+
+
+async def test_a_leftover_writer_of_a_task_that_ended_before_a_restart_is_still_held_to_the_cap(
+    daemon: DaemonHandle,
+) -> None:
+    fifo, go = make_fifo(daemon.root), make_fifo(daemon.root, "go")
+    cap = 200 * 1024
+    async with daemon.running(agent=False), daemon.session() as session:
+        # The task ends at once (done); its writer waits in a session of its own.
+        cmd = f"cd {shlex.quote(str(daemon.root))}; {WRITER}; echo ready > ready"
+        await call(session, "run", cmd=cmd, name="w", wait_seconds=0)
+        await wait_ready(fifo)
+        done = structured(await call(session, "status", id="w", wait_seconds=30))
+        assert done["state"] == "done"
+    with pinned(daemon.root, ("writer",)) as fds:
+        # A grace longer than the test's guard: the writer ignores SIGINT, so only a grace cut
+        # short for the cap ends it in time.
+        extra = ("--kill-grace", "60", "--max-output-bytes", str(cap), "--output-check-secs", "0.05")
+        async with daemon.running(*extra, agent=False), daemon.session() as session:
+            await trio.to_thread.run_sync(go.write_bytes, b"go\n")
+            await all_exit(fds)
+            status = structured(await call(session, "status", id="w"))
+    after = daemon.task_file("w", ".out").stat().st_size
+    assert cap < after < cap + 8 * 1024**2
+    assert status["state"] == "done"
+    assert any("kept writing" in note for note in status["notes"]), status["notes"]
+
+
+async def test_the_leftovers_of_a_stop_cut_short_by_a_daemon_crash_are_stopped_after_the_restart(
+    daemon: DaemonHandle,
+) -> None:
+    fifo = make_fifo(daemon.root)
+    # The wrapper ends at the stop's SIGINT; a deaf process in a session of its own stays, and
+    # the daemon dies in the grace before its SIGKILL.
+    deaf = "setsid sh -c 'trap \"\" INT; exec sleep 300' & echo $! > deaf.pid"
+    cmd = f"cd {shlex.quote(str(daemon.root))}; {deaf}; echo ready > ready; sleep 300"
+    async with daemon.running("--kill-grace", "60", agent=False, stop=False) as first:
+        async with daemon.session() as session:
+            await call(session, "run", cmd=cmd, name="cut", wait_seconds=0)
+            await wait_ready(fifo)
+            wrapper = structured(await call(session, "status", id="cut"))["pid"]
+            wrapper_fd = os.pidfd_open(wrapper)
+            try:
+                async with trio.open_nursery() as nursery:
+                    # Its answer would come after the grace; the daemon is killed long before.
+                    nursery.start_soon(session.call_tool, "stop", {"id": "cut"})
+                    with trio.fail_after(20):
+                        await trio.lowlevel.wait_readable(wrapper_fd)
+                    nursery.cancel_scope.cancel()
+            finally:
+                os.close(wrapper_fd)
+        with pinned(daemon.root, ("deaf",)) as fds:
+            os.kill(first.pid, signal.SIGKILL)
+            await first.wait()
+            async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+                # Deaf to SIGINT: only the SIGKILL after the grace ends it.
+                await all_exit(fds)
+                status = structured(await call(session, "status", id="cut"))
+    assert (status["state"], status["stop_reason"]) == ("stopped", "requested")
+    notes = " / ".join(status["notes"])
+    assert "were still running" in notes and "they were stopped" in notes, notes

@@ -5,10 +5,12 @@ and its task re-adopted (still running: watched again, with its deadline and sta
 settled (ended while the daemon was down: its exit status is read from ``<id>.exit``; gone
 without one: ``interrupted``); a live wrapper with no record is adopted by its mark; a
 task's files with no record (``<id>.cmd``, ``.out``, ``.err``, ``.exit``) become a record
-again; and every end the agent has not been told is owed once more and its wake resent. A
-loose end is always written before the final record it goes with, so a crash between the
-two leaves the end owed, never forgotten. Each wake carries its end's id (``<id>:<serial>``),
-so a receiver can drop the repeat that a crash during recovery may cause.
+again; and every end the agent has not been told is owed once more and its wake resent.
+The processes that ended tasks left behind are found by their tag and watched by the
+stopper (see `hive.bash._stopping`), as they were before the restart. A loose end is always
+written before the final record it goes with, so a crash between the two leaves the end
+owed, never forgotten. Each wake carries its end's id (``<id>:<serial>``), so a receiver
+can drop the repeat that a crash during recovery may cause.
 
 What survives what:
 
@@ -81,6 +83,7 @@ async def recover(manager: TaskManager) -> None:
         await _resume(manager, task)
     await _adopt_unrecorded(manager, {r.serial for r in records}, by_id)
     await _recover_from_files(manager, by_id)
+    await _watch_leftovers(manager)
     for orphan in by_id.values():
         log.warning("loose end for %s has no task record; sending what it holds", orphan.task_id)
         wake = orphan.wake or OwedWake(
@@ -150,6 +153,23 @@ async def _recover_from_files(manager: TaskManager, loose_ends: dict[str, LooseE
         )
         task = manager._register(Task(record, owed=True, record_dirty=True))
         await _resume(manager, task)
+
+
+async def _watch_leftovers(manager: TaskManager) -> None:
+    """Hand the ended tasks whose processes outlived them (and the previous daemon) to the
+    stopper, as an end seen by this daemon is: a stopped task's leftovers are stopped, and
+    the output cap holds on the files of a finished one's for as long as they write them.
+
+    One scan of ``/proc`` finds them by their tag (the wrappers are gone: no group to go by).
+    """
+    ended = {_procs.task_tag(t.id, t.record.serial): t for t in manager.tasks.values() if t.final}
+    if not ended:
+        return
+    procs = await trio.to_thread.run_sync(_procs.snapshot)
+    for tag in sorted({p.tag for p in procs if p.tag is not None and not p.zombie} & ended.keys()):
+        task = ended[tag]
+        log.info("task %s ended before this daemon started and left processes behind", task.id)
+        manager.stopper.ended(task)
 
 
 async def _resume(manager: TaskManager, task: Task) -> None:
