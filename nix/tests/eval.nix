@@ -1,0 +1,44 @@
+# Evaluates nix/module.nix as NixOS would, with one configuration module (`case`), and returns
+# what the module generated (units, /etc files, tmpfiles rules, users, the package) for
+# `nix-instantiate --eval --strict --json`. Failed assertions are an evaluation error listing
+# their messages, as NixOS reports them.
+#
+#   nix-instantiate --readonly-mode --eval --strict --json nix/tests/eval.nix --arg case ./cases/x.nix
+#
+# `lib` defaults to the project's minilib; pass `--arg lib 'import <nixpkgs/lib>'` to check
+# against the real one.
+{
+  case,
+  lib ? import ./minilib.nix,
+}:
+let
+  pkgs = import ./pkgs.nix { inherit lib; };
+  evaluated = lib.evalModules {
+    modules = [
+      ./nixos.nix
+      ../module.nix
+      case
+    ];
+    specialArgs = { inherit pkgs; };
+  };
+  config = evaluated.config;
+  failed = map (a: a.message) (builtins.filter (a: !a.assertion) config.assertions);
+  package = config.services.hyperhive.package;
+in
+if failed != [ ] then
+  throw "\nFailed assertions:\n${lib.concatMapStrings (message: "- ${message}\n") failed}"
+else
+  {
+    services = config.systemd.services;
+    etc = builtins.mapAttrs (_: file: file.text) config.environment.etc;
+    tmpfiles = config.systemd.tmpfiles.rules;
+    users = config.users.users;
+    groups = builtins.attrNames config.users.groups;
+    warnings = config.warnings;
+    package = {
+      inherit (package) name pname version;
+      path = package.outPath;
+      dependencies = package.dependencies or [ ];
+      src = package.src.files or [ ];
+    };
+  }

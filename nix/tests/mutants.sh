@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Shows that nix/tests/check.sh fails on a broken module: each mutant below breaks a copy of
+# nix/ in one way (a syntax error, an undefined name, a wrong unit setting, a lost escape, a
+# dropped assertion, ...), and check.sh run on that copy must fail. Ends with
+# `N passed, N failed`, where a mutant that check.sh let through is a failure.
+#
+#   nix/tests/mutants.sh          needs what check.sh needs
+set -uo pipefail
+
+tests=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+nixdir=$(dirname "$tests")
+repo=$(dirname "$nixdir")
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# Each line: FILE (under nix/) ~ sed expression ~ what it breaks.
+mutants=$(
+    cat <<'EOF'
+module.nix~s/KillSignal = "SIGINT";/KillSignal = "SIGINT"/~a missing ;
+module.nix~s/HIVE_AGENT_SOCKET = agentSocket name;/HIVE_AGENT_SOCKET = agentSockett name;/~an undefined variable
+module.nix~0,/inherit (server)/s/inherit (server)/inherit (servr)/~an undefined variable in a submodule's rendering
+module.nix~s/KillMode = "process";/KillMode = "control-group";/~the daemon's stop kills its tasks
+module.nix~s/KillMode = "mixed";/KillMode = "mixd";/~a KillMode systemd does not know
+module.nix~0,/Type = "notify";/s/Type = "notify";/Type = "simple";/~the daemon unit no longer waits for READY=1
+module.nix~s/requires = \[ "\${daemonUnit name}.service" \];/requires = [ ];/~the agent unit no longer requires its daemon
+module.nix~s/HIVE_ACP_ARGS = toJSON agent.acp.args;/HIVE_ACP_ARGS = concatStringsSep " " agent.acp.args;/~HIVE_ACP_ARGS not JSON
+module.nix~s/HIVE_ACP_ENV = /HIVE_ACP_ENVIRONMENT = /~a misspelt variable
+module.nix~s/HIVE_BASH_SOCKET = bashSocket name;/HIVE_BASH_SOCKET = agentSocket name;/~the bash socket at the agent socket's path
+module.nix~s/allowedTools = \[ "\*" \];/allowedTools = [ ];/~bash without its tools allowed
+module.nix~s/^      bash = {/      shell = {/~bash no longer injected under its name
+module.nix~s/unitEnvValue = replaceStrings \[ "%" \] \[ "%%" \];/unitEnvValue = value: value;/~% left bare in Environment=
+module.nix~s/\[ "%" "\$" \] \[ "%%" "\$\$" \]/[ "%" ] [ "%%" ]/~$ left bare in ExecStart=
+module.nix~s/assertion = agent.runtime != "acp" ||/assertion = true ||/~the acp-without-command assertion dropped
+module.nix~s/length names > 1/length names > 2/~two agents on one state dir let through
+module.nix~s/\[A-Za-z0-9\]\[A-Za-z0-9._-\]{0,63}/.+/~any agent name let through
+module.nix~s/types.nullOr types.numbers.positive/types.nullOr types.number/~an idle timeout of 0 let through
+module.nix~s/UMask = "0077";/UMasks = "0077";/~a misspelt unit setting
+module.nix~0,/systemd.tmpfiles.rules = \[/s/systemd.tmpfiles.rules = \[/systemd.tmpfiles.rule = [/~an undeclared NixOS option
+module.nix~s/type = types.listOf types.str;/type = types.str;/~a string type where a list is defined
+module.nix~s/mkIf (agents != { })/mkIf cfg.agents/~mkIf on a non-boolean
+module.nix~s/"--subagents"/"--subagent"/~a flag hive-agent does not have
+package.nix~s/inherit (project) version;/version = "0.0.0";/~a version that is not pyproject.toml's
+package.nix~s/^  src = /  srcs = /~srcs instead of src
+package.nix~s/{ lib, python3Packages }:/{ lib, python3Packages, fetchFromGitHub }:/~an argument nixpkgs' stand-in lacks
+package.nix~s/dependencies = map fromNixpkgs project.dependencies;/dependencies = [ python3Packages.trio ];/~dependencies not from pyproject.toml
+examples/two-agents.nix~s/idleTimeout = 600;/idleTimeout = "600";/~the example changed (no longer type-checking) and the README not
+EOF
+)
+
+# copy DIR: nix/ and what it reads (pyproject.toml, README.md, hive/) under DIR.
+copy() {
+    mkdir -p "$1"
+    cp -r "$nixdir" "$1/nix"
+    cp "$repo/pyproject.toml" "$repo/README.md" "$1/"
+    ln -s "$repo/hive" "$1/hive"
+}
+
+# The copy itself must pass: each mutant's failure is then the mutation's doing.
+copy "$work/baseline"
+if ! "$work/baseline/nix/tests/check.sh" >"$work/baseline.out" 2>&1; then
+    grep -v '^ok' "$work/baseline.out"
+    echo "mutants.sh: check.sh fails on the unbroken nix/; fix that first" >&2
+    exit 1
+fi
+
+passed=0
+failed=0
+n=0
+while IFS='~' read -r file expr what; do
+    n=$((n + 1))
+    copy="$work/$n"
+    copy "$copy"
+    sed -i -e "$expr" "$copy/nix/$file"
+    if cmp -s "$nixdir/$file" "$copy/nix/$file"; then
+        failed=$((failed + 1))
+        printf 'FAIL  mutant %d (%s): the edit did not apply to %s\n' "$n" "$what" "$file"
+    elif CHECK_FAIL_FAST=1 "$copy/nix/tests/check.sh" >"$copy/out" 2>&1; then
+        failed=$((failed + 1))
+        printf 'FAIL  mutant %d (%s): check.sh passed\n' "$n" "$what"
+    else
+        passed=$((passed + 1))
+        printf 'ok    mutant %d (%s): %s\n' "$n" "$what" "$(grep -m1 '^FAIL' "$copy/out" | cut -c7-)"
+    fi
+    rm -rf "$copy"
+done <<<"$mutants"
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
