@@ -62,8 +62,8 @@ async def test_run_prints_the_status_as_json_or_as_text(daemon: DaemonHandle) ->
     async with daemon.running(agent=False):
         with trio.fail_after(CLI_WITHIN):
             as_json, as_text = await hive_all(
-                ["bash", "run", "echo hi", "--json", "--socket", sock],
-                ["bash", "run", "echo hi; echo oops >&2; exit 2", "--socket", sock],
+                ["bash", "run", "echo hi", "--wait", "30", "--json", "--socket", sock],
+                ["bash", "run", "echo hi; echo oops >&2; exit 2", "--wait", "30", "--socket", sock],
             )
     status = ok_json(as_json)
     assert status["state"] == "done"
@@ -102,7 +102,18 @@ async def test_name_timeout_and_wait_zero(daemon: DaemonHandle) -> None:
                     "--socket",
                     sock,
                 ],
-                ["bash", "run", "echo named", "--name", "greeting", "--json", "--socket", sock],
+                [
+                    "bash",
+                    "run",
+                    "echo named",
+                    "--name",
+                    "greeting",
+                    "--wait",
+                    "30",
+                    "--json",
+                    "--socket",
+                    sock,
+                ],
             )
             text = ok_text(started)
             assert text.startswith("task started: id=sleeper\n")
@@ -120,17 +131,21 @@ async def test_name_timeout_and_wait_zero(daemon: DaemonHandle) -> None:
 
 async def test_status_stop_and_ls(daemon: DaemonHandle) -> None:
     sock = str(daemon.socket)
+    gate = make_gate(daemon.root)  # "later" ends when the test says so
+    later_cmd = f"read line < {gate}; echo later"
     async with daemon.running(agent=False):
         with trio.fail_after(CLI_WITHIN):
             first = ok_json(
-                await hive("bash", "run", "echo one", "--name", "one", "--json", "--socket", sock)
+                await hive(
+                    "bash", "run", "echo one", "--name", "one", "--wait", "30", "--json", "--socket", sock
+                )
             )
             assert first["state"] == "done"
             later = ok_json(
                 await hive(
                     "bash",
                     "run",
-                    "sleep 0.3; echo later",
+                    later_cmd,
                     "--name",
                     "later",
                     "--wait",
@@ -141,7 +156,7 @@ async def test_status_stop_and_ls(daemon: DaemonHandle) -> None:
                 )
             )
             assert later["id"] == "later"
-            assert later["state"] in ("pending", "running")
+            assert later["state"] == "running"
             long = ok_json(
                 await hive(
                     "bash", "run", "sleep 60", "--name", "long", "--wait", "0", "--json", "--socket", sock
@@ -149,6 +164,7 @@ async def test_status_stop_and_ls(daemon: DaemonHandle) -> None:
             )
             assert long["id"] == "long"
 
+            await trio.to_thread.run_sync(gate.write_text, "go\n", abandon_on_cancel=True)
             waited, stopped = await hive_all(
                 ["bash", "status", "later", "--wait", "10", "--json", "--socket", sock],
                 ["bash", "stop", "long", "--json", "--socket", sock],
@@ -166,7 +182,7 @@ async def test_status_stop_and_ls(daemon: DaemonHandle) -> None:
     tasks = ok_json(listed)["tasks"]
     assert [t["id"] for t in tasks] == ["long", "later", "one"]  # every task, newest first
     assert [t["state"] for t in tasks] == ["stopped", "done", "done"]
-    assert [t["cmd"] for t in tasks] == ["sleep 60", "sleep 0.3; echo later", "echo one"]
+    assert [t["cmd"] for t in tasks] == ["sleep 60", later_cmd, "echo one"]
     created = [t["created_at"] for t in tasks]
     assert created == sorted(created, reverse=True)
 

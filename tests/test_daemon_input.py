@@ -56,7 +56,7 @@ async def test_each_bad_call_is_a_tool_error_saying_what_was_wrong(daemon: Daemo
             assert result.is_error, (tool, arguments, text_of(result))
             assert message in text_of(result), (tool, arguments, text_of(result))
         # Still serving, on the same session.
-        ok = await call(session, "run", cmd="echo fine")
+        ok = await call(session, "run", cmd="echo fine", wait_seconds=30)
         assert structured(ok)["stdout"]["tail"] == "fine\n"
 
 
@@ -65,9 +65,14 @@ async def test_numbers_may_come_as_strings_and_waits_are_capped(daemon: DaemonHa
         result = await call(session, "run", cmd="echo x", wait_seconds="5", timeout_secs="60")
         assert not result.is_error, text_of(result)
         assert structured(result)["timeout_secs"] == 60
-        started = structured(await call(session, "run", cmd="sleep 0.5", wait_seconds=0))
+        gate = daemon.root / "gate"
+        os.mkfifo(gate)  # the task ends when the test says so
+        started = structured(await call(session, "run", cmd=f"read line < {gate}", wait_seconds=0))
+        assert started["state"] == "running"
         # Capped at 30 s rather than refused: the answer comes when the task ends.
-        capped = await call(session, "status", id=started["id"], wait_seconds=1e9)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, gate.write_text, "go\n")
+            capped = await call(session, "status", id=started["id"], wait_seconds=1e9)
         assert not capped.is_error, text_of(capped)
         assert structured(capped)["state"] == "done"
 
@@ -123,7 +128,10 @@ async def test_garbage_gets_a_parse_error_and_ends_only_its_connection(daemon: D
         # Half a message, then the client shuts its side: the connection just ends.
         assert await trio.to_thread.run_sync(raw_exchange, path, b'{"jsonrpc": "2.0", "met') == b""
         # The session opened before all this is untouched.
-        assert structured(await call(session, "run", cmd="echo still"))["stdout"]["tail"] == "still\n"
+        assert (
+            structured(await call(session, "run", cmd="echo still", wait_seconds=30))["stdout"]["tail"]
+            == "still\n"
+        )
         assert await trio.to_thread.run_sync(answers_initialize, path)
 
 

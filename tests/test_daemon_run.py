@@ -15,7 +15,7 @@ async def test_task_ending_inside_the_wait_answers_inline_with_no_wake_and_no_lo
     daemon: DaemonHandle, agent: AgentListener
 ) -> None:
     async with agent.serving(), daemon.running(), daemon.session() as session:
-        result = await call(session, "run", cmd="echo out; echo err >&2; exit 4")
+        result = await call(session, "run", cmd="echo out; echo err >&2; exit 4", wait_seconds=30)
         assert not result.is_error, text_of(result)
         status = structured(result)
         assert status["state"] == "done"
@@ -25,8 +25,9 @@ async def test_task_ending_inside_the_wait_answers_inline_with_no_wake_and_no_lo
         assert "exit code 4" in text_of(result)
         task_id = status["id"]
         assert not daemon.loose_end(task_id).exists()
-        # A later task that does wake proves the daemon had every chance to wake for the first.
-        await call(session, "run", cmd="sleep 0.2", name="marker", wait_seconds=0)
+        # A later task that does wake proves the daemon had every chance to wake for the first
+        # (with wait_seconds=0 the end always comes as a wake, however soon it comes).
+        await call(session, "run", cmd="true", name="marker", wait_seconds=0)
         with trio.fail_after(20):
             await agent.wait_for(1)
         assert agent.senders() == ["bash-task-marker"]
@@ -38,12 +39,15 @@ async def test_task_ending_inside_the_wait_answers_inline_with_no_wake_and_no_lo
 async def test_task_ending_later_wakes_once_and_its_loose_end_goes_after_the_ack(
     daemon: DaemonHandle, agent: AgentListener
 ) -> None:
+    gate = daemon.root / "gate"
+    os.mkfifo(gate)  # the task ends when the test says so, not after a guess of a delay
     async with agent.serving(), daemon.running(), daemon.session() as session:
-        result = await call(session, "run", cmd="sleep 0.5; seq 1 50", wait_seconds=0)
+        result = await call(session, "run", cmd=f"read line < {gate}; seq 1 50", wait_seconds=0)
         text = text_of(result)
         task_id = structured(result)["id"]
         assert text.startswith(f"task started: id={task_id}")
         assert daemon.loose_end(task_id).exists()
+        await trio.to_thread.run_sync(gate.write_text, "go\n", abandon_on_cancel=True)
         with trio.fail_after(20):
             (wake,) = await agent.wait_for(1)
         assert wake.sender == f"bash-task-{task_id}"
@@ -82,7 +86,7 @@ async def test_name_is_refused_while_running_and_reusable_once_finished(daemon: 
         assert "still running" in text_of(busy)
         stopped = structured(await call(session, "stop", id="build"))
         assert stopped["state"] == "stopped"
-        again = await call(session, "run", cmd="echo second", name="build")
+        again = await call(session, "run", cmd="echo second", name="build", wait_seconds=30)
         assert not again.is_error, text_of(again)
         assert structured(again)["stdout"]["tail"] == "second\n"
 
