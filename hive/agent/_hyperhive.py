@@ -1,0 +1,197 @@
+"""The hyperhive tools, `compact` and `loose_ends`, served to the agent over streamable HTTP MCP.
+
+The server listens on 127.0.0.1, on a port the kernel picks, and answers only requests that
+carry its bearer token: any other gets 401 before it reaches MCP. The agent is given the URL and
+the token as an HTTP MCP server (:func:`hyperhive_server`). hypercorn serves it on its Trio
+worker in the harness's own event loop, so ``on_compact`` is called on the harness's Trio thread.
+
+The `mcp` SDK and hypercorn take over a second and some 40 MB to import, so they are imported
+only when the server starts (in a worker thread, so the harness's event loop goes on meanwhile):
+`hive run` and the operator CLI never pay for them.
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import attrs
+import trio
+
+from hive import __version__
+from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
+from hive.runtime import HttpServer
+
+if TYPE_CHECKING:
+    import mcp_types
+    from hypercorn.config import Config
+    from hypercorn.typing import ASGIFramework
+    from mcp.server import Server
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "hyperhive"
+SHUTDOWN_GRACE = 2.0
+"""Once told to stop, how long requests in flight have to finish before they are cancelled."""
+PATH = "/mcp"
+
+INSTRUCTIONS = (
+    "The harness's own tools. `loose_ends` lists the background bash tasks whose end you have not been "
+    "told yet; `compact` compacts your conversation once this turn ends."
+)
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@attrs.frozen
+class Hyperhive:
+    """Where the agent reaches the hyperhive tools, and the bearer token they require."""
+
+    url: str
+    token: str = attrs.field(repr=False)
+
+
+def hyperhive_server(h: Hyperhive) -> HttpServer:
+    """The hyperhive tools as an MCP server for the runtime's config, every tool allowed."""
+    return HttpServer(
+        name=SERVER_NAME,
+        url=h.url,
+        headers=(("Authorization", f"Bearer {h.token}"),),
+        allow_all_tools=True,
+    )
+
+
+def make_mcp_server(tools: HyperhiveTools) -> Server[Any]:
+    """The MCP server of the tools (the SDK's low-level one: the tools' schemas are given as is)."""
+    import mcp_types
+    from mcp.server import Server
+
+    listing = mcp_types.ListToolsResult(tools=[mcp_types.Tool(**spec) for spec in TOOLS])
+
+    async def list_tools(
+        ctx: Any, params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListToolsResult:
+        return listing
+
+    async def call_tool(ctx: Any, params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
+        result = await tools.call(params.name, params.arguments)
+        return mcp_types.CallToolResult(
+            content=[mcp_types.TextContent(type="text", text=result.text)],
+            structured_content=result.structured,
+            is_error=result.is_error,
+        )
+
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+# -- HTTP ----------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class BearerGuard:
+    """An ASGI wrapper that lets through only requests carrying ``Authorization: Bearer <token>``."""
+
+    app: AsgiApp
+    token: str = attrs.field(repr=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or self._authorized(scope):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http":
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer realm="hyperhive"'),
+                    ],
+                }
+            )
+            body = b'{"error":"unauthorized: send the Authorization header the harness gave you"}'
+            await send({"type": "http.response.body", "body": body})
+        else:
+            await send({"type": "websocket.close", "code": 1008})
+
+    def _authorized(self, scope: Scope) -> bool:
+        given = [value for name, value in scope.get("headers", ()) if name.lower() == b"authorization"]
+        expected = f"Bearer {self.token}".encode()
+        return len(given) == 1 and hmac.compare_digest(given[0], expected)
+
+
+def _import_http_stack() -> None:
+    for name in ("mcp.server", "mcp_types", "hypercorn.config", "hypercorn.trio"):
+        importlib.import_module(name)
+
+
+async def serve_hyperhive(
+    *,
+    loose_ends_dir: Path,
+    on_compact: Callable[[], None],
+    task_status: trio.TaskStatus[Hyperhive] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the hyperhive tools until cancelled; ``task_status.started()`` gets where they are.
+
+    ``loose_ends_dir`` is the bash daemon's ``<state>/mcp-loose-ends``; ``on_compact`` is
+    called (on this Trio thread) each time the agent calls `compact`. Cancelling stops the
+    server gracefully: it stops listening at once, and requests in flight have
+    :data:`SHUTDOWN_GRACE` seconds to finish before they are cancelled.
+    """
+    await trio.to_thread.run_sync(_import_http_stack)
+    import hypercorn.config
+
+    token = secrets.token_urlsafe(32)
+    server = make_mcp_server(HyperhiveTools(loose_ends_dir, on_compact))
+    app = BearerGuard(
+        server.streamable_http_app(streamable_http_path=PATH, stateless_http=True, json_response=True), token
+    )
+    config = hypercorn.config.Config()
+    config.bind = ["127.0.0.1:0"]
+    config.graceful_timeout = SHUTDOWN_GRACE
+    config.accesslog = None
+    config.errorlog = logging.getLogger(f"{__name__}.http")
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        try:
+            binds: list[str] = await nursery.start(partial(_serve_until_stopped, app, config, stop))
+            task_status.started(Hyperhive(url=f"{binds[0]}{PATH}", token=token))
+            await trio.sleep_forever()
+        finally:
+            stop.set()
+
+
+async def _serve_until_stopped(
+    app: AsgiApp, config: Config, stop: trio.Event, *, task_status: trio.TaskStatus[list[str]]
+) -> None:
+    """hypercorn, shielded from its caller's cancellation: it stops when ``stop`` is set, and is
+    cancelled if it has not stopped :data:`SHUTDOWN_GRACE` seconds later."""
+    import hypercorn.trio
+
+    serve = partial(
+        hypercorn.trio.serve, cast("ASGIFramework", app), config, shutdown_trigger=stop.wait, mode="asgi"
+    )
+    with trio.CancelScope(shield=True) as scope:
+        async with trio.open_nursery() as nursery:
+            task_status.started(await nursery.start(serve))
+            await stop.wait()
+            scope.deadline = trio.current_time() + SHUTDOWN_GRACE
+    if scope.cancelled_caught:
+        log.warning(
+            "the hyperhive HTTP server did not stop within %s s of being told to; its requests were cancelled",
+            SHUTDOWN_GRACE,
+        )

@@ -1,0 +1,213 @@
+"""The hyperhive tools, `compact` and `loose_ends`: their specs and behaviour.
+
+Nothing here knows MCP or HTTP: each tool takes the raw arguments and returns a
+:class:`ToolResult` (text for the agent, and the same as structured content, as the bash
+tools do). ``_hyperhive`` serves them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from hive.agent._loose_ends import UNKNOWN, describe, read_loose_ends
+
+DEFAULT_LIMIT = 50
+
+_MESSAGE = {
+    "type": "string",
+    "description": "What the text answer tells you: what happened, and what to do next.",
+}
+_ERROR = {
+    "type": "string",
+    "description": "Only on a tool error: its kind (BadArgument, DiskError); `message` says what was "
+    "wrong and what to do.",
+}
+
+
+def _output_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {**properties, "message": _MESSAGE, "error": _ERROR},
+        "required": ["message"],
+        "anyOf": [{"required": ["error"]}, {"required": required}],
+    }
+
+
+_NULLABLE_STRING = {"type": ["string", "null"]}
+_LOOSE_END = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "The task's id (its name, if it was given one)."},
+        "cmd": {"type": "string", "description": "The command; a long one is cut, see cmd_path."},
+        "cmd_path": {"type": "string", "description": "The file that holds the whole command."},
+        "state": {
+            "type": "string",
+            "enum": ["running", "done", "timed_out", "stopped", "interrupted", UNKNOWN],
+            "description": f"running, or how it ended; {UNKNOWN} if it ended but its final record cannot be "
+            "read (its wake's body says how it ended).",
+        },
+        "ended": {"type": "boolean", "description": "Whether the task has ended (its end is owed to you)."},
+        "exit_code": {"type": ["integer", "null"]},
+        "since": {"type": ["number", "null"], "description": "When the task was started (Unix time)."},
+        "ended_at": {"type": ["number", "null"], "description": "When it ended (Unix time)."},
+        "stdout_path": {"type": "string", "description": "The file that holds its whole stdout."},
+        "stderr_path": {"type": "string", "description": "The file that holds its whole stderr."},
+        "wake": {
+            "type": ["object", "null"],
+            "description": "The wake its end is owed as (null while it runs): who it is from and its body.",
+            "properties": {"from": {"type": "string"}, "body": {"type": "string"}},
+            "required": ["from", "body"],
+        },
+    },
+    "required": [
+        "id",
+        "cmd",
+        "state",
+        "ended",
+        "exit_code",
+        "since",
+        "ended_at",
+        "stdout_path",
+        "stderr_path",
+        "wake",
+    ],
+}
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "loose_ends",
+        "description": "The background bash tasks (started with the bash tools' `run`) whose end you have not "
+        "been told yet, oldest first: each with its id, command, state (still running, or how it ended), exit "
+        "code, the files holding its stdout and stderr, and, for one that ended, the wake still owed to you. "
+        "Use it after a restart or a compaction to find the work you left in flight. Listing does not settle "
+        "a task: `status` of the bash tools with its id does, for an ended one.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "limit": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "default": DEFAULT_LIMIT,
+                    "description": f"At most this many (default {DEFAULT_LIMIT}, the oldest); 0 for all of them.",
+                }
+            },
+            "additionalProperties": False,
+        },
+        "output_schema": _output_schema(
+            {
+                "loose_ends": {"type": "array", "items": _LOOSE_END},
+                "total": {"type": "integer", "description": "How many loose ends there are in all."},
+                "ended": {"type": "integer", "description": "How many of them have ended."},
+                "unreadable": {
+                    "type": "array",
+                    "description": "Files in the loose-ends directory that are not loose ends the daemon wrote.",
+                    "items": {
+                        "type": "object",
+                        "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+                        "required": ["path", "reason"],
+                    },
+                },
+            },
+            ["loose_ends", "total", "ended", "unreadable"],
+        ),
+    },
+    {
+        "name": "compact",
+        "description": "Compact your conversation once this turn ends: the harness replaces what came before "
+        "with a summary, which frees your context. Use it when your context is filling up, or when a large "
+        "piece of work is done and its details are no longer needed. It takes effect only after the turn "
+        "ends, so write down first anything you must not lose.",
+        "input_schema": {"type": "object", "properties": {}, "additionalProperties": False},
+        "output_schema": _output_schema(
+            {
+                "requested": {"type": "boolean", "description": "True: compaction follows this turn."},
+                "when": {"type": "string", "enum": ["after_this_turn"]},
+            },
+            ["requested", "when"],
+        ),
+    },
+]
+
+COMPACT_ANSWER = (
+    "Compaction requested: your conversation will be compacted once this turn ends, its earlier part "
+    "replaced by a summary. Before you end the turn, write down anything you must not lose."
+)
+
+
+@attrs.frozen
+class ToolResult:
+    """A tool's answer: text for the agent, and the same as structured content (always with ``message``)."""
+
+    text: str
+    structured: dict[str, Any]
+    is_error: bool = False
+
+
+class BadArgument(ValueError):
+    """A tool was called with arguments it does not take."""
+
+
+def _error(text: str, kind: str) -> ToolResult:
+    return ToolResult(text, {"error": kind, "message": text}, is_error=True)
+
+
+@attrs.define(eq=False)
+class HyperhiveTools:
+    """The tools' behaviour, apart from MCP: raw arguments in, a :class:`ToolResult` out."""
+
+    loose_ends_dir: Path
+    on_compact: Callable[[], None]
+    clock: Callable[[], float] = time.time
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+        """Run tool ``name``; a caller's mistake comes back as an error result, never an exception."""
+        args = dict(arguments or {})
+        try:
+            if name == "loose_ends":
+                return await self.loose_ends(args)
+            if name == "compact":
+                return self.compact(args)
+        except BadArgument as exc:
+            return _error(str(exc), "BadArgument")
+        tools = ", ".join(tool["name"] for tool in TOOLS)
+        return _error(f"unknown tool {name!r}; the hyperhive tools are {tools}", "unknown_tool")
+
+    def compact(self, args: dict[str, Any]) -> ToolResult:
+        _check_keys(args, ())
+        self.on_compact()
+        return ToolResult(
+            COMPACT_ANSWER, {"requested": True, "when": "after_this_turn", "message": COMPACT_ANSWER}
+        )
+
+    async def loose_ends(self, args: dict[str, Any]) -> ToolResult:
+        _check_keys(args, ("limit",))
+        limit = args.get("limit", DEFAULT_LIMIT)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise BadArgument(f"limit must be a whole number, 0 or more (0 for all), not {limit!r}")
+        try:
+            # Abandoned on cancel: a read is safe to leave behind, and a stuck disk must not hold
+            # up the server's shutdown.
+            listing = await trio.to_thread.run_sync(
+                read_loose_ends, self.loose_ends_dir, abandon_on_cancel=True
+            )
+        except OSError as exc:
+            return _error(
+                f"cannot list the loose ends in {self.loose_ends_dir}: {exc.strerror or exc}; the harness's "
+                "operator must fix that directory (it belongs to the bash daemon)",
+                "DiskError",
+            )
+        text, structured = describe(listing, self.loose_ends_dir, limit=limit, now=self.clock())
+        return ToolResult(text, structured)
+
+
+def _check_keys(args: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(args) - set(allowed))
+    if unknown:
+        takes = ", ".join(allowed) if allowed else "no arguments"
+        raise BadArgument(f"unknown argument(s) {', '.join(unknown)}; this tool takes {takes}")
