@@ -1,0 +1,250 @@
+"""The harness's queue and turn loop as pure functions of (state, event): no Trio, no I/O.
+
+An item (a wake, an operator's prompt) goes through::
+
+    admitted (pending) --Written--> queued (acknowledged) --a turn carries it, the turn ends-->
+    carried --Recorded--> gone (its end id remembered, so a repeat of it is dropped)
+
+and the loop through::
+
+    IDLE --next_step, compaction asked--> COMPACTING --CompactEnded--> IDLE
+    IDLE --next_step, items queued--> TURN --TurnEnded(carried)--> RECORDING --Recorded--> IDLE
+                                          --TurnEnded(not carried)--> BACKOFF --RetryDue--> IDLE
+    anything --Restarted--> IDLE, with what the queue's file holds
+
+A wake is acknowledged only once ``Written`` (durably queued). A turn carries everything
+queued when it starts, oldest first (up to a size budget), and nothing that arrives while it
+runs. Its items leave the queue only once the turn has ended and that is ``Recorded`` on disk:
+a crash before then replays them (a turn that never ended carried nothing; one that ended
+just before the crash is carried again). A compaction asked for during a turn runs right
+after it, before the next turn. The harness's async loop (``hive.agent._loop``) takes every
+decision through these functions; ``tests/test_agent_model.py`` drives them with Hypothesis.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+SEEN_LIMIT = 4096
+"""How many end ids of carried wakes are remembered (the bash daemon repeats an end only
+around its own restarts, shortly after the first time)."""
+
+
+class ItemKind(enum.Enum):
+    WAKE = "wake"
+    PROMPT = "prompt"
+
+
+@attrs.frozen
+class Item:
+    """One message for the agent's next turn."""
+
+    seq: int
+    kind: ItemKind
+    sender: str
+    body: str
+    end_id: str | None = None
+    at: float = 0.0
+    """When it arrived (Unix time)."""
+
+    @property
+    def size(self) -> int:
+        return len(self.sender) + len(self.body)
+
+
+class Phase(enum.Enum):
+    IDLE = "idle"
+    TURN = "turn"
+    RECORDING = "recording"
+    """The turn has ended; its items are being removed from the queue's file."""
+    COMPACTING = "compacting"
+    BACKOFF = "retrying"
+    """A turn could not start; its items wait, still queued, for the retry."""
+
+
+@attrs.frozen
+class LoopState:
+    phase: Phase = Phase.IDLE
+    next_seq: int = 1
+    written_seq: int = 0
+    """The highest seq ever written to the queue's file."""
+    pending: tuple[Item, ...] = ()
+    """Admitted, being written: not acknowledged yet."""
+    queued: tuple[Item, ...] = ()
+    """Durably queued and acknowledged, oldest first; the running turn's items included."""
+    carrying: tuple[int, ...] = ()
+    """The seqs of the running turn's items (TURN, RECORDING)."""
+    compact: bool = False
+    """A compaction was asked for and has not started."""
+    seen: tuple[str, ...] = ()
+    """End ids of carried wakes, most recent last (at most SEEN_LIMIT)."""
+
+    def waiting(self) -> int:
+        """Items queued and not in the running turn."""
+        return len(self.queued) - len(self.carrying)
+
+
+# -- events --------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Arrived:
+    kind: ItemKind
+    sender: str
+    body: str
+    end_id: str | None = None
+    at: float = 0.0
+
+
+@attrs.frozen
+class Admitted:
+    item: Item
+    """To be written; acknowledged once it is."""
+
+
+@attrs.frozen
+class Duplicate:
+    """A repeat of an end already queued or carried: acknowledged and dropped."""
+
+    original: int | None
+    """The seq of the original when it is still being written (answer once it is), else None."""
+
+
+Admission = Admitted | Duplicate
+
+
+@attrs.frozen
+class Written:
+    seqs: tuple[int, ...]
+
+
+@attrs.frozen
+class WriteFailed:
+    seqs: tuple[int, ...]
+
+
+@attrs.frozen
+class TurnEnded:
+    carried: bool
+    """Whether the turn got its items to the agent (it started, and ended)."""
+
+
+@attrs.frozen
+class Recorded:
+    """The ended turn's items are gone from the queue's file."""
+
+
+@attrs.frozen
+class RetryDue:
+    pass
+
+
+@attrs.frozen
+class CompactAsked:
+    pass
+
+
+@attrs.frozen
+class CompactEnded:
+    pass
+
+
+@attrs.frozen
+class Restarted:
+    """The harness starts again after a crash: only what was written survives."""
+
+
+Event = Written | WriteFailed | TurnEnded | Recorded | RetryDue | CompactAsked | CompactEnded | Restarted
+
+
+# -- steps the loop is told to take ---------------------------------------------------------------
+
+
+@attrs.frozen
+class StartTurn:
+    items: tuple[Item, ...]
+
+
+@attrs.frozen
+class StartCompact:
+    pass
+
+
+Step = StartTurn | StartCompact
+
+
+def admit(state: LoopState, arrived: Arrived) -> tuple[LoopState, Admission]:
+    """Admit an arrival (or drop it as a repeat of an end already queued or carried)."""
+    if arrived.end_id is not None:
+        for item in state.pending:
+            if item.end_id == arrived.end_id:
+                return state, Duplicate(item.seq)
+        if arrived.end_id in state.seen or any(i.end_id == arrived.end_id for i in state.queued):
+            return state, Duplicate(None)
+    item = Item(state.next_seq, arrived.kind, arrived.sender, arrived.body, arrived.end_id, arrived.at)
+    return attrs.evolve(state, next_seq=state.next_seq + 1, pending=(*state.pending, item)), Admitted(item)
+
+
+def advance(state: LoopState, event: Event) -> LoopState:  # noqa: PLR0911 - a case each
+    """The state after ``event``; unchanged when the event does not apply."""
+    match event:
+        case Written(seqs):
+            done = [i for i in state.pending if i.seq in seqs]
+            return attrs.evolve(
+                state,
+                pending=tuple(i for i in state.pending if i.seq not in seqs),
+                queued=(*state.queued, *done),
+                written_seq=max([state.written_seq, *(i.seq for i in done)]),
+            )
+        case WriteFailed(seqs):
+            return attrs.evolve(state, pending=tuple(i for i in state.pending if i.seq not in seqs))
+        case TurnEnded(carried) if state.phase is Phase.TURN:
+            if carried:
+                return attrs.evolve(state, phase=Phase.RECORDING)
+            return attrs.evolve(state, phase=Phase.BACKOFF, carrying=())
+        case Recorded() if state.phase is Phase.RECORDING:
+            gone = set(state.carrying)
+            ends = [i.end_id for i in state.queued if i.seq in gone and i.end_id is not None]
+            return attrs.evolve(
+                state,
+                phase=Phase.IDLE,
+                queued=tuple(i for i in state.queued if i.seq not in gone),
+                carrying=(),
+                seen=(*state.seen, *ends)[-SEEN_LIMIT:],
+            )
+        case RetryDue() if state.phase is Phase.BACKOFF:
+            return attrs.evolve(state, phase=Phase.IDLE)
+        case CompactAsked() if state.phase is not Phase.COMPACTING:
+            return attrs.evolve(state, compact=True)
+        case CompactEnded() if state.phase is Phase.COMPACTING:
+            return attrs.evolve(state, phase=Phase.IDLE)
+        case Restarted():
+            return LoopState(
+                next_seq=state.written_seq + 1,
+                written_seq=state.written_seq,
+                queued=state.queued,
+                seen=state.seen,
+            )
+    return state
+
+
+def next_step(state: LoopState, budget: int) -> tuple[LoopState, Step | None]:
+    """What the loop does now, if anything: a compaction first, else a turn carrying the
+    queue's oldest items whose sizes add up to at most ``budget`` (always at least one)."""
+    if state.phase is not Phase.IDLE:
+        return state, None
+    if state.compact:
+        return attrs.evolve(state, phase=Phase.COMPACTING, compact=False), StartCompact()
+    if not state.queued:
+        return state, None
+    taken: list[Item] = []
+    used = 0
+    for item in state.queued:
+        if taken and used + item.size > budget:
+            break
+        taken.append(item)
+        used += item.size
+    carrying = tuple(i.seq for i in taken)
+    return attrs.evolve(state, phase=Phase.TURN, carrying=carrying), StartTurn(tuple(taken))
