@@ -16,9 +16,11 @@ from hive.runtime._process import (
     SIGNALS_SENT,
     AgentGroup,
     AgentProcess,
+    AgentWatcher,
     SentSignal,
     StderrTail,
     start_agent,
+    watching_agents,
 )
 from hive.runtime._protocol import Canceller, Choices, Progress, Runtime, StopReason, TurnOutcome
 from hive.runtime._spec import BACKENDS, Backend, RuntimeSpec, open_runtime
@@ -30,6 +32,7 @@ __all__ = [
     "AgentGroup",
     "AgentProcess",
     "AgentRefused",
+    "AgentWatcher",
     "AgentUnavailable",
     "Backend",
     "Canceller",
@@ -57,4 +60,5 @@ __all__ = [
     "one_error",
     "open_runtime",
     "start_agent",
+    "watching_agents",
 ]

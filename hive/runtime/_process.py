@@ -8,13 +8,14 @@ waiting; an agent that ignores it keeps running, and the caller moves on.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import logging
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -80,6 +81,22 @@ class AgentProcess:
         return status
 
 
+AgentWatcher = Callable[[AgentProcess], None]
+_watcher: contextvars.ContextVar[AgentWatcher | None] = contextvars.ContextVar("_watcher", default=None)
+
+
+@contextlib.contextmanager
+def watching_agents(watcher: AgentWatcher) -> Iterator[None]:
+    """Call ``watcher`` with each agent process started inside the block (by this task, or by
+    tasks it starts meanwhile), just after its spawn: so a caller of a runtime can tell which
+    processes a turn of its own started, and wait for their exit."""
+    token = _watcher.set(watcher)
+    try:
+        yield
+    finally:
+        _watcher.reset(token)
+
+
 @attrs.define(eq=False)
 class AgentGroup:
     """The agent processes one runtime started. Closing it sends SIGINT to those still
@@ -139,6 +156,9 @@ async def start_agent(
         _widen_pipe(process.stdout.fileno())
     agent = AgentProcess(process, tuple(argv))
     RUNNING.add(agent)
+    watcher = _watcher.get()
+    if watcher is not None:
+        watcher(agent)
     return agent
 
 

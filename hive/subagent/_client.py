@@ -1,0 +1,112 @@
+"""Reaching the subagent daemon: connect to its socket, or start it there on first use.
+
+A daemon is started as ``python -m hive.subagent.daemon`` in a session of its own (it outlives
+the MCP server that started it), its log in ``<state>/subagent-daemon.log``; it says ``ready``
+on a pipe once it serves. Two servers starting one at once are fine: the second daemon finds
+the socket taken and exits, and its starter connects to the first.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO
+
+import trio
+
+from hive.subagent._errors import DaemonUnavailable
+from hive.subagent._wire import MAX_LINE, Answer, Call, decode_answer, encode
+
+START_WITHIN = 60.0
+"""How long a starting daemon may take to say it is ready (imports on a busy machine included)."""
+
+_started: list[trio.Process] = []
+"""Daemons this process started (kept so that nothing reaps or warns about them early)."""
+
+
+async def _connect(socket: Path) -> trio.SocketStream | None:
+    try:
+        return await trio.open_unix_socket(os.fspath(socket))
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None
+
+
+def _open_log(state_dir: Path) -> tuple[Path, IO[bytes]]:
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = state_dir / "subagent-daemon.log"
+    return path, open(path, "ab")  # closed by the caller
+
+
+async def start_daemon(state_dir: Path, socket: Path) -> None:
+    """Start a daemon and wait for it to serve (or to exit: another one may have won)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "CLAUDECODE")}
+    argv = [sys.executable, "-m", "hive.subagent.daemon", "--state-dir", str(state_dir)]
+    argv += ["--socket", str(socket), "--ready-fd", "1"]
+    log_path, log_file = _open_log(state_dir)
+    with log_file as log:
+        process = await trio.lowlevel.open_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+            start_new_session=True,
+        )
+    _started.append(process)
+    assert process.stdout is not None
+    said = b""
+    with trio.move_on_after(START_WITHIN) as waited:
+        async with process.stdout:
+            while chunk := await process.stdout.receive_some(64):
+                said += chunk
+        if b"ready" not in said:
+            # It exited without serving (another daemon holds the socket, say): reap it.
+            await process.wait()
+    if waited.cancelled_caught:
+        raise DaemonUnavailable(
+            f"the subagent daemon started at {socket} did not get ready within {START_WITHIN:g} s; see {log_path}"
+        )
+
+
+async def connect(state_dir: Path, socket: Path, *, start: bool = True) -> trio.SocketStream:
+    """A connection to the daemon, started first if none serves ``socket``."""
+    stream = await _connect(socket)
+    if stream is None and start:
+        await start_daemon(state_dir, socket)
+        stream = await _connect(socket)
+    if stream is None:
+        log_path = state_dir / "subagent-daemon.log"
+        raise DaemonUnavailable(
+            f"cannot reach the subagent daemon at {socket}"
+            + (f", nor start one there (see {log_path})" if start else "")
+        )
+    return stream
+
+
+async def call(state_dir: Path, socket: Path, request: Call) -> Answer:
+    """One tool call, answered by the daemon."""
+    stream = await connect(state_dir, socket)
+    async with stream:
+        try:
+            await stream.send_all(encode(request))
+            buffer = bytearray()
+            while b"\n" not in buffer:
+                data = await stream.receive_some(65536)
+                if not data:
+                    raise DaemonUnavailable(
+                        f"the subagent daemon at {socket} closed the connection before answering "
+                        f"(it may have been stopped; see {state_dir / 'subagent-daemon.log'})"
+                    )
+                buffer += data
+                if len(buffer) > MAX_LINE:
+                    raise DaemonUnavailable("the subagent daemon's answer is too long")
+        except trio.BrokenResourceError as exc:
+            raise DaemonUnavailable(
+                f"the connection to the subagent daemon at {socket} broke: {exc}"
+            ) from None
+    try:
+        return decode_answer(bytes(buffer[: buffer.index(b"\n")]))
+    except ValueError as exc:
+        raise DaemonUnavailable(f"the subagent daemon's answer cannot be read: {exc}") from None

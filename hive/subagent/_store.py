@@ -1,0 +1,108 @@
+"""The state directory of the subagent daemon.
+
+    <state>/subagent.sock              the daemon's socket (0600)
+    <state>/subagent-daemon.lock       held by the daemon that serves this state directory
+    <state>/subagent-daemon.log        the log of a daemon started on first use
+    <state>/subagents/<name>.json      the session's record (see ``_records``)
+    <state>/subagents/<name>.jsonl     every turn's stream, in claude's stream-json shape
+
+Records are small and written whole (temporary file, then rename: a crash leaves the old or
+the new one), synchronously: a write to the page cache outlives a daemon SIGKILL, which is
+the crash that matters; nothing is fsynced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+from hive.subagent._convert import DecodeError, structure, unstructure
+from hive.subagent._records import SessionRecord
+
+log = logging.getLogger(__name__)
+
+NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+    if env.get("HIVE_STATE_DIR"):
+        return Path(env["HIVE_STATE_DIR"])
+    xdg = env.get("XDG_STATE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "hive"
+
+
+@attrs.frozen
+class Store:
+    state_dir: Path
+
+    @property
+    def sessions(self) -> Path:
+        return self.state_dir / "subagents"
+
+    @property
+    def socket(self) -> Path:
+        return self.state_dir / "subagent.sock"
+
+    @property
+    def lock(self) -> Path:
+        return self.state_dir / "subagent-daemon.lock"
+
+    @property
+    def daemon_log(self) -> Path:
+        return self.state_dir / "subagent-daemon.log"
+
+    def create_dirs(self) -> None:
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.sessions.mkdir(mode=0o700, exist_ok=True)
+
+    def record_path(self, name: str) -> Path:
+        return self.sessions / f"{name}.json"
+
+    def log_path(self, name: str) -> Path:
+        return self.sessions / f"{name}.jsonl"
+
+    def save(self, record: SessionRecord) -> None:
+        path = self.record_path(record.name)
+        tmp = path.with_name(f".{path.name}.tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, _CREATE, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps(unstructure(record), separators=(",", ":")).encode())
+        os.replace(tmp, path)
+
+    def load(self, name: str) -> SessionRecord | None:
+        try:
+            with open(self.record_path(name), "rb") as f:
+                raw = json.loads(f.read())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise DecodeError(f"cannot read the record of {name!r}: {exc}") from None
+        return structure(raw, SessionRecord)
+
+    def load_all(self) -> Iterator[SessionRecord]:
+        """Every readable record; one that cannot be read is logged and left as it is."""
+        try:
+            entries = sorted(self.sessions.iterdir())
+        except FileNotFoundError:
+            return
+        for path in entries:
+            name = path.name.removesuffix(".json")
+            if path.suffix != ".json" or not NAME.fullmatch(name):
+                continue
+            try:
+                record = self.load(name)
+            except DecodeError as exc:
+                log.warning("%s; it is ignored", exc)
+                continue
+            if record is not None:
+                yield record

@@ -1,0 +1,240 @@
+"""The subagent daemon: holds the sessions and their turns, and serves the tools on ``<state>/subagent.sock``.
+
+``hive-subagent-mcp`` is spawned by the parent agent for each of its turns, so the turns live
+here, in a process of their own that it connects to or starts on first use
+(``python -m hive.subagent.daemon``). SIGINT or SIGTERM stops it: every running turn takes its
+stop path (SIGINT to its agent), and its end is told at the next start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import socket
+import struct
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+import attrs
+import trio
+
+from hive import __version__, sdnotify
+from hive._unix import open_unix_listener
+from hive.subagent._convert import DecodeError
+from hive.subagent._manager import SubagentManager
+from hive.subagent._store import Store, default_state_dir
+from hive.subagent._tools import Result, SubagentTools
+from hive.subagent._wire import MAX_LINE, decode_call, encode, refusal
+
+log = logging.getLogger("hive.subagent.daemon")
+
+SOCKET_FLAG = "--socket (or HIVE_SUBAGENT_SOCKET)"
+
+
+class StateDirBusy(RuntimeError):
+    """Another subagent daemon holds the state directory."""
+
+
+@attrs.frozen
+class DaemonConfig:
+    state_dir: Path
+    socket: Path
+    ready_fd: int | None = None
+    """A descriptor to write ``ready`` to (then close) once the socket is served."""
+
+
+def _lock(store: Store) -> IO[bytes]:
+    lock = open(store.lock, "wb")  # noqa: SIM115 - held for the daemon's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StateDirBusy(
+            f"another subagent daemon is using {store.state_dir}; use it, or give this one another --state-dir"
+        ) from None
+    return lock
+
+
+def peer_uid(sock: trio.socket.SocketType) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+async def serve_daemon(
+    config: DaemonConfig,
+    *,
+    manager_options: dict[str, object] | None = None,
+    task_status: trio.TaskStatus[SubagentManager] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve until cancelled."""
+    store = Store(config.state_dir)
+    store.create_dirs()
+    lock = _lock(store)
+    try:
+        manager = SubagentManager(store, **(manager_options or {}))  # type: ignore[arg-type]
+        tools = SubagentTools(manager)
+        async with (
+            open_unix_listener(config.socket, backlog=256, known_as=SOCKET_FLAG) as listener,
+            trio.open_nursery() as nursery,
+        ):
+            await nursery.start(manager.serve)
+            nursery.start_soon(trio.serve_listeners, _connection_handler(tools), [listener])
+            log.info("listening on %s (state in %s)", config.socket, config.state_dir)
+            task_status.started(manager)
+    finally:
+        lock.close()
+
+
+def _connection_handler(tools: SubagentTools):  # type: ignore[no-untyped-def]
+    own = os.getuid()
+
+    async def serve_connection(stream: trio.SocketStream) -> None:
+        async with stream:
+            uid = peer_uid(stream.socket)
+            if uid not in (own, 0):
+                reason = (
+                    f"refused: peer uid {uid} is neither the subagent daemon's uid {own} nor root; run "
+                    f"hive-subagent-mcp as uid {own}, or give it a --state-dir of its own"
+                )
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await stream.send_all(encode(refusal(reason)))
+                return
+            buffer = bytearray()
+            while True:
+                line = await _read_line(stream, buffer)
+                if line is None:
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    call = decode_call(line)
+                except DecodeError as exc:
+                    result = Result(refusal(f"the subagent daemon cannot read this request: {exc}"))
+                else:
+                    result = await tools.call(call)
+                if not await _answer(stream, result):
+                    return
+
+    return serve_connection
+
+
+async def _read_line(stream: trio.SocketStream, buffer: bytearray) -> bytes | None:
+    while True:
+        end = buffer.find(b"\n")
+        if end >= 0:
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            return line
+        if len(buffer) > MAX_LINE:
+            return None
+        try:
+            data = await stream.receive_some(65536)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return None
+        if not data:
+            return None
+        buffer += data
+
+
+async def _answer(stream: trio.SocketStream, result: Result) -> bool:
+    ok = False
+    try:
+        await stream.send_all(encode(result.answer))
+        ok = True
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        if result.delivered is not None:
+            result.delivered(ok)
+    return ok
+
+
+def _ready(fd: int | None) -> None:
+    sdnotify.notify("READY=1")
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        os.write(fd, b"ready\n")
+    # The spawner reads to the end of this pipe: let it go (stdout, if that is what it was, to /dev/null).
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    if fd > 2:
+        os.close(fd)
+
+
+async def _main(config: DaemonConfig) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_daemon, config)
+            _ready(config.ready_fd)
+            async for signum in signals:
+                log.info("%s: stopping; running turns are stopped with SIGINT", signal.Signals(signum).name)
+                sdnotify.notify("STOPPING=1")
+                nursery.cancel_scope.cancel()
+                break
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m hive.subagent.daemon",
+        description="Hold subagent sessions and run their turns, serving hive-subagent-mcp on a Unix socket. "
+        "hive-subagent-mcp starts it on first use; SIGINT or SIGTERM stops it, stopping running turns with "
+        "SIGINT.",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="where sessions live (subagents/) [HIVE_STATE_DIR; default $XDG_STATE_HOME/hive]",
+    )
+    parser.add_argument(
+        "--socket",
+        type=Path,
+        help="the socket to serve [HIVE_SUBAGENT_SOCKET; default <state-dir>/subagent.sock]",
+    )
+    parser.add_argument("--ready-fd", type=int, help="write 'ready' to this descriptor once serving")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("HIVE_LOG_LEVEL", "info"),
+        choices=["debug", "info", "warning", "error"],
+        help="[HIVE_LOG_LEVEL; default info]",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    state_dir = (args.state_dir or default_state_dir()).absolute()
+    socket_path = args.socket or (
+        Path(os.environ["HIVE_SUBAGENT_SOCKET"]) if os.environ.get("HIVE_SUBAGENT_SOCKET") else None
+    )
+    config = DaemonConfig(state_dir, (socket_path or Store(state_dir).socket).absolute(), args.ready_fd)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="hive-subagent-daemon: %(levelname)s: %(message)s",
+    )
+    # The daemon runs agents; it is nested in no Claude Code, whoever started it.
+    os.environ.pop("CLAUDECODE", None)
+    try:
+        trio.run(_main, config)
+    except (OSError, ValueError, RuntimeError, ExceptionGroup) as exc:
+        cause = exc
+        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
+            cause = cause.exceptions[0]
+        if not isinstance(cause, OSError | ValueError | RuntimeError):
+            raise
+        log.error("%s", cause)  # noqa: TRY400 - the message says what to do
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""What the subagent tests share: fake agents for subagents, a manager in the test's Trio run, waits.
+
+(No tests here: the name only keeps it among the subagent tests' files.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from fixtures import acp_agent
+from hive.subagent._agents import SystemHost, TurnAgent
+from hive.subagent._manager import SubagentManager
+from hive.subagent._slots import Phase
+from hive.subagent._store import Store
+from hive.subagent._wire import Caller
+from tests.acp_fake import FakeAcp
+from tests.claude_fake import FakeClaude
+
+POLL = 0.02
+
+
+def clean_environ() -> dict[str, str]:
+    """This process's environment without anything that would pick another runtime or agent."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HIVE_", "FAKE_", "CLAUDE", "ANTHROPIC")) and k != "NOTIFY_SOCKET"
+    }
+
+
+@attrs.define
+class World:
+    """A state directory, a fake claude and a fake ACP agent for subagents, an agent socket."""
+
+    root: Path
+    claude: FakeClaude
+    acp: FakeAcp
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def store(self) -> Store:
+        return Store(self.state)
+
+    @property
+    def agent_socket(self) -> Path:
+        return self.root / "agent.sock"
+
+    def env(self) -> dict[str, str]:
+        acp_env = {k: v for k, v in self.acp.spec().env}
+        return {
+            **clean_environ(),
+            **dict(self.claude.env()),
+            "HIVE_CLAUDE_COMMAND": str(self.claude.executable),
+            "HIVE_ACP_COMMAND": sys.executable,
+            "HIVE_ACP_ARGS": json.dumps([acp_agent.PATH]),
+            "HIVE_ACP_ENV": json.dumps(acp_env),
+        }
+
+    def caller(self, *, wakes: bool = True, **changes: Any) -> Caller:
+        return Caller(
+            cwd=str(self.root),
+            env=self.env(),
+            agent_socket=str(self.agent_socket) if wakes else None,
+            **changes,
+        )
+
+    def log(self, name: str) -> list[dict[str, Any]]:
+        try:
+            text = self.store.log_path(name).read_text()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def world_at(short_tmp: Path) -> Iterator[World]:
+    """For a test file's ``world`` fixture: ``yield from world_at(short_tmp)``."""
+    claude = FakeClaude(short_tmp).install()
+    acp = FakeAcp(short_tmp)
+    world = World(short_tmp, claude, acp)
+    try:
+        yield world
+    finally:
+        claude.cleanup()
+        acp.cleanup()
+
+
+@attrs.define(eq=False)
+class RecordingHost(SystemHost):
+    """Real processes, and every agent a turn started kept for the test to look at."""
+
+    agents: list[TurnAgent] = attrs.field(factory=list)
+
+    @contextmanager
+    def watching(self, watcher: Callable[[TurnAgent], None]) -> Iterator[None]:
+        def seen(agent: TurnAgent) -> None:
+            self.agents.append(agent)
+            watcher(agent)
+
+        with SystemHost.watching(self, seen):
+            yield
+
+
+@asynccontextmanager
+async def serving(world: World, **options: Any) -> AsyncIterator[SubagentManager]:
+    """A manager on the world's state directory, serving in this Trio run for the block."""
+    options.setdefault("host", RecordingHost())
+    manager = SubagentManager(world.store, **options)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.serve)
+        yield manager
+        nursery.cancel_scope.cancel()
+
+
+async def wait_for_slot(manager: SubagentManager, name: str, phase: Phase | None) -> None:
+    """Until the slot of ``name`` is ``phase`` (None: free)."""
+    while (manager.slots[name].phase if name in manager.slots else None) is not phase:
+        await manager.changed()
+
+
+async def wait_until(check: Callable[[], Any]) -> Any:
+    """Until ``check()`` is true: it reads a file another process writes (a fake's record, a
+    turn log), which has nothing to await, so it is read again every 20 ms."""
+    while not (found := check()):  # noqa: ASYNC110 (another process's file)
+        await trio.sleep(POLL)
+    return found
+
+
+async def wait_exited(pid: int) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
