@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -15,6 +16,8 @@ from typing import Any
 
 import attrs
 import trio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from fixtures import acp_agent
 from hive.subagent._agents import SystemHost, TurnAgent
@@ -84,8 +87,9 @@ class World:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def world_at(short_tmp: Path) -> Iterator[World]:
-    """For a test file's ``world`` fixture: ``yield from world_at(short_tmp)``."""
+@contextmanager
+def world_in(short_tmp: Path) -> Iterator[World]:
+    """For a test file's ``world`` fixture; fakes left running are stopped at its end."""
     claude = FakeClaude(short_tmp).install()
     acp = FakeAcp(short_tmp)
     world = World(short_tmp, claude, acp)
@@ -146,3 +150,53 @@ async def wait_exited(pid: int) -> None:
         await trio.lowlevel.wait_readable(fd)
     finally:
         os.close(fd)
+
+
+def daemon_pid(state: Path) -> int | None:
+    """The pid of the daemon serving ``state`` (it writes it into its lock file), if one started."""
+    try:
+        text = (state / "subagent-daemon.lock").read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text else None
+
+
+async def stop_daemon(state: Path) -> None:
+    """SIGINT to the daemon a server started on first use, and wait for it to go."""
+    pid = daemon_pid(state)
+    if pid is None:
+        return
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGINT)
+        with trio.fail_after(60):
+            await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+
+
+def server_params(world: World, **env: str) -> StdioServerParameters:
+    """``hive-subagent-mcp`` (the venv's console script) for the world, as an MCP client spawns it."""
+    full = {
+        **world.env(),
+        "HIVE_STATE_DIR": str(world.state),
+        "HIVE_AGENT_SOCKET": str(world.agent_socket),
+        **env,
+    }
+    script = Path(sys.executable).parent / "hive-subagent-mcp"
+    return StdioServerParameters(command=str(script), args=[], env=full, cwd=str(world.root))
+
+
+@asynccontextmanager
+async def mcp_session(world: World, **env: str) -> AsyncIterator[ClientSession]:
+    """An MCP client session with ``hive-subagent-mcp``, through the SDK's own stdio client."""
+    with open(world.root / "server.err", "a") as errlog:
+        async with (
+            stdio_client(server_params(world, **env), errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session

@@ -26,7 +26,7 @@ from tests.test_subagent_fixtures import (
     wait_exited,
     wait_for_slot,
     wait_until,
-    world_at,
+    world_in,
 )
 
 TURN = 60  # seconds: a hang fails the test instead of wedging the run
@@ -34,7 +34,8 @@ TURN = 60  # seconds: a hang fails the test instead of wedging the run
 
 @pytest.fixture
 def world(short_tmp: Path) -> Iterator[World]:
-    yield from world_at(short_tmp)
+    with world_in(short_tmp) as made:
+        yield made
 
 
 # -- the wrong implementations --------------------------------------------------------------------

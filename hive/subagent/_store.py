@@ -1,7 +1,7 @@
 """The state directory of the subagent daemon.
 
     <state>/subagent.sock              the daemon's socket (0600)
-    <state>/subagent-daemon.lock       held by the daemon that serves this state directory
+    <state>/subagent-daemon.lock       held by the daemon that serves this state directory (its pid)
     <state>/subagent-daemon.log        the log of a daemon started on first use
     <state>/subagents/<name>.json      the session's record (see ``_records``)
     <state>/subagents/<name>.jsonl     every turn's stream, in claude's stream-json shape

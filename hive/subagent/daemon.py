@@ -58,6 +58,10 @@ def _lock(store: Store) -> IO[bytes]:
         raise StateDirBusy(
             f"another subagent daemon is using {store.state_dir}; use it, or give this one another --state-dir"
         ) from None
+    # Who holds it, for an operator (and a test) to stop: SIGINT to this pid.
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n".encode())
+    lock.flush()
     return lock
 
 

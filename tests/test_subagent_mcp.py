@@ -1,0 +1,114 @@
+"""``hive-subagent-mcp`` through the real ``mcp`` client over stdio, its daemon started on first use."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.conftest import AgentListener, call, structured, text_of
+from tests.test_subagent_fixtures import (
+    World,
+    daemon_pid,
+    mcp_session,
+    stop_daemon,
+    wait_until,
+    world_in,
+)
+
+TURN = 90
+
+
+@pytest.fixture
+async def world(short_tmp: Path) -> AsyncIterator[World]:
+    with world_in(short_tmp) as made:
+        try:
+            yield made
+        finally:
+            await stop_daemon(made.state)
+
+
+def session_of(result: Any) -> dict[str, Any]:
+    return structured(result)["subagent"]
+
+
+async def test_two_subagents_one_interrupted_the_other_continued_and_the_wakes(world: World) -> None:
+    world.claude.script(
+        [
+            {"init": {}},
+            {"tool_use": {"name": "Bash", "input": {"command": "sleep 100"}}},
+            {"wait_for_signal": "SIGINT"},
+            {"interrupted": "tool"},
+            {"exit": 1},
+        ]
+    )
+    world.acp.script("default")
+    agent = AgentListener(world.agent_socket)
+    with trio.fail_after(TURN):
+        async with agent.serving(), mcp_session(world) as session:
+            listed = await session.list_tools()
+            assert sorted(t.name for t in listed.tools) == ["continue", "interrupt", "start", "status"]
+
+            started = await call(session, "start", name="a", prompt="run the tool", runtime="claude")
+            assert not started.is_error, text_of(started)
+            assert structured(started)["wake"] == "subagent-a"
+            started = await call(session, "start", name="b", prompt="hello", runtime="acp")
+            assert not started.is_error, text_of(started)
+            assert daemon_pid(world.state) is not None  # the first call started the daemon
+
+            # b's first turn, waited for: its end comes in the answer, and no wake follows.
+            waited = await call(session, "status", name="b", wait_seconds=30)
+            (b,) = structured(waited)["subagents"]
+            assert b["slot"] is None and b["last_turn"]["stop_reason"] == "completed"
+            assert b["last_turn"]["result"] == "fake acp agent reply to: hello"
+
+            # a, interrupted mid-tool; `force` is still accepted, and ignored.
+            await wait_until(lambda: any("tool_use" in str(line) for line in world.log("a")))
+            interrupted = await call(session, "interrupt", name="a", force=True)
+            assert not interrupted.is_error, text_of(interrupted)
+            assert structured(interrupted)["sent"] == "SIGINT"
+            assert "force is ignored" in text_of(interrupted)
+
+            continued = await call(session, "continue", name="b", prompt="again")
+            assert not continued.is_error, text_of(continued)
+            assert session_of(continued)["slot"] in ("starting", "running")
+
+            wakes = await agent.wait_for(2)
+            status = await call(session, "status")
+    assert world.claude.signals() == ["SIGINT"]
+    by_sender = {wake.sender: wake for wake in wakes}
+    assert sorted(by_sender) == ["subagent-a", "subagent-b"]  # b's waited-for first end woke nobody
+    assert "ended turn 1 (interrupted" in by_sender["subagent-a"].body
+    assert "ended turn 2 (completed)" in by_sender["subagent-b"].body
+    assert "fake acp agent reply to: again" in by_sender["subagent-b"].body
+    assert all(wake.end_id and wake.end_id.startswith(wake.sender + ":") for wake in wakes)
+    a, b = structured(status)["subagents"]
+    assert (a["name"], a["slot"], a["last_turn"]["stop_reason"]) == ("a", None, "interrupted")
+    assert (b["name"], b["slot"], b["turns"], b["last_turn"]["stop_reason"]) == ("b", None, 2, "completed")
+    assert b["session_id"] is not None
+    text = text_of(status)
+    assert "a: idle (claude" in text and "b: idle (acp" in text
+
+
+async def test_tool_errors_say_what_to_do(world: World) -> None:
+    world.claude.script([{"init": {}}, {"wait_for_signal": "SIGINT"}, {"interrupted": "stream"}])
+    with trio.fail_after(TURN):
+        async with mcp_session(world) as session:
+            bad = await call(session, "start", name="no spaces", prompt="x")
+            unknown = await call(session, "continue", name="ghost", prompt="x")
+            wrong_runtime = await call(session, "start", name="r", prompt="x", runtime="gpt")
+            extra = await call(session, "status", name="x", colour="blue")
+            idle = await call(session, "status")
+            await call(session, "start", name="busy", prompt="wait")
+            busy = await call(session, "continue", name="busy", prompt="more")
+            await call(session, "interrupt", name="busy")
+    assert bad.is_error and structured(bad)["error"] == "BadArgument" and "letters, digits" in text_of(bad)
+    assert unknown.is_error and structured(unknown)["error"] == "UnknownSubagent"
+    assert "start it first" in text_of(unknown)
+    assert wrong_runtime.is_error and "'claude' or 'acp'" in text_of(wrong_runtime)
+    assert extra.is_error and "unknown argument(s) colour" in text_of(extra)
+    assert not idle.is_error and "no subagents yet" in text_of(idle)
+    assert busy.is_error and structured(busy)["error"] == "NameBusy" and "interrupt it" in text_of(busy)
