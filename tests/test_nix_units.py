@@ -436,7 +436,10 @@ async def test_the_daemon_unit_serves_the_bash_server_of_the_mcp_config_and_wake
     listener = AgentListener(Path(agent_env["HIVE_AGENT_SOCKET"]))
     bash = host.mcp_config("scripted")["mcpServers"]["bash"]
     assert bash["allowedTools"] == ["*"]
-    assert bash["args"] == ["--socket", str(bash_socket)] and env["HIVE_BASH_SOCKET"] == agent_env["HIVE_BASH_SOCKET"]
+    assert (
+        bash["args"] == ["--socket", str(bash_socket)]
+        and env["HIVE_BASH_SOCKET"] == agent_env["HIVE_BASH_SOCKET"]
+    )
     async with (
         listener.serving(),
         running_unit(host, "hive-bash-daemon-scripted"),
@@ -512,7 +515,7 @@ async def test_the_agent_unit_runs_an_acp_agent_on_its_daemon(host: Host, hive_a
     assert seen["new_session"]["cwd"] == host.unit("hive-agent-scripted")["serviceConfig"]["WorkingDirectory"]
     servers = {server["name"]: server for server in seen["new_session"]["mcpServers"]}
     assert {"bash", "echo"} <= set(servers)
-    assert servers["bash"]["command"] == str(VENV_BIN / "hive-bash-mcp")
+    assert servers["echo"]["command"] == "/bin/cat"  # the module's extraMcpServers reached the agent
     assert not agent_socket.exists()
 
 
