@@ -178,6 +178,12 @@ class Stopper:
         """The task's wrapper has exited: look for processes it left behind at the next survey."""
         self._ended[task.record.serial] = task
 
+    def watching(self, task: Task) -> bool:
+        """Whether processes of this ended task may still be alive (a stop under way, or
+        leftovers looked for or being stopped): its files are still written."""
+        serial = task.record.serial
+        return serial in self._ended or serial in self._cleaning or serial in self._graces
+
     async def survey(self) -> None:
         """The per-interval check: every running task's output against the cap and its disk for
         space, and the processes that ended tasks left behind. One worker hop for all of it."""

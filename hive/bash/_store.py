@@ -21,6 +21,10 @@ mistaken for a file of another (ids may contain dots and digits: `build.1` is a 
 name, and `build.1.out` its stdout), and so that `*.json` is still exactly the current
 records. The highest generation is the most recent earlier run.
 
+Retention (`hive.bash._retention`) lists the runs here and removes them, the record last; a
+lock per task id, held while a run's files are moved aside and created and while the new
+record is saved, keeps it from removing a run that started meanwhile under the same name.
+
 Everything here is synchronous and small; callers run the fsyncing writes in a
 worker thread so the event loop never waits on the disk.
 """
@@ -32,6 +36,7 @@ import logging
 import os
 import re
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,6 +50,8 @@ log = logging.getLogger(__name__)
 TAIL_BYTES = 4096
 TASK_FILE_SUFFIXES = (".json", ".cmd", ".out", ".err", ".exit")
 _GENERATION = re.compile(r"\.(?:json|cmd|out|err|exit)\.([0-9]+)")
+_RUN_FILE = re.compile(r"(.+)\.(json|cmd|out|err|exit)(?:\.([0-9]+))?")
+_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _CREATE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -166,9 +173,46 @@ class RunFiles:
     exit: int
 
 
+@attrs.frozen
+class StoredRun:
+    """One run's files as a listing of ``bash-tasks/`` found them: the current run of a task
+    (generation 0: ``<id>.json``, ``.cmd``, ...) or an earlier one (``<id>.json.<n>``, ...)."""
+
+    task_id: str
+    generation: int
+    size: int
+    """Bytes in all its files together (a symlink counts as itself, not its target)."""
+    mtime: float
+    """When the newest of its files last changed."""
+
+
+@attrs.define
+class _IdLocks:
+    """A lock per task id, held while a run's files are moved, created or removed, so that
+    retention never removes the files of a run that started meanwhile under the same name."""
+
+    _guard: threading.Lock = attrs.field(factory=threading.Lock)
+    _held: dict[str, tuple[threading.Lock, list[int]]] = attrs.field(factory=dict)
+
+    @contextlib.contextmanager
+    def holding(self, task_id: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._held.setdefault(task_id, (threading.Lock(), [0]))
+            users[0] += 1
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                users[0] -= 1
+                if not users[0]:
+                    del self._held[task_id]
+
+
 @attrs.define
 class TaskStore:
     root: Path
+    _id_locks: _IdLocks = attrs.field(factory=_IdLocks, init=False, repr=False)
 
     @property
     def tasks_dir(self) -> Path:
@@ -316,6 +360,13 @@ class TaskStore:
         Yields their descriptors (closed when the block ends; the task keeps its own copies).
         If the block raises, the new files are removed and the earlier run's moved back.
         """
+        # The id's lock is held until the record is saved (by the block), so retention sees
+        # the earlier run or the new one with its record, never the new one's files alone.
+        with self._id_locks.holding(task_id), self._new_run(task_id, cmd) as files:
+            yield files
+
+    @contextlib.contextmanager
+    def _new_run(self, task_id: str, cmd: bytes) -> Iterator[RunFiles]:
         moved = self.rotate(task_id)
         created: list[Path] = []
         fds: list[int] = []
@@ -347,6 +398,102 @@ class TaskStore:
         finally:
             for fd in fds:
                 os.close(fd)
+
+    # -- retention -------------------------------------------------------------------------------
+
+    def stored_runs(self) -> list[StoredRun]:
+        """Every run with files in ``bash-tasks/``, current and earlier (one scan; blocking)."""
+        found: dict[tuple[str, int], tuple[int, float]] = {}
+        with os.scandir(self.tasks_dir) as entries:
+            for entry in entries:
+                match = _RUN_FILE.fullmatch(entry.name)
+                if match is None or not _ID.fullmatch(match[1]):
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                key = (match[1], int(match[3] or 0))
+                size, mtime = found.get(key, (0, 0.0))
+                found[key] = (size + info.st_size, max(mtime, info.st_mtime))
+        return [
+            StoredRun(task_id, generation, size, mtime)
+            for (task_id, generation), (size, mtime) in sorted(found.items())
+        ]
+
+    def loose_end_ids(self) -> set[str]:
+        """The ids that have a loose end on disk (by its file's name; blocking)."""
+        ids = set()
+        with os.scandir(self.loose_ends_dir) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.startswith("bash-task-") and name.endswith(".json"):
+                    ids.add(name.removeprefix("bash-task-").removesuffix(".json"))
+        return ids
+
+    def _run_paths(self, task_id: str, generation: int) -> tuple[list[Path], Path]:
+        """A run's files but its record, and its record."""
+        tail = f".{generation}" if generation else ""
+        paths = [self.tasks_dir / f"{task_id}{suffix}{tail}" for suffix in TASK_FILE_SUFFIXES]
+        return paths[1:], paths[0]
+
+    def _still_that_run(self, task_id: str, generation: int, serial: str | None) -> bool:
+        """Whether the current run of ``task_id`` on disk is still the one with ``serial`` (and
+        owes nothing); an earlier run's files never change hands."""
+        if generation:
+            return True
+        loose_end = self.load_loose_end(task_id)
+        if loose_end is not None:
+            return False
+        try:
+            data = read_regular(self.record_path(task_id))
+            on_disk = None if data is None else decode(data, TaskRecord).serial
+        except (OSError, RecordError):
+            on_disk = None
+        return on_disk is None or on_disk == serial
+
+    def remove_run_files(self, task_id: str, generation: int, serial: str | None) -> int | None:
+        """Remove a run's files but its record (see `remove_run_record`); the bytes freed, or
+        None if it is no longer that run (a new run took the name, or its end is owed again).
+
+        Its record goes last, after the directory is synced, so that a crash or a power loss
+        in between leaves a record without files (shown as it was, pruned again at the next
+        pass), never files without a record (which recovery would take for a lost task)."""
+        with self._id_locks.holding(task_id):
+            if not self._still_that_run(task_id, generation, serial):
+                return None
+            freed = 0
+            files, _record = self._run_paths(task_id, generation)
+            for path in files:
+                try:
+                    size = os.lstat(path).st_size
+                    path.unlink()
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    log.warning("cannot remove %s: %s", path, exc)
+                    return None
+                freed += size
+            return freed
+
+    def remove_run_record(self, task_id: str, generation: int, serial: str | None) -> int:
+        """Remove the record of a run whose other files `remove_run_files` removed; its size."""
+        with self._id_locks.holding(task_id):
+            if not self._still_that_run(task_id, generation, serial):
+                return 0
+            _files, record = self._run_paths(task_id, generation)
+            try:
+                size = os.lstat(record).st_size
+                record.unlink()
+            except FileNotFoundError:
+                return 0
+            except OSError as exc:
+                log.warning("cannot remove %s: %s", record, exc)
+                return 0
+            return size
+
+    def sync_tasks_dir(self) -> None:
+        fsync_dir(self.tasks_dir)
 
     # -- loose ends ------------------------------------------------------------------------------
 

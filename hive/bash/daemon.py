@@ -21,6 +21,7 @@ from hive._unix import open_unix_listener
 from hive.bash._courier import WakeCourier
 from hive.bash._limits import raise_open_files_limit
 from hive.bash._procs import become_subreaper
+from hive.bash._retention import DAY, Pruner, Retention
 from hive.bash._server import make_mcp_server, serve_mcp
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
@@ -43,6 +44,10 @@ class DaemonConfig:
     wake_retry_max: float = 5.0
     subreaper: bool = False
     """The daemon is the child subreaper (`main` makes it one): it reaps the orphans it adopts."""
+    retain_days: float = 7.0
+    retain_bytes: int | None = None
+    """None: no limit on the bytes kept (only the age counts)."""
+    prune_interval: float = 600.0
 
 
 SOCKET_FLAG = "--socket (or HIVE_BASH_SOCKET)"
@@ -96,6 +101,13 @@ async def serve_daemon(
             trio.open_nursery() as nursery,
         ):
             await nursery.start(manager.serve)
+            retention = Retention(
+                max_age=config.retain_days * DAY,
+                max_bytes=config.retain_bytes,
+                interval=config.prune_interval,
+            )
+            # Its first pass ends before the socket answers: `list` never shows a task due to go.
+            await nursery.start(Pruner(manager, retention).run)
             await nursery.start(serve_mcp, listener, make_mcp_server(BashTools(manager)))
             log.info("listening on %s (state in %s)", config.socket, config.state_dir)
             task_status.started(manager)
@@ -132,6 +144,26 @@ def _size(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 bytes")
     return value
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of days, 0 or more")
+    return value
+
+
+UNLIMITED = 0
+"""What `_retained_size` makes of ``unlimited``."""
+
+
+def _retained_size(text: str) -> int:
+    if text.strip().lower() == "unlimited":
+        return UNLIMITED
+    return _size(text)
 
 
 def _from_env(parser: argparse.ArgumentParser, env: str, convert: Callable[[str], T]) -> T | None:
@@ -200,6 +232,25 @@ def build_parser() -> argparse.ArgumentParser:
         "[HIVE_BASH_WAKE_RETRY_MAX; default 5]",
     )
     parser.add_argument(
+        "--retain-days",
+        type=_days,
+        metavar="DAYS",
+        help="prune the record and output of a task (and those of the earlier runs of a reused name) "
+        "this many days after it ended; with 0, at the first pass after its end reached the agent. A "
+        "task that still runs, or whose end the agent has not been told yet, is never pruned "
+        "[HIVE_BASH_RETAIN_DAYS; default 7]",
+    )
+    parser.add_argument(
+        "--retain-bytes",
+        type=_retained_size,
+        metavar="SIZE",
+        help="also prune the oldest ended tasks, however young, while all task files together hold more "
+        "than this (e.g. 2GiB), or `unlimited`; running tasks and owed ends count toward it but are "
+        "never pruned [HIVE_BASH_RETAIN_BYTES; default unlimited, so that only age prunes and no young "
+        "output goes by surprise: set it where the disk is small]. Pruning runs at start and every 10 "
+        "minutes, oldest first",
+    )
+    parser.add_argument(
         "--log-level",
         default=os.environ.get("HIVE_LOG_LEVEL", "info"),
         choices=["debug", "info", "warning", "error"],
@@ -236,6 +287,8 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[DaemonConfig, s
             0.01, pick(args.output_check_secs, "HIVE_BASH_OUTPUT_CHECK_SECS", _seconds, 1.0)
         ),
         wake_retry_max=max(0.01, pick(args.wake_retry_max, "HIVE_BASH_WAKE_RETRY_MAX", _seconds, 5.0)),
+        retain_days=pick(args.retain_days, "HIVE_BASH_RETAIN_DAYS", _days, 7.0),
+        retain_bytes=pick(args.retain_bytes, "HIVE_BASH_RETAIN_BYTES", _retained_size, UNLIMITED) or None,
     )
     return config, args.log_level
 
