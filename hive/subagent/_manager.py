@@ -124,11 +124,14 @@ class Status:
 
 @attrs.frozen
 class Interrupted:
-    """What ``interrupt`` did: ``sent`` is what the turn's stop path sends (SIGINT, or
-    session/cancel on ACP), None when the turn was already stopping."""
+    """What ``interrupt`` did: ``sent`` is what the turn's stop path sends (``SIGINT``, or
+    ``session/cancel`` on ACP; ``nothing`` for a turn stopped before its agent started), None
+    when the turn was already stopping or none was live."""
 
     view: View
     sent: str | None
+    idle: bool = False
+    """No turn of the name was live: nothing was done."""
 
 
 @attrs.define(eq=False)
@@ -317,6 +320,8 @@ class SubagentManager:
             assert live is not None
             live.interrupted_at = time.time()
             sent = "session/cancel" if live.arm is Arm.ACP else "SIGINT"
+            if not live.agents:
+                sent = "nothing"  # the turn had not started its agent yet: it stops before
             record = self.records.get(name)
             if live.arm is Arm.CLAUDE and record is not None and record.current is not None:
                 for pid in record.current.agents:
@@ -325,7 +330,7 @@ class SubagentManager:
             decision.cancel.cancel()
             if not live.opened:
                 live.setup.cancel()
-        return Interrupted(self.view(name), sent)
+        return Interrupted(self.view(name), sent, idle=decision.refused is Refusal.IDLE)
 
     async def status(self, name: str | None = None, wait: float = 0.0) -> Status:
         """Every session (or one), after waiting up to ``wait`` seconds for a running turn (of

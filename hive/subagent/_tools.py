@@ -60,7 +60,7 @@ class SubagentTools:
             # `force` is gone: a caller that still sends it gets SIGINT, like everyone.
             args = _Args(arguments, ("name", "force"))
             done = manager.interrupt(args.string("name"))
-            return Result(_interrupted(done.view, done.sent, "force" in arguments))
+            return Result(_interrupted(done.view, done.sent, "force" in arguments, idle=done.idle))
         args = _Args(arguments, ("name", "wait_seconds"))
         status = await manager.status(args.optional("name"), args.wait())
         return Result(_status(status), status.delivered)
@@ -162,8 +162,15 @@ def _started(view: View, caller: Caller, how: str) -> Answer:
     return Answer(message, {"message": message, "subagent": session_json(view), "wake": wake})
 
 
-def _interrupted(view: View, sent: str | None, forced: bool) -> Answer:
-    if sent is None:
+def _interrupted(view: View, sent: str | None, forced: bool, *, idle: bool) -> Answer:
+    if idle:
+        message = f"subagent {view.name} has no turn running: nothing to interrupt, nothing was sent."
+    elif sent == "nothing":
+        message = (
+            f"subagent {view.name}: its turn was stopped before its agent started (nothing needed a "
+            "signal). The turn's end reaches you as usual."
+        )
+    elif sent is None:
         message = (
             f"subagent {view.name} is already stopping: its agent was sent SIGINT once and has not exited "
             "yet (nothing more is sent). status(name, wait_seconds) waits for its end."
