@@ -1,0 +1,76 @@
+"""The turn log, ``<state>/turns.jsonl``: each turn's stream-json as the Sink receives it, then
+one ``{"type":"hive",...}`` line for the turn (:class:`hive.agent._wire.TurnRecord`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import trio
+
+from hive.agent._wire import TurnRecord, encode
+from hive.sink import Batch, ContextUsage, last_message
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define(eq=False)
+class TurnLog:
+    """Appends to the turn log through Trio, so a slow disk blocks only the log's writers."""
+
+    path: Path
+    _stream: trio.lowlevel.FdStream
+    _lock: trio.Lock = attrs.field(factory=trio.Lock)
+    _failed: bool = False
+
+    @classmethod
+    def open(cls, path: Path) -> TurnLog:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        return cls(path, trio.lowlevel.FdStream(fd))
+
+    async def write(self, data: bytes) -> None:
+        """Append ``data``; a log that cannot be written is reported once and the turn goes on."""
+        async with self._lock:
+            try:
+                await self._stream.send_all(data)
+            except OSError as exc:
+                if not self._failed:
+                    log.error("cannot write the turn log %s (%s); turns go on unlogged", self.path, exc)  # noqa: TRY400
+                self._failed = True
+            else:
+                self._failed = False
+
+    async def record(self, record: TurnRecord) -> None:
+        await self.write(encode(record))
+
+    def turn_sink(self, on_usage: Callable[[ContextUsage], None]) -> TurnSink:
+        return TurnSink(self, on_usage)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+@attrs.define(eq=False)
+class TurnSink:
+    """The Sink of one turn: its lines go to the log as they come; what the harness must know
+    of the turn (whether its result came, its context usage) is kept."""
+
+    log: TurnLog
+    on_usage: Callable[[ContextUsage], None]
+    saw_result: bool = False
+    """Whether the turn's ``result`` line came: then it started and ended."""
+    usage: ContextUsage | None = None
+    lines: int = 0
+
+    async def write(self, batch: Batch) -> None:
+        self.lines += len(batch)
+        if not self.saw_result and last_message(batch, b'"result"', "result") is not None:
+            self.saw_result = True
+        await self.log.write(batch.data)
+
+    async def context_usage(self, usage: ContextUsage) -> None:
+        self.usage = usage
+        self.on_usage(usage)

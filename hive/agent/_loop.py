@@ -1,0 +1,391 @@
+"""The harness's core: messages in, turns out, through one Runtime.
+
+:class:`Harness` takes every decision through the pure model (``hive.agent._model``) and does
+what it says: it writes admitted messages to the queue's file (and acknowledges them once they
+are there), runs a turn carrying everything queued, runs the compaction asked for, records
+each turn's end in the queue's file and the turn log, and keeps the session id for a restart.
+
+How a turn's end is told (``TurnRecord.outcome``), and whether its messages count as carried:
+
+==============================================  =============  ==================================
+``Runtime.run``                                  outcome        its messages
+==============================================  =============  ==================================
+returns                                          stop reason    carried
+raises ``IdleTimeout`` (the turn ran)            ``idle``       carried
+raises ``SessionNotFound``                       not started    kept; the session is forgotten
+                                                                and the turn retried at once
+raises anything else before a result came        not started    kept; retried after a backoff
+raises anything else after the result            failed         carried
+is cancelled (the harness stops)                 stopped        carried if the result came
+==============================================  =============  ==================================
+
+A failure is logged with its reason, and the loop goes on; the runtime respawns its agent
+for the next turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from hive.agent._log import TurnLog, TurnSink
+from hive.agent._model import (
+    Admitted,
+    Arrived,
+    CompactAsked,
+    CompactEnded,
+    Event,
+    Item,
+    ItemKind,
+    LoopState,
+    Phase,
+    Recorded,
+    RetryDue,
+    StartCompact,
+    TurnEnded,
+    WriteFailed,
+    Written,
+    admit,
+    advance,
+    next_step,
+)
+from hive.agent._prompt import render_prompt
+from hive.agent._queue import QueueFile, open_queue_file
+from hive.agent._session import SessionStore
+from hive.agent._wire import Added, Carried, CarriedItem, Outcome, TurnRecord
+from hive.runtime import HiveRuntimeError, IdleTimeout, Runtime, SessionNotFound, TurnOutcome
+from hive.sink import ContextUsage
+from hive.wake import AgentRequest, AgentState, AgentStatus, Compact, Prompt, Refused, Status, Wake
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE = 15.0
+"""Stopping: how long the end of a stopped turn may take to be written down."""
+RETRY_FIRST = 1.0
+RETRY_MAX = 60.0
+
+_STATES: dict[Phase, AgentState] = {
+    Phase.IDLE: "idle",
+    Phase.TURN: "turn",
+    Phase.RECORDING: "turn",
+    Phase.COMPACTING: "compacting",
+    Phase.BACKOFF: "retrying",
+}
+
+
+@attrs.frozen
+class _Ending:
+    outcome: Outcome
+    delivered: bool
+    outcome_of: TurnOutcome | None = None
+    error: str | None = None
+    retry_at_once: bool = False
+
+
+@attrs.define(eq=False)
+class _Write:
+    done: trio.Event = attrs.field(factory=trio.Event)
+    error: str | None = None
+
+
+@attrs.define(eq=False)
+class Harness:
+    runtime: Runtime
+    queue: QueueFile
+    log: TurnLog
+    sessions: SessionStore
+    state: LoopState
+    budget: int
+    """The most bytes of messages one turn carries (at least one message, cut to this)."""
+    state_dir: Path | None = None
+    retry_first: float = RETRY_FIRST
+    retry_max: float = RETRY_MAX
+    turns: int = 0
+    last: TurnRecord | None = None
+    context: ContextUsage | None = None
+    compact_by: list[str] = attrs.field(factory=list)
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+    _observed: trio.Event = attrs.field(factory=trio.Event)
+    _written: trio.Event = attrs.field(factory=trio.Event)
+    _writes: dict[int, _Write] = attrs.field(factory=dict)
+    _retry_delay: float = 0.0
+
+    # -- what arrives ----------------------------------------------------------------------------
+
+    async def handle(self, request: AgentRequest) -> AgentStatus | None:
+        """The agent socket's handler."""
+        match request:
+            case Wake(sender=sender, body=body, end_id=end_id):
+                await self.put(ItemKind.WAKE, sender, body, end_id)
+            case Prompt(text=text, sender=sender):
+                await self.put(ItemKind.PROMPT, sender, text)
+            case Compact():
+                self.ask_compact("operator")
+            case Status():
+                return self.status()
+        return None
+
+    async def put(self, kind: ItemKind, sender: str, body: str, end_id: str | None = None) -> None:
+        """Queue a message; return once it is in the queue's file (or is a repeat of one that is).
+        Refused if it could not be written."""
+        self.state, admission = admit(self.state, Arrived(kind, sender, body, end_id, time.time()))
+        if isinstance(admission, Admitted):
+            write = self._writes[admission.item.seq] = _Write()
+            self._written.set()
+        elif admission.original is not None:
+            write = self._writes[admission.original]  # answered once the original is written
+        else:
+            log.info("dropped a repeat of end %s from %s", end_id, sender)
+            return
+        await write.done.wait()
+        if write.error is not None:
+            raise Refused(f"the harness could not queue it: {write.error}")
+
+    def ask_compact(self, by: str) -> None:
+        """Compact at once when idle, else right after the running turn."""
+        if by not in self.compact_by:
+            self.compact_by.append(by)
+        self._apply(CompactAsked())
+
+    def status(self) -> AgentStatus:
+        last = self.last
+        return AgentStatus(
+            state=_STATES[self.state.phase],
+            session_id=self.runtime.session_id,
+            queue=self.state.waiting(),
+            carrying=len(self.state.carrying),
+            turns=self.turns,
+            last_stop_reason=last.outcome if last else None,
+            last_error=last.error if last else None,
+            context_used=self.context.used if self.context else None,
+            context_size=self.context.size if self.context and self.context.size else None,
+            compact_pending=self.state.compact,
+            pid=os.getpid(),
+            state_dir=os.fspath(self.state_dir) if self.state_dir else None,
+        )
+
+    # -- the loops -------------------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Write what arrives and run turns until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._write_arrivals)
+            task_status.started()
+            await self._run_turns()
+
+    async def _write_arrivals(self) -> None:
+        """Everything admitted while the last write was under way goes out in the next one."""
+        while True:
+            while not self.state.pending:
+                self._written = trio.Event()
+                await self._written.wait()
+            batch = self.state.pending
+            seqs = tuple(item.seq for item in batch)
+            try:
+                await self.queue.append([Added(item) for item in batch])
+            except OSError as exc:
+                log.error("%s", exc)  # noqa: TRY400 - the message says it all
+                self._apply(WriteFailed(seqs))
+                error: str | None = str(exc)
+            else:
+                self._apply(Written(seqs))
+                error = None
+            for seq in seqs:
+                write = self._writes.pop(seq)
+                write.error = error
+                write.done.set()
+
+    async def _run_turns(self) -> None:
+        while True:
+            self.state, step = next_step(self.state, self.budget)
+            if step is None:
+                await self._changed.wait()
+                self._changed = trio.Event()
+            elif isinstance(step, StartCompact):
+                await self._compact()
+            else:
+                await self._turn(step.items)
+                if self.state.phase is Phase.BACKOFF:
+                    await trio.sleep(self._retry_delay)
+                    self._apply(RetryDue())
+
+    def _apply(self, event: Event) -> None:
+        self.state = advance(self.state, event)
+        self._changed.set()
+        self._observed.set()
+        self._observed = trio.Event()
+
+    async def wait_state(self, predicate: Callable[[LoopState], bool]) -> LoopState:
+        """Wait until the loop's state satisfies ``predicate`` (checked at each change)."""
+        while not predicate(self.state):
+            await self._observed.wait()
+        return self.state
+
+    # -- a turn ----------------------------------------------------------------------------------
+
+    async def _turn(self, items: tuple[Item, ...]) -> None:
+        self.turns += 1
+        number, started = self.turns, time.time()
+        sink = self.log.turn_sink(self._usage)
+        prompt = render_prompt(items, self.budget)
+        ending: _Ending | None = None
+        try:
+            ending = await self._run(prompt, sink)
+        finally:
+            if ending is None:  # cancelled: the harness is stopping, and the turn was stopped
+                ending = _Ending("stopped", sink.saw_result, error="the harness was stopped during the turn")
+            with trio.move_on_after(STOP_GRACE, shield=True):
+                await self._end_turn(number, started, items, sink, ending)
+
+    async def _run(self, prompt: str, sink: TurnSink) -> _Ending:
+        try:
+            outcome = await self.runtime.run(prompt, sink)
+        except IdleTimeout as exc:
+            return _Ending("idle", True, exc.outcome, str(exc))
+        except SessionNotFound as exc:
+            log.warning("%s; starting a new session", exc)
+            await self.runtime.archive()
+            return _Ending("not started", False, error=str(exc), retry_at_once=True)
+        except (HiveRuntimeError, OSError) as exc:
+            return self._failed(sink, str(exc))
+        except Exception as exc:
+            log.exception("the turn failed")
+            return self._failed(sink, f"{type(exc).__name__}: {exc}")
+        return _Ending(outcome.stop_reason.value, True, outcome)
+
+    @staticmethod
+    def _failed(sink: TurnSink, error: str) -> _Ending:
+        return _Ending("failed" if sink.saw_result else "not started", sink.saw_result, error=error)
+
+    async def _end_turn(
+        self, number: int, started: float, items: tuple[Item, ...], sink: TurnSink, ending: _Ending
+    ) -> None:
+        outcome = ending.outcome_of
+        record = TurnRecord(
+            turn=number,
+            kind="turn",
+            started=started,
+            ended=time.time(),
+            carried=tuple(CarriedItem(i.seq, i.kind.value, i.sender, i.body, i.end_id, i.at) for i in items),
+            outcome=ending.outcome,
+            delivered=ending.delivered,
+            is_error=outcome.is_error if outcome else True,
+            error=ending.error or _errors(outcome),
+            session_id=self.runtime.session_id,
+            result=outcome.result if outcome else None,
+            context_used=sink.usage.used if sink.usage else None,
+            context_size=sink.usage.size if sink.usage and sink.usage.size else None,
+            tokens=dict(outcome.tokens) if outcome else {},
+        )
+        if ending.error:
+            log.warning("turn %d: %s: %s", number, ending.outcome, ending.error)
+        self.last = record
+        await self.log.record(record)
+        self._keep_session()
+        self._apply(TurnEnded(ending.delivered))
+        if not ending.delivered:
+            self._retry_delay = 0.0 if ending.retry_at_once else self._next_delay()
+            return
+        self._retry_delay = 0.0
+        try:
+            await self.queue.append([Carried(tuple(i.seq for i in items))])
+        except OSError as exc:
+            # Not recorded: a restart carries these again (at least once, never lost).
+            log.error("%s", exc)  # noqa: TRY400 - the message says it all
+        self._apply(Recorded())
+        if self.queue.wants_rewrite():
+            try:
+                await self.queue.rewrite(self.state)
+            except OSError as exc:
+                log.error("could not rewrite the queue %s: %s", self.queue.path, exc)  # noqa: TRY400
+
+    def _next_delay(self) -> float:
+        self._retry_delay = min(self.retry_max, max(self.retry_first, self._retry_delay * 2))
+        return self._retry_delay
+
+    # -- compaction ------------------------------------------------------------------------------
+
+    async def _compact(self) -> None:
+        self.turns += 1
+        number, started = self.turns, time.time()
+        by, self.compact_by = ", ".join(self.compact_by) or "operator", []
+        sink = self.log.turn_sink(self._usage)
+        error: str | None = None
+        outcome: Outcome = "stopped"
+        try:
+            await self.runtime.compact(sink)
+            outcome = "completed"
+        except (HiveRuntimeError, OSError) as exc:
+            outcome, error = "failed", str(exc)
+        except Exception as exc:
+            log.exception("the compaction failed")
+            outcome, error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            with trio.move_on_after(STOP_GRACE, shield=True):
+                record = TurnRecord(
+                    turn=number,
+                    kind="compact",
+                    started=started,
+                    ended=time.time(),
+                    requested_by=by,
+                    outcome=outcome,
+                    is_error=outcome != "completed",
+                    error=error,
+                    session_id=self.runtime.session_id,
+                    context_used=sink.usage.used if sink.usage else None,
+                    context_size=sink.usage.size if sink.usage and sink.usage.size else None,
+                )
+                if error:
+                    log.warning("compaction %d failed: %s", number, error)
+                self.last = record
+                await self.log.record(record)
+                self._keep_session()
+                self._apply(CompactEnded())
+
+    # -- beside the turns ------------------------------------------------------------------------
+
+    def _usage(self, usage: ContextUsage) -> None:
+        self.context = usage
+
+    def _keep_session(self) -> None:
+        try:
+            self.sessions.save(self.runtime.session_id)
+        except OSError as exc:
+            log.error("could not keep the session id in %s: %s", self.sessions.path, exc)  # noqa: TRY400
+
+
+def _errors(outcome: TurnOutcome | None) -> str | None:
+    if outcome is None or not outcome.errors:
+        return None
+    return "; ".join(outcome.errors)
+
+
+QUEUE_FILE = "queue"
+TURN_LOG = "turns.jsonl"
+SESSION_FILE = "session"
+
+
+@asynccontextmanager
+async def open_harness(
+    runtime: Runtime, state_dir: Path, sessions: SessionStore, *, budget: int, **options: Any
+) -> AsyncIterator[Harness]:
+    """The harness of ``runtime`` on ``state_dir`` (its queue replayed, its turn log open);
+    serve it with ``await nursery.start(harness.serve)``."""
+    queue, state = await open_queue_file(state_dir / QUEUE_FILE)
+    try:
+        turn_log = TurnLog.open(state_dir / TURN_LOG)
+        try:
+            yield Harness(runtime, queue, turn_log, sessions, state, budget, state_dir, **options)
+        finally:
+            with trio.CancelScope(shield=True):
+                await turn_log.aclose()
+    finally:
+        queue.close()

@@ -1,0 +1,171 @@
+"""The queue's file, ``<state>/queue``: a journal the harness appends to and replays at start.
+
+Each admitted message is appended as an ``add`` record and the file is synced before the
+message is acknowledged; a turn's end appends a ``carried`` record for its messages. So what a
+restart replays is exactly what was acknowledged and not yet carried by a turn that ended.
+The harness writes whatever arrived while the last write was under way in one append, with
+one ``fdatasync`` for all of it (a burst of wakes costs a few syncs, not one each). The
+writes run in a worker thread, never on the event loop.
+
+A harness killed in the middle of a write leaves at most a last line without its newline: it
+was never acknowledged, and it is cut off when the file is next opened. The journal is
+rewritten (temp file, sync, rename) as a ``base`` record and the messages still queued when it
+has grown to twice its size after the last rewrite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import attrs
+import trio
+
+from hive.agent._model import SEEN_LIMIT, Item, LoopState
+from hive.agent._wire import Added, Base, Carried, Record, RecordError, decode_record, encode
+
+log = logging.getLogger(__name__)
+
+REWRITE_FLOOR = 64 * 1024
+"""A journal smaller than this is never rewritten."""
+
+
+def replay(records: Iterable[Record]) -> LoopState:
+    """The state a harness starts in, from its journal's records (pure)."""
+    queued: dict[int, Item] = {}
+    seen: list[str] = []
+    written = 0
+    for record in records:
+        match record:
+            case Base(next_seq, ends):
+                queued.clear()
+                seen = list(ends)
+                written = max(written, next_seq - 1)
+            case Added(item):
+                queued[item.seq] = item
+                written = max(written, item.seq)
+            case Carried(seqs):
+                for seq in seqs:
+                    if seq in queued and (end := queued.pop(seq).end_id) is not None:
+                        seen.append(end)
+    return LoopState(
+        next_seq=written + 1,
+        written_seq=written,
+        queued=tuple(sorted(queued.values(), key=lambda i: i.seq)),
+        seen=tuple(seen[-SEEN_LIMIT:]),
+    )
+
+
+@attrs.define(eq=False)
+class QueueFile:
+    """The journal, open for appending. Use :func:`open_queue_file` to get one."""
+
+    path: Path
+    _fd: int
+    _size: int
+    _rewritten_size: int = 0
+    _lock: trio.Lock = attrs.field(factory=trio.Lock)
+    syncs: int = 0
+    """How many times the file was synced."""
+
+    async def append(self, records: Iterable[Record]) -> None:
+        """Append ``records`` and return once they are on disk (OSError if they could not be).
+        The write runs to its end even if the caller is cancelled meanwhile."""
+        data = b"".join(encode(r) for r in records)
+        async with self._lock:
+            try:
+                await trio.to_thread.run_sync(self._write, data)
+            except OSError as exc:
+                raise OSError(exc.errno, f"could not write the queue {self.path}: {exc.strerror}") from None
+
+    def _write(self, data: bytes) -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fdatasync(self._fd)
+        except OSError:
+            # What went out of a failed write must not become the start of the next line.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise
+        self._size += len(data)
+        self.syncs += 1
+
+    def wants_rewrite(self) -> bool:
+        return self._size > max(REWRITE_FLOOR, 2 * self._rewritten_size)
+
+    async def rewrite(self, state: LoopState) -> None:
+        """Replace the journal by ``state``'s queued messages and remembered ends."""
+        records: list[Record] = [Base(next_seq=state.written_seq + 1, seen=state.seen)]
+        records += [Added(item) for item in state.queued]
+        data = b"".join(encode(r) for r in records)
+        async with self._lock:
+            fd = await trio.to_thread.run_sync(_replace, self.path, data)
+            os.close(self._fd)
+            self._fd, self._size, self._rewritten_size = fd, len(data), len(data)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def _replace(path: Path, data: bytes) -> int:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _sync_dir(path.parent)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+
+
+def _sync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def load(path: Path) -> tuple[list[Record], int]:
+    """The journal's records, and the length of its whole lines. A last line without its
+    newline (a write cut short by a crash) is left out; a line that is not a record (the file
+    damaged) is skipped with a warning."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], 0
+    whole = data.rfind(b"\n") + 1
+    records: list[Record] = []
+    for number, line in enumerate(data[:whole].split(b"\n")[:-1], 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(decode_record(line))
+        except RecordError as exc:
+            log.warning("%s line %d skipped: %s", path, number, exc)
+    return records, whole
+
+
+async def open_queue_file(path: Path) -> tuple[QueueFile, LoopState]:
+    """Open the journal at ``path`` (created if missing) and the state it replays to."""
+
+    def open_sync() -> tuple[QueueFile, LoopState]:
+        records, whole = load(path)
+        created = not path.exists()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        if created:
+            _sync_dir(path.parent)
+        elif os.fstat(fd).st_size != whole:
+            os.truncate(path, whole)  # the cut-off line: never acknowledged
+        return QueueFile(path, fd, whole, whole), replay(records)
+
+    return await trio.to_thread.run_sync(open_sync)

@@ -1,0 +1,53 @@
+"""The session to resume, ``<state>/session``: kept across restarts of the harness."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import attrs
+
+from hive.agent._wire import RecordError, SessionFile, decode_session, encode
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define(eq=False)
+class SessionStore:
+    """The session id of one runtime backend (a claude session id means nothing to an ACP agent)."""
+
+    path: Path
+    backend: str
+    _saved: str | None = None
+
+    def load(self) -> str | None:
+        """The session to resume, if one was saved for this backend."""
+        try:
+            saved = decode_session(self.path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, RecordError) as exc:
+            log.warning("%s cannot be read (%s): a new session starts", self.path, exc)
+            return None
+        if saved.backend != self.backend:
+            log.info(
+                "%s is a %s session; the %s runtime starts a new one", self.path, saved.backend, self.backend
+            )
+            return None
+        self._saved = saved.session_id
+        return saved.session_id
+
+    def save(self, session_id: str | None) -> None:
+        """Keep ``session_id`` (None: forget it) if it changed; written by temp file + rename."""
+        if session_id == self._saved:
+            return
+        if session_id is None:
+            self.path.unlink(missing_ok=True)
+        else:
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            with open(fd, "wb") as file:
+                file.write(encode(SessionFile(self.backend, session_id)))
+            os.replace(tmp, self.path)
+        self._saved = session_id

@@ -1,0 +1,155 @@
+"""What the harness writes to disk, as attrs types, and the one cattrs converter for them.
+
+- ``<state>/queue``: the queue's journal, one record a line (``base``, ``add``, ``carried``).
+- ``<state>/turns.jsonl``: beside each turn's stream-json lines, one ``{"type":"hive",...}``
+  line saying what the turn carried and how it ended (:class:`TurnRecord`).
+- ``<state>/session``: the session to resume (:class:`SessionFile`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.preconf.json import make_converter
+
+from hive.agent._model import Item
+
+# -- the queue's journal --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Base:
+    """The first line of a rewritten journal: what the records it replaced left to remember."""
+
+    next_seq: int
+    seen: tuple[str, ...] = ()
+    op: Literal["base"] = "base"
+
+
+@attrs.frozen
+class Added:
+    item: Item
+    op: Literal["add"] = "add"
+
+
+@attrs.frozen
+class Carried:
+    """A turn that carried these items has ended: they leave the queue."""
+
+    seqs: tuple[int, ...]
+    op: Literal["carried"] = "carried"
+
+
+Record = Base | Added | Carried
+_RECORDS: dict[str, type[Record]] = {"base": Base, "add": Added, "carried": Carried}
+
+
+# -- the turn log's own line ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class CarriedItem:
+    """One message a turn carried, as the turn log shows it."""
+
+    seq: int
+    kind: str
+    sender: str
+    body: str
+    end_id: str | None = None
+    at: float = 0.0
+
+
+Outcome = Literal["completed", "cancelled", "idle", "exited", "failed", "not started", "stopped"]
+
+
+@attrs.frozen
+class TurnRecord:
+    """``{"type":"hive",...}``: one per turn (or compaction) in ``turns.jsonl``, after its stream."""
+
+    turn: int
+    kind: Literal["turn", "compact"]
+    started: float
+    ended: float
+    carried: tuple[CarriedItem, ...] = ()
+    """The messages the turn carried, oldest first (none for a compaction)."""
+    requested_by: str | None = None
+    """Who asked for a compaction: ``operator`` or ``agent``."""
+    outcome: Outcome = "completed"
+    """The turn's stop reason, or ``failed`` (it ran and raised), ``not started`` (its messages
+    wait for the next), ``stopped`` (the harness was stopped during it)."""
+    delivered: bool = True
+    """Whether the messages reached the agent (they leave the queue); false: they are carried again."""
+    is_error: bool = False
+    error: str | None = None
+    session_id: str | None = None
+    result: str | None = None
+    context_used: int | None = None
+    context_size: int | None = None
+    tokens: dict[str, Any] = attrs.field(factory=dict)
+    type: Literal["hive"] = "hive"
+
+
+# -- the session to resume ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class SessionFile:
+    backend: str
+    session_id: str
+
+
+converter = make_converter()
+converter.register_unstructure_hook(
+    Item,
+    make_dict_unstructure_fn(
+        Item, converter, sender=override(rename="from"), end_id=override(omit_if_default=True)
+    ),
+)
+converter.register_structure_hook(
+    Item, make_dict_structure_fn(Item, converter, sender=override(rename="from"))
+)
+converter.register_unstructure_hook(
+    CarriedItem,
+    make_dict_unstructure_fn(
+        CarriedItem, converter, sender=override(rename="from"), end_id=override(omit_if_default=True)
+    ),
+)
+converter.register_structure_hook(
+    CarriedItem, make_dict_structure_fn(CarriedItem, converter, sender=override(rename="from"))
+)
+
+
+class RecordError(ValueError):
+    """A line of the harness's files that is not a record it wrote."""
+
+
+def encode(value: Record | TurnRecord | SessionFile) -> bytes:
+    return json.dumps(converter.unstructure(value), separators=(",", ":")).encode() + b"\n"
+
+
+def decode_record(line: bytes) -> Record:
+    try:
+        raw = json.loads(line)
+        kind = _RECORDS[raw["op"]]
+        record: Record = converter.structure(raw, kind)
+    except (ValueError, KeyError, TypeError, cattrs.BaseValidationError) as exc:
+        raise RecordError(f"not a queue record ({type(exc).__name__}: {exc}): {line[:200]!r}") from None
+    return record
+
+
+def decode_turn_record(raw: dict[str, Any]) -> TurnRecord:
+    try:
+        return converter.structure(raw, TurnRecord)
+    except (ValueError, KeyError, TypeError, cattrs.BaseValidationError) as exc:
+        raise RecordError(f"not a turn record ({type(exc).__name__}: {exc})") from None
+
+
+def decode_session(data: bytes) -> SessionFile:
+    try:
+        return converter.structure(json.loads(data), SessionFile)
+    except (ValueError, KeyError, TypeError, cattrs.BaseValidationError) as exc:
+        raise RecordError(f"not a session file ({type(exc).__name__}: {exc})") from None

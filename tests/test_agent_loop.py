@@ -1,0 +1,568 @@
+"""The harness's turn loop (hive.agent._loop) over a scripted Runtime: no process, a real queue file.
+
+The runtime here tells the test each prompt it is given and ends each turn as the test says,
+so every interleaving of arrivals, turn ends, failures, compactions and restarts can be set
+up exactly; a Hypothesis test runs random ones in lockstep with the pure model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import pytest
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hive.agent._loop import Harness, open_harness
+from hive.agent._model import (
+    Arrived,
+    CompactAsked,
+    CompactEnded,
+    ItemKind,
+    LoopState,
+    Phase,
+    Recorded,
+    Restarted,
+    RetryDue,
+    StartCompact,
+    StartTurn,
+    TurnEnded,
+    Written,
+    admit,
+    advance,
+    next_step,
+)
+from hive.agent._prompt import render_prompt
+from hive.agent._queue import load, replay
+from hive.agent._session import SessionStore
+from hive.agent._wire import Added
+from hive.runtime import (
+    AgentUnavailable,
+    IdleTimeout,
+    SessionNotFound,
+    StopReason,
+    TurnOutcome,
+)
+from hive.sink import Batch, ContextUsage, Sink
+from hive.wake import AgentStatus, Compact, Prompt, Refused, Status, Wake
+
+Ending = Literal["complete", "idle", "unavailable", "session_not_found", "fail_after_result"]
+GUARD = 30
+
+
+@attrs.define(eq=False)
+class ScriptedRuntime:
+    """A Runtime whose turns end when the test says, and how."""
+
+    session_id: str | None = None
+    prompts: list[str] = attrs.field(factory=list)
+    compactions: int = 0
+    compactions_expected: int = 0
+    """What the lockstep test's model has counted."""
+    archived: int = 0
+    usage: ContextUsage | None = None
+    _started: tuple[trio.MemorySendChannel[str], trio.MemoryReceiveChannel[str]] = attrs.field(
+        factory=lambda: trio.open_memory_channel[str](math.inf)
+    )
+    _endings: tuple[trio.MemorySendChannel[Ending], trio.MemoryReceiveChannel[Ending]] = attrs.field(
+        factory=lambda: trio.open_memory_channel[Ending](math.inf)
+    )
+    sessions_made: int = 0
+
+    async def next_prompt(self) -> str:
+        return await self._started[1].receive()
+
+    def end(self, ending: Ending = "complete") -> None:
+        self._endings[0].send_nowait(ending)
+
+    async def run(self, prompt: str, sink: Sink) -> TurnOutcome:
+        self.prompts.append(prompt)
+        self._started[0].send_nowait(prompt)
+        ending = await self._endings[1].receive()
+        if ending == "unavailable":
+            raise AgentUnavailable("no such agent: install it, or set HIVE_ACP_COMMAND")
+        if ending == "session_not_found":
+            raise SessionNotFound(self.session_id or "none")
+        if self.session_id is None:
+            self.sessions_made += 1
+            self.session_id = f"session-{self.sessions_made}"
+        lines = [
+            {"type": "system", "subtype": "init", "session_id": self.session_id},
+            {
+                "type": "assistant",
+                "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+            },
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": False,
+                "result": "ok",
+                "session_id": self.session_id,
+            },
+        ]
+        await sink.write(Batch.of(lines))
+        if self.usage is not None:
+            await sink.context_usage(self.usage)
+        outcome = TurnOutcome(StopReason.COMPLETED, self.session_id, False, result="ok")
+        if ending == "idle":
+            raise IdleTimeout(
+                "the agent sent nothing for 1 s", attrs.evolve(outcome, stop_reason=StopReason.IDLE)
+            )
+        if ending == "fail_after_result":
+            raise AgentUnavailable("the agent went away after its result")
+        return outcome
+
+    async def compact(self, sink: Sink) -> None:
+        self.compactions += 1
+        await sink.write(
+            Batch.of([{"type": "result", "subtype": "success", "is_error": False, "result": "compacted"}])
+        )
+
+    async def archive(self) -> None:
+        self.archived += 1
+        self.session_id = None
+
+    def canceller(self) -> Any:
+        raise NotImplementedError
+
+    def choices(self) -> Any:
+        raise NotImplementedError
+
+
+@asynccontextmanager
+async def serving(
+    state_dir: Path, runtime: ScriptedRuntime, *, budget: int = 100_000, **options: Any
+) -> AsyncIterator[Harness]:
+    sessions = SessionStore(state_dir / "session", "scripted")
+    runtime.session_id = sessions.load()
+    async with (
+        open_harness(runtime, state_dir, sessions, budget=budget, **options) as harness,
+        trio.open_nursery() as nursery,
+    ):
+        await nursery.start(harness.serve)
+        yield harness
+        nursery.cancel_scope.cancel()
+
+
+def hive_lines(state_dir: Path) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in (state_dir / "turns.jsonl").read_bytes().splitlines()]
+    return [line for line in lines if line.get("type") == "hive"]
+
+
+async def idle(harness: Harness) -> None:
+    await harness.wait_state(lambda s: s.phase is Phase.IDLE)
+
+
+# -- turns -----------------------------------------------------------------------------------------
+
+
+async def test_a_turn_carries_everything_queued_and_what_comes_during_it_waits(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))
+            first = await runtime.next_prompt()
+            assert first == "[wake from bash-task-a]\na ended"
+            await harness.handle(Wake("bash-task-b", "b ended"))
+            await harness.handle(Prompt("and look at c"))
+            assert harness.status().queue == 2 and harness.status().state == "turn"
+            runtime.end()
+            second = await runtime.next_prompt()
+            assert second == "[wake from bash-task-b]\nb ended\n\n[message from operator]\nand look at c"
+            runtime.end()
+            await idle(harness)
+            assert runtime.prompts == [first, second]
+    records = hive_lines(short_tmp)
+    assert [r["turn"] for r in records] == [1, 2]
+    assert [[c["from"] for c in r["carried"]] for r in records] == [
+        ["bash-task-a"],
+        ["bash-task-b", "operator"],
+    ]
+    assert records[0]["carried"][0]["end_id"] == "a:1"
+    assert all(r["outcome"] == "completed" and r["delivered"] for r in records)
+    assert records[1]["session_id"] == "session-1"
+    # The stream came before each record, in claude's shape.
+    lines = [json.loads(line) for line in (short_tmp / "turns.jsonl").read_bytes().splitlines()]
+    assert [line["type"] for line in lines] == ["system", "assistant", "result", "hive"] * 2
+    # Nothing left to replay.
+    records_on_disk, _ = load(short_tmp / "queue")
+    assert replay(records_on_disk).queued == ()
+
+
+async def test_a_repeated_end_is_acknowledged_and_dropped(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))
+            await runtime.next_prompt()
+            await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))  # while carried
+            runtime.end()
+            await idle(harness)
+            await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))  # after
+            await harness.handle(Wake("bash-task-a", "a ended again", end_id="a:2"))
+            assert await runtime.next_prompt() == "[wake from bash-task-a]\na ended again"
+            runtime.end()
+            await idle(harness)
+    assert len(runtime.prompts) == 2
+
+
+async def test_concurrent_arrivals_share_the_queue_writes(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Prompt("first"))
+            await runtime.next_prompt()
+            syncs = harness.queue.syncs
+            async with trio.open_nursery() as nursery:
+                for n in range(200):
+                    nursery.start_soon(harness.handle, Wake(f"bash-task-{n}", f"body {n}", end_id=f"{n}:s"))
+            # Every one was written before its answer; far fewer syncs than wakes.
+            assert harness.status().queue == 200
+            assert harness.queue.syncs - syncs < 20
+            runtime.end()
+            prompt = await runtime.next_prompt()
+            # All of them, once each, in the order they were admitted (Trio runs the senders in
+            # no fixed order): the order of the queue's file.
+            carried = [line for line in prompt.splitlines() if line.startswith("[")]
+            admitted = [r.item.sender for r in load(short_tmp / "queue")[0] if isinstance(r, Added)][1:]
+            assert carried == [f"[wake from {sender}]" for sender in admitted]
+            assert sorted(admitted) == sorted(f"bash-task-{n}" for n in range(200))
+            runtime.end()
+            await idle(harness)
+
+
+async def test_the_budget_splits_a_burst_into_turns_in_order(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime, budget=100) as harness:
+            await harness.handle(Prompt("hold"))
+            await runtime.next_prompt()
+            for n in range(6):
+                await harness.handle(Wake(f"t{n}", "x" * 30))
+            runtime.end()
+            senders: list[str] = []
+            while len(senders) < 6:
+                prompt = await runtime.next_prompt()
+                senders += [line for line in prompt.splitlines() if line.startswith("[")]
+                runtime.end()
+            await idle(harness)
+    assert senders == [f"[wake from t{n}]" for n in range(6)]
+    assert len(runtime.prompts) == 1 + 3
+
+
+async def test_a_long_message_is_cut_to_the_budget(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime, budget=1000) as harness:
+            await harness.handle(Prompt("é" * 5000))
+            prompt = await runtime.next_prompt()
+            runtime.end()
+            await idle(harness)
+    assert len(prompt.encode()) < 1200
+    assert "more bytes cut" in prompt
+
+
+# -- failures ------------------------------------------------------------------------------------
+
+
+def test_a_turn_that_could_not_start_keeps_its_messages_and_is_retried_after_a_growing_backoff(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        runtime = ScriptedRuntime()
+        async with serving(tmp_path, runtime) as harness:
+            await harness.handle(Wake("bash-task-a", "a ended"))
+            times = []
+            for _ in range(3):
+                await runtime.next_prompt()
+                times.append(trio.current_time())
+                runtime.end("unavailable")
+            await runtime.next_prompt()
+            times.append(trio.current_time())
+            assert harness.status().last_stop_reason == "not started"
+            assert "no such agent" in (harness.status().last_error or "")
+            runtime.end()
+            await idle(harness)
+            assert [round(b - a) for a, b in itertools.pairwise(times)] == [1, 2, 4]
+        assert len(set(runtime.prompts)) == 1
+        records = hive_lines(tmp_path)
+        assert [r["outcome"] for r in records] == ["not started"] * 3 + ["completed"]
+        assert [r["delivered"] for r in records] == [False] * 3 + [True]
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def test_an_idle_turn_and_a_failure_after_the_result_carried_their_messages(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Wake("a", "1"))
+            await runtime.next_prompt()
+            runtime.end("idle")
+            await idle(harness)
+            await harness.handle(Wake("b", "2"))
+            await runtime.next_prompt()
+            runtime.end("fail_after_result")
+            await idle(harness)
+            assert harness.status().queue == 0
+    records = hive_lines(short_tmp)
+    assert [(r["outcome"], r["delivered"]) for r in records] == [("idle", True), ("failed", True)]
+    assert "sent nothing" in records[0]["error"]
+
+
+async def test_an_unknown_session_is_forgotten_and_the_turn_retried_at_once_in_a_new_one(
+    short_tmp: Path,
+) -> None:
+    (short_tmp / "session").write_text('{"backend":"scripted","session_id":"gone"}')
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            assert runtime.session_id == "gone"
+            await harness.handle(Wake("a", "1"))
+            await runtime.next_prompt()
+            runtime.end("session_not_found")
+            await runtime.next_prompt()
+            runtime.end()
+            await idle(harness)
+            assert harness.status().session_id == "session-1"
+    assert runtime.archived == 1
+    assert json.loads((short_tmp / "session").read_text()) == {
+        "backend": "scripted",
+        "session_id": "session-1",
+    }
+
+
+# -- compaction ---------------------------------------------------------------------------------
+
+
+async def test_an_operator_compact_runs_at_once_when_idle_and_after_the_turn_otherwise(
+    short_tmp: Path,
+) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Compact())
+            await harness.wait_state(lambda _: runtime.compactions == 1)
+            await idle(harness)
+            await harness.handle(Wake("a", "1"))
+            await runtime.next_prompt()
+            await harness.handle(Compact())
+            await harness.handle(Wake("b", "2"))
+            assert harness.status().compact_pending
+            assert runtime.compactions == 1
+            runtime.end()
+            # The compaction comes first, then the turn carrying what waited.
+            await runtime.next_prompt()
+            assert runtime.compactions == 2
+            runtime.end()
+            await idle(harness)
+    records = hive_lines(short_tmp)
+    assert [(r["kind"], r.get("requested_by")) for r in records] == [
+        ("compact", "operator"),
+        ("turn", None),
+        ("compact", "operator"),
+        ("turn", None),
+    ]
+
+
+async def test_the_agents_compact_tool_compacts_after_its_own_turn(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Wake("a", "1"))
+            await runtime.next_prompt()
+            harness.ask_compact("agent")  # what the hyperhive compact tool calls
+            assert runtime.compactions == 0
+            runtime.end()
+            await harness.wait_state(lambda _: runtime.compactions == 1)
+            await idle(harness)
+    assert hive_lines(short_tmp)[-1]["requested_by"] == "agent"
+
+
+# -- status, restarts -----------------------------------------------------------------------------
+
+
+async def test_status_says_what_the_harness_is_doing(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime(usage=ContextUsage(used=50, size=200))
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            status = await harness.handle(Status())
+            assert status == AgentStatus(
+                state="idle", pid=status.pid if status else None, state_dir=str(short_tmp)
+            )
+            await harness.handle(Wake("a", "1"))
+            await runtime.next_prompt()
+            await harness.handle(Wake("b", "2"))
+            during = harness.status()
+            assert (during.state, during.queue, during.carrying, during.turns) == ("turn", 1, 1, 1)
+            runtime.end()
+            await runtime.next_prompt()
+            runtime.end()
+            await idle(harness)
+            after = harness.status()
+            assert (after.state, after.queue, after.turns, after.last_stop_reason) == (
+                "idle",
+                0,
+                2,
+                "completed",
+            )
+            assert (after.context_used, after.context_size, after.session_id) == (50, 200, "session-1")
+
+
+async def test_a_harness_stopped_during_a_turn_replays_its_messages_and_resumes_the_session(
+    short_tmp: Path,
+) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Wake("a", "1"))
+            await runtime.next_prompt()
+            runtime.end()
+            await idle(harness)
+            await harness.handle(Wake("b", "2"))
+            await harness.handle(Wake("c", "3"))
+            await runtime.next_prompt()
+            # Stopped here: the turn never reached its result.
+        assert hive_lines(short_tmp)[-1]["outcome"] == "stopped"
+        again = ScriptedRuntime()
+        async with serving(short_tmp, again) as harness:
+            assert again.session_id == "session-1"
+            assert await again.next_prompt() == "[wake from b]\n2\n\n[wake from c]\n3"
+            again.end()
+            await idle(harness)
+
+
+async def test_a_failed_write_is_refused_and_nothing_is_queued(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            harness.queue._fd, good = -1, harness.queue._fd  # a file that cannot be written
+            with pytest.raises(Refused, match="could not queue it"):
+                await harness.handle(Wake("a", "1"))
+            harness.queue._fd = good
+            assert harness.status().queue == 0
+            await harness.handle(Wake("b", "2"))
+            assert await runtime.next_prompt() == "[wake from b]\n2"
+            runtime.end()
+            await idle(harness)
+
+
+# -- in lockstep with the model -------------------------------------------------------------------
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("arrive"), st.sampled_from(ItemKind), st.none() | st.sampled_from(["e1", "e2", "e3"])
+        ),
+        st.tuples(
+            st.just("end"),
+            st.sampled_from(["complete", "idle", "unavailable", "session_not_found", "fail_after_result"]),
+        ),
+        st.tuples(st.just("compact"), st.sampled_from(["operator", "agent"])),
+        st.tuples(st.just("restart")),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=operations, budget=st.sampled_from([40, 100_000]))
+def test_the_loop_does_what_the_model_says(ops: list[tuple[Any, ...]], budget: int) -> None:
+    root = Path(tempfile.mkdtemp(prefix="hive-al-", dir="/tmp"))
+    try:
+        trio.run(_lockstep, root, list(ops), budget)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+LOCKSTEP_GUARD = 10
+
+
+async def _lockstep(root: Path, ops: list[tuple[Any, ...]], budget: int) -> None:
+    model = LoopState()
+    runtime = ScriptedRuntime()
+    counter = 0
+    with trio.fail_after(LOCKSTEP_GUARD):
+        while True:
+            restart = False
+            async with serving(root, runtime, budget=budget, retry_first=0.0) as harness:
+                assert _items(harness.state) == _items(model)
+                model = await _settle(harness, runtime, model, budget)
+                while ops and not restart:
+                    op, *args = ops.pop(0)
+                    if op == "arrive":
+                        kind, end_id = args
+                        counter += 1
+                        body = f"m{counter}" * (counter % 5 + 1)
+                        model, _ = admit(model, Arrived(kind, "s", body, end_id))
+                        model = advance(model, Written(tuple(i.seq for i in model.pending)))
+                        await harness.put(kind, "s", body, end_id)
+                    elif op == "end" and model.phase is Phase.TURN:
+                        (ending,) = args
+                        delivered = ending in ("complete", "idle", "fail_after_result")
+                        number = harness.turns
+                        runtime.end(ending)
+                        model = advance(model, TurnEnded(delivered))
+                        model = advance(model, Recorded()) if delivered else advance(model, RetryDue())
+                        await harness.wait_state(lambda s, n=number: _turn_over(harness, s, n))
+                    elif op == "compact":
+                        model = advance(model, CompactAsked())
+                        harness.ask_compact(args[0])
+                    elif op == "restart":
+                        restart = True
+                        continue
+                    model = await _settle(harness, runtime, model, budget)
+                    assert [i.seq for i in harness.state.queued] == [i.seq for i in model.queued]
+                    assert harness.state.phase is model.phase
+                    assert harness.state.carrying == model.carrying
+                    assert harness.state.seen == model.seen
+            model = advance(model, Restarted())
+            runtime = ScriptedRuntime()
+            replayed = replay(load(root / "queue")[0])
+            assert _items(replayed) == _items(model)
+            assert replayed.seen == model.seen
+            if not ops:
+                break
+
+
+def _items(state: LoopState) -> list[tuple[Any, ...]]:
+    return [(i.seq, i.kind, i.sender, i.body, i.end_id) for i in state.queued]
+
+
+def _turn_over(harness: Harness, state: LoopState, number: int) -> bool:
+    """Whether turn ``number`` has ended and been recorded (or put off for its retry)."""
+    ended = harness.last is not None and harness.last.turn >= number
+    settled = state.phase not in (Phase.RECORDING, Phase.BACKOFF)
+    return ended and settled and not (state.phase is Phase.TURN and harness.turns == number)
+
+
+async def _settle(harness: Harness, runtime: ScriptedRuntime, model: LoopState, budget: int) -> LoopState:
+    """Take the model's steps, checking that the harness takes the same ones."""
+    while True:
+        model, step = next_step(model, budget)
+        if isinstance(step, StartCompact):
+            runtime.compactions_expected += 1
+            await harness.wait_state(
+                lambda s: (
+                    runtime.compactions == runtime.compactions_expected and s.phase is not Phase.COMPACTING
+                )
+            )
+            model = advance(model, CompactEnded())
+        elif isinstance(step, StartTurn):
+            assert await runtime.next_prompt() == render_prompt(step.items, budget)
+            await harness.wait_state(lambda s: s.phase is Phase.TURN)
+            return model
+        else:
+            await harness.wait_state(lambda s, phase=model.phase: s.phase is phase)
+            return model

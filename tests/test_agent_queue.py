@@ -1,0 +1,128 @@
+"""The queue's file (hive.agent._queue): what a restart replays, a cut-off last line, rewrites."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hive.agent._model import Item, ItemKind
+from hive.agent._queue import QueueFile, load, open_queue_file, replay
+from hive.agent._wire import Added, Base, Carried, Record, decode_record, encode
+
+
+def item(seq: int, end_id: str | None = None) -> Item:
+    return Item(seq, ItemKind.WAKE, f"bash-task-{seq}", f"body {seq}", end_id, at=1.5)
+
+
+def test_records_round_trip_with_from_on_the_wire() -> None:
+    added = Added(item(3, "t:1"))
+    wire = json.loads(encode(added))
+    assert wire == {
+        "op": "add",
+        "item": {
+            "seq": 3,
+            "kind": "wake",
+            "from": "bash-task-3",
+            "body": "body 3",
+            "end_id": "t:1",
+            "at": 1.5,
+        },
+    }
+    for record in (added, Added(item(4)), Carried((1, 2)), Base(next_seq=9, seen=("a:1",))):
+        assert decode_record(encode(record)) == record
+
+
+def test_replay_keeps_what_was_added_and_not_carried() -> None:
+    state = replay([Added(item(1, "e1")), Added(item(2)), Added(item(3)), Carried((1, 3)), Added(item(4))])
+    assert [i.seq for i in state.queued] == [2, 4]
+    assert state.seen == ("e1",)
+    assert (state.next_seq, state.written_seq) == (5, 4)
+
+
+def test_a_base_starts_over_from_what_it_remembers() -> None:
+    state = replay([Added(item(1)), Base(next_seq=7, seen=("x:1",)), Added(item(7))])
+    assert [i.seq for i in state.queued] == [7]
+    assert state.seen == ("x:1",)
+    assert state.next_seq == 8
+
+
+async def test_a_last_line_cut_off_by_a_crash_is_dropped_and_the_next_write_starts_clean(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "queue"
+    path.write_bytes(encode(Added(item(1))) + encode(Added(item(2)))[:20])
+    queue, state = await open_queue_file(path)
+    try:
+        assert [i.seq for i in state.queued] == [1]
+        await queue.append([Added(item(2))])
+    finally:
+        queue.close()
+    assert [i.seq for i in replay(load(path)[0]).queued] == [1, 2]
+
+
+async def test_a_damaged_line_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "queue"
+    path.write_bytes(encode(Added(item(1))) + b"not a record\n" + encode(Added(item(2))))
+    records, _ = load(path)
+    assert [r.item.seq for r in records if isinstance(r, Added)] == [1, 2]
+
+
+async def test_the_file_is_private_and_a_rewrite_keeps_the_queue_and_the_ends(tmp_path: Path) -> None:
+    path = tmp_path / "queue"
+    queue, _ = await open_queue_file(path)
+    try:
+        assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+        await queue.append([Added(item(n, f"e{n}")) for n in range(1, 6)])
+        await queue.append([Carried((1, 2))])
+        state = replay(load(path)[0])
+        await queue.rewrite(state)
+        await queue.append([Added(item(6))])
+    finally:
+        queue.close()
+    records = load(path)[0]
+    assert isinstance(records[0], Base)
+    again = replay(records)
+    assert [i.seq for i in again.queued] == [3, 4, 5, 6]
+    assert again.seen == ("e1", "e2")
+    assert again.next_seq == 7
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.none() | st.sampled_from(["a", "b"])), st.tuples(st.just("carry"))
+    ),
+    max_size=30,
+)
+
+
+@given(ops)
+def test_a_rewrite_replays_to_the_same_state(operations: list[tuple[object, ...]]) -> None:
+    records: list[Record] = []
+    seq = 0
+    for op in operations:
+        if op[0] == "add":
+            seq += 1
+            end = op[1]
+            records.append(Added(item(seq, f"{end}{seq}" if isinstance(end, str) else None)))
+        elif seq:
+            records.append(Carried((seq,)))
+    state = replay(records)
+    rewritten = replay(
+        [Base(next_seq=state.written_seq + 1, seen=state.seen), *(Added(i) for i in state.queued)]
+    )
+    assert rewritten == state
+
+
+def test_wants_a_rewrite_only_once_it_has_grown(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "q", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        small = QueueFile(tmp_path / "q", fd, 1000, 1000)
+        assert not small.wants_rewrite()
+        big = QueueFile(tmp_path / "q", fd, 200_000, 50_000)
+        assert big.wants_rewrite()
+    finally:
+        os.close(fd)
