@@ -51,7 +51,8 @@ class Item:
 
     @property
     def size(self) -> int:
-        return len(self.sender) + len(self.body)
+        """Its bytes in a turn's prompt, near enough (the budget of a turn counts these)."""
+        return len(self.sender.encode()) + len(self.body.encode()) + 16
 
 
 class Phase(enum.Enum):
