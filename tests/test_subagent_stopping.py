@@ -61,13 +61,14 @@ def kill_on_cancel(monkeypatch: pytest.MonkeyPatch) -> None:
 def sigint_then_kill(monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGINT on drop, but a kill-on-drop left in place (tokio's `kill_on_drop(true)`): the
     leader is SIGKILLed right after the SIGINT."""
-    original = AgentProcess.interrupt
 
     def interrupt(self: AgentProcess) -> bool:
-        sent = original(self)
-        if sent:
-            self.process.kill()
-        return sent
+        if self.signalled or self.process.returncode is not None:
+            return False
+        os.killpg(self.process.pid, signal.SIGINT)
+        self.process.kill()  # as a dropped tokio Child with kill_on_drop does, right after
+        self.signalled = True
+        return True
 
     monkeypatch.setattr(AgentProcess, "interrupt", interrupt)
 
@@ -198,12 +199,12 @@ def sigkill_on_drop(monkeypatch: pytest.MonkeyPatch) -> None:
     kill_on_cancel(monkeypatch)
 
 
-@pytest.mark.parametrize("variant", [right, wrong(sigkill_on_drop), wrong(sigint_then_kill)])
+@pytest.mark.parametrize("variant", [right, wrong(sigkill_on_drop)])
 async def test_a_dropped_acp_agent_gets_sigint_and_exits_by_itself(
     world: World, monkeypatch: pytest.MonkeyPatch, variant: Variant
 ) -> None:
-    """Catches SIGKILL on drop, and SIGINT on drop with a kill-on-drop left in place: either
-    way the agent dies of SIGKILL instead of exiting through its SIGINT handler."""
+    """Catches SIGKILL on drop: the agent then records no SIGINT and dies of SIGKILL instead of
+    exiting through its handler, and its grandchild never hears of it."""
     variant(monkeypatch)
     world.acp.script([{"spawn": "exec sleep 1000"}, {"text": "done"}, {"stop": "end_turn"}])
     host = RecordingHost()
@@ -219,3 +220,31 @@ async def test_a_dropped_acp_agent_gets_sigint_and_exits_by_itself(
     assert last is not None and (last.stop_reason, last.result) == ("completed", "done")
     assert world.acp.signals() == ["SIGINT"]
     assert code == 130  # exited by its own SIGINT handler, not killed
+
+
+@pytest.mark.parametrize("variant", [right, wrong(sigkill_on_drop), wrong(sigint_then_kill)])
+async def test_a_dropped_acp_agent_that_ignores_sigint_is_left_running(
+    world: World, monkeypatch: pytest.MonkeyPatch, variant: Variant
+) -> None:
+    """Catches SIGKILL on drop, and SIGINT on drop with a kill-on-drop left in place: an agent
+    that ignores its SIGINT is then killed rather than left running (and said so)."""
+    variant(monkeypatch)
+    world.acp.script("default", on_signal={"SIGINT": "ignore"}, on_eof="linger")
+    host = RecordingHost()
+    with trio.fail_after(TURN):
+        async with serving(world, host=host) as manager:
+            manager.start("i", "hello", world.caller(), backend="acp")
+            status = await manager.status("i", wait=30)
+            (agent,) = host.agents
+            await wait_for_slot(manager, "i", None)
+            await manager.status("i", wait=30)
+            await wait_until(lambda: manager.live.get("i") is None)  # the turn's task, drop included, is done
+            alive_after_the_drop = agent.returncode is None
+            signals = world.acp.signals()
+            if alive_after_the_drop:
+                os.kill(agent.pid, signal.SIGTERM)  # the test's own cleanup: its SIGTERM exits it
+                await agent.wait()
+    last = status.views[0].record.last
+    assert last is not None and last.stop_reason == "completed"
+    assert signals == ["SIGINT"]
+    assert alive_after_the_drop

@@ -1,8 +1,8 @@
 """Reaching the subagent daemon: connect to its socket, or start it there on first use.
 
-A daemon is started as ``python -m hive.subagent.daemon`` in a session of its own (it outlives
-the MCP server that started it), its log in ``<state>/subagent-daemon.log``; it says ``ready``
-on a pipe once it serves. Two servers starting one at once are fine: the second daemon finds
+A daemon is started as ``python -m hive.subagent.daemon --detach`` in a session of its own
+(it forks, so it is no child of the MCP server, which it outlives), its log in
+``<state>/subagent-daemon.log``; it says ``ready`` on a pipe once it serves. Two servers starting one at once are fine: the second daemon finds
 the socket taken and exits, and its starter connects to the first.
 """
 
@@ -22,9 +22,6 @@ from hive.subagent._wire import MAX_LINE, Answer, Call, decode_answer, encode
 START_WITHIN = 60.0
 """How long a starting daemon may take to say it is ready (imports on a busy machine included)."""
 
-_started: list[trio.Process] = []
-"""Daemons this process started (kept so that nothing reaps or warns about them early)."""
-
 
 async def _connect(socket: Path) -> trio.SocketStream | None:
     try:
@@ -43,7 +40,7 @@ async def start_daemon(state_dir: Path, socket: Path) -> None:
     """Start a daemon and wait for it to serve (or to exit: another one may have won)."""
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "CLAUDECODE")}
     argv = [sys.executable, "-m", "hive.subagent.daemon", "--state-dir", str(state_dir)]
-    argv += ["--socket", str(socket), "--ready-fd", "1"]
+    argv += ["--socket", str(socket), "--ready-fd", "1", "--detach"]
     log_path, log_file = _open_log(state_dir)
     with log_file as log:
         process = await trio.lowlevel.open_process(
@@ -54,16 +51,15 @@ async def start_daemon(state_dir: Path, socket: Path) -> None:
             env=env,
             start_new_session=True,
         )
-    _started.append(process)
     assert process.stdout is not None
     said = b""
     with trio.move_on_after(START_WITHIN) as waited:
         async with process.stdout:
             while chunk := await process.stdout.receive_some(64):
                 said += chunk
-        if b"ready" not in said:
-            # It exited without serving (another daemon holds the socket, say): reap it.
-            await process.wait()
+        # The process started forked the daemon and exited at once (so the daemon is nobody's
+        # child here); the pipe ends once the daemon serves, or has given up.
+        await process.wait()
     if waited.cancelled_caught:
         raise DaemonUnavailable(
             f"the subagent daemon started at {socket} did not get ready within {START_WITHIN:g} s; see {log_path}"

@@ -446,7 +446,7 @@ class SubagentManager:
                 # A bug of hive's ends this turn only, never the daemon and the other turns.
                 log.exception("%s: the turn failed", live.name)
                 turn.failure, turn.reason = f"the subagent daemon failed: {exc!r}", "failed"
-            if live.scope.cancelled_caught or live.setup.cancelled_caught:
+            if turn.outcome is None and (live.scope.cancelled_caught or live.setup.cancelled_caught):
                 turn.reason = "daemon_stopped" if self.stopping else "interrupted"
             self._finish(live, turn, turn.reason)
             await self._await_exits(live)
@@ -480,6 +480,12 @@ class SubagentManager:
                         with live.scope:
                             turn.outcome = await runtime.run(launch.prompt, turn.sink)
                             turn.reason = turn.outcome.stop_reason.value
+                            if live.arm is Arm.CLAUDE:
+                                # Closing the runtime SIGINTs a claude still there: let one that
+                                # is exiting after its result go in peace, as the runtime would.
+                                with trio.move_on_after(config.linger):
+                                    for agent in live.agents:
+                                        await agent.wait()
             finally:
                 with trio.CancelScope(shield=True):
                     await out.aclose()

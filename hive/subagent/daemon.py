@@ -204,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--ready-fd", type=int, help="write 'ready' to this descriptor once serving")
     parser.add_argument(
+        "--detach", action="store_true", help="fork at once and serve from the child (the parent exits 0)"
+    )
+    parser.add_argument(
         "--log-level",
         default=os.environ.get("HIVE_LOG_LEVEL", "info"),
         choices=["debug", "info", "warning", "error"],
@@ -215,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.detach and os.fork() > 0:
+        # Before any thread or event loop exists: the child is the daemon, reparented away
+        # from whoever started it, who reaps this parent at once.
+        os._exit(0)
     state_dir = (args.state_dir or default_state_dir()).absolute()
     socket_path = args.socket or (
         Path(os.environ["HIVE_SUBAGENT_SOCKET"]) if os.environ.get("HIVE_SUBAGENT_SOCKET") else None
