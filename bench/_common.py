@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 BIN = Path(sys.executable).parent
 PYTHON = sys.executable
@@ -266,16 +266,16 @@ class ToolError(RuntimeError):
     pass
 
 
-class Relay:
-    """``hive-bash-mcp --socket S`` as a child, spoken to in newline-delimited JSON-RPC.
+class StdioClient:
+    """An MCP stdio server as a child, spoken to in newline-delimited JSON-RPC.
 
     A reader thread stamps every answer with ``perf_counter()`` as its line arrives.
     """
 
-    def __init__(self, socket_path: Path, stderr: Path) -> None:
+    def __init__(self, argv: list[str], stderr: Path) -> None:
         self._err = open(stderr, "ab")  # noqa: SIM115 - closed in close()
         self.process = subprocess.Popen(
-            [str(RELAY), "--socket", str(socket_path)],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._err,
@@ -298,7 +298,7 @@ class Relay:
         with self._arrived:
             self._arrived.notify_all()
 
-    def __enter__(self) -> Relay:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -365,6 +365,13 @@ class Relay:
         answers = self.wait([r["id"] for r in requests])
         last = max(arrived for arrived, _ in answers.values())
         return last - started, [structured(answers[r["id"]][1]) for r in requests]
+
+
+class Relay(StdioClient):
+    """``hive-bash-mcp --socket S`` as a child (see :class:`StdioClient`)."""
+
+    def __init__(self, socket_path: Path, stderr: Path) -> None:
+        super().__init__([str(RELAY), "--socket", str(socket_path)], stderr)
 
 
 def structured(answer: dict[str, Any]) -> dict[str, Any]:

@@ -1,20 +1,41 @@
-"""3. 200 tasks at once: 200 ``run(cmd="true", wait_seconds=30)`` written to the relay in one go.
+"""3. 200 tasks at once, through hive's relay and daemon and through the `mcp` SDK's own server.
 
-Wall time from the write until the 200th answer. Floor: 200 concurrent ``true`` spawned and
-waited from one Trio program (``trio.run_process`` in a nursery). Also the start-then-wait
-pattern (200 ``run(wait_seconds=0)`` at once, then 200 ``status(id, wait_seconds=30)`` at
-once), the daemon's CPU time per round and its peak RSS (VmHWM).
+- 200 ``run(cmd="true", wait_seconds=30)`` written to the relay in one go: wall time from the
+  write until the 200th answer. Floor: 200 concurrent ``true`` spawned and waited from one Trio
+  program (``trio.run_process`` in a nursery).
+- Start, then wait: 200 ``run(cmd="true", wait_seconds=0)`` written at once, all answered, then
+  200 ``status(id, wait_seconds=30)`` written at once, all answered (the sum of the two batches'
+  wall times). Floor: the same calls, in the same run, to the `mcp` SDK's high-level server on
+  Trio with trivial tools of the same names (``sdk_floor_server.py``: a task table in memory,
+  ``trio.run_process``, a ``trio.Event`` per task). Hive and the floor alternate, each going
+  first in every other round.
+
+Also the daemon's CPU time per batch and its peak RSS (VmHWM).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import trio
-from _common import Figure, Relay, check_done, main, running_daemon, scratch, summary
+from _common import (
+    PYTHON,
+    Figure,
+    Relay,
+    StdioClient,
+    check_done,
+    cpu_seconds,
+    main,
+    running_daemon,
+    scratch,
+    summary,
+)
 
 TASKS = 200
 ROUNDS = 3
+PAIR_ROUNDS = 7
+FLOOR_SERVER = Path(__file__).resolve().parent / "sdk_floor_server.py"
 
 
 async def _spawn_all() -> float:
@@ -38,34 +59,66 @@ def all_at_once(relay: Relay) -> float:
     return took
 
 
-def start_then_wait(relay: Relay) -> float:
-    started, results = relay.call_all(
-        [relay.tool_request("run", cmd="true", wait_seconds=0) for _ in range(TASKS)]
+def start_then_wait(client: StdioClient) -> tuple[float, float]:
+    """The wall times of 200 ``run(wait 0)`` at once and then 200 ``status(wait 30)`` at once."""
+    started, results = client.call_all(
+        [client.tool_request("run", cmd="true", wait_seconds=0) for _ in range(TASKS)]
     )
-    waited, finals = relay.call_all(
-        [relay.tool_request("status", id=r["id"], wait_seconds=30) for r in results]
+    waited, finals = client.call_all(
+        [client.tool_request("status", id=r["id"], wait_seconds=30) for r in results]
     )
     for result in finals:
         check_done(result)
-    return started + waited
+    return started, waited
 
 
 def run() -> list[Figure]:
-    walls, pairs, floors, cpu = [], [], [], []
-    with scratch() as root, running_daemon(root) as daemon, Relay(daemon.socket, root / "relay.err") as relay:
+    walls, floors, cpu = [], [], []
+    hive: list[tuple[float, float]] = []
+    sdk: list[tuple[float, float]] = []
+    pair_cpu, floor_cpu = [], []
+    with (
+        scratch() as root,
+        running_daemon(root) as daemon,
+        Relay(daemon.socket, root / "relay.err") as relay,
+        StdioClient([PYTHON, str(FLOOR_SERVER)], root / "floor.err") as floor,
+    ):
         relay.handshake()
+        floor.handshake()
         for _ in range(20):
             check_done(relay.call("run", cmd="true", wait_seconds=30)[1])
+            check_done(floor.call("run", cmd="true", wait_seconds=30)[1])
+        start_then_wait(relay)
+        start_then_wait(floor)
         rss_before = daemon.peak_rss_mb()
         for _ in range(ROUNDS):
             floors.append(trio_floor() * 1000)
             before = daemon.cpu()
             walls.append(all_at_once(relay) * 1000)
             cpu.append(daemon.cpu() - before)
-            pairs.append(start_then_wait(relay) * 1000)
+        for i in range(PAIR_ROUNDS):
+            for client in (relay, floor) if i % 2 == 0 else (floor, relay):
+                server = daemon.pid if client is relay else floor.process.pid
+                before = cpu_seconds(server)
+                batches = start_then_wait(client)
+                used = cpu_seconds(server) - before
+                if client is relay:
+                    pair_cpu.append(used)
+                    hive.append(batches)
+                else:
+                    floor_cpu.append(used)
+                    sdk.append(batches)
         rss_after = daemon.peak_rss_mb()
-    w, p, f = summary(walls), summary(pairs), summary(floors)
+    w, f = summary(walls), summary(floors)
+    h, s = summary((a + b) * 1000 for a, b in hive), summary((a + b) * 1000 for a, b in sdk)
+    ratios = summary((a + b) / (c + d) for (a, b), (c, d) in zip(hive, sdk, strict=True))
     memory = {"peak_rss_mb_before": rss_before, "peak_rss_mb_after": rss_after}
+    batches = {
+        "hive_run_ms": summary(a * 1000 for a, _ in hive),
+        "hive_status_ms": summary(b * 1000 for _, b in hive),
+        "sdk_run_ms": summary(a * 1000 for a, _ in sdk),
+        "sdk_status_ms": summary(b * 1000 for _, b in sdk),
+    }
     return [
         Figure(
             "3 200 at once",
@@ -79,19 +132,46 @@ def run() -> list[Figure]:
         ),
         Figure(
             "3 200 at once",
-            f"200 x run(wait_seconds=0), then 200 x status(wait_seconds=30) (median of {ROUNDS})",
-            p["median"],
+            f"200 x run(wait_seconds=0) at once, then 200 x status(wait_seconds=30) at once "
+            f"(median of {PAIR_ROUNDS}, alternating)",
+            h["median"],
             "ms",
-            f["median"],
-            "200 x true from Trio",
-            extra={"wall": p, "floor": f},
+            s["median"],
+            "the same calls to the mcp SDK's MCPServer on Trio",
+            "<= 1.2x",
+            {"hive": h, "sdk": s, "per_round_ratio": ratios, **batches, "daemon_cpu_s": pair_cpu},
         ),
         Figure(
             "3 200 at once",
-            "daemon CPU time per 200 x run (median)",
+            "of which the 200 runs: hive / SDK floor",
+            batches["hive_run_ms"]["median"],
+            "ms",
+            batches["sdk_run_ms"]["median"],
+            "SDK floor",
+        ),
+        Figure(
+            "3 200 at once",
+            "of which the 200 statuses: hive / SDK floor",
+            batches["hive_status_ms"]["median"],
+            "ms",
+            batches["sdk_status_ms"]["median"],
+            "SDK floor",
+        ),
+        Figure(
+            "3 200 at once",
+            "daemon CPU time per 200 x run(wait 30) (median)",
             summary(cpu)["median"] * 1000,
             "ms",
             extra={"daemon_cpu_s": cpu},
+        ),
+        Figure(
+            "3 200 at once",
+            "CPU time per 200 x run(wait 0) + 200 x status (median): hive's daemon / the SDK floor's server",
+            summary(pair_cpu)["median"] * 1000,
+            "ms",
+            summary(floor_cpu)["median"] * 1000,
+            "SDK floor server",
+            extra={"daemon_cpu_s": pair_cpu, "floor_cpu_s": floor_cpu},
         ),
         Figure(
             "3 200 at once",
