@@ -68,10 +68,19 @@ log = logging.getLogger(__name__)
 
 _PR_SET_CHILD_SUBREAPER = 36
 
-# The wrappers this daemon started and has not reaped yet: `reap_orphans` leaves them to
-# `Child.wait`. Held across the fork, so a wrapper is in the set before anyone can see it.
-_spawned_lock = threading.Lock()
-_spawned: set[int] = set()
+
+@attrs.define(eq=False)
+class _Wrappers:
+    """The wrappers this daemon started and has not reaped yet: `reap_orphans` leaves them to
+    `Child.wait`. A wrapper may exit before its spawn returns its pid, so `reap_orphans`
+    reaps nothing while a spawn is under way; spawns do not wait for one another."""
+
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    pids: set[int] = attrs.field(factory=set)
+    starting: int = 0
+
+
+_wrappers = _Wrappers()
 
 
 def wrapper_mark(serial: str) -> str:
@@ -120,13 +129,21 @@ class Child:
     async def wait(self) -> int:
         """Wait for the wrapper to exit and reap it; its return code (negative: killed by a signal)."""
         try:
-            await trio.lowlevel.wait_readable(self.pidfd)
+            info = None
+            while info is None:
+                await trio.lowlevel.wait_readable(self.pidfd)
+                # Readable once it is a zombie, so this reaps it without waiting; through its
+                # pidfd, so never a process that reused its pid.
+                info = os.waitid(os.P_PIDFD, self.pidfd, os.WEXITED | os.WNOHANG)  # noqa: ASYNC222
+        except ChildProcessError:
+            returncode = 0  # reaped by someone else: as Popen.wait reports it
+        else:
+            returncode = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
         finally:
             os.close(self.pidfd)
-        # It has exited, so this reaps it at once.
-        returncode = self.popen.wait()
-        with _spawned_lock:
-            _spawned.discard(self.pid)
+        self.popen.returncode = returncode
+        with _wrappers.lock:
+            _wrappers.pids.discard(self.pid)
         return returncode
 
 
@@ -149,19 +166,20 @@ def spawn_task(
     ``tag`` goes into the environment as ``HIVE_BASH_TASK`` (see `task_tag`).
     """
     bash = bash_path()
+    with _wrappers.lock:
+        _wrappers.starting += 1
+    popen = None
     try:
-        with _spawned_lock:
-            popen = subprocess.Popen(
-                [bash, "-c", WRAPPER, WRAPPER_ARGV0, str(exit_file), str(exit_fd), mark],
-                stdin=cmd_fd,
-                stdout=stdout,
-                stderr=stderr,
-                pass_fds=(exit_fd,),
-                cwd=cwd,
-                env={**os.environ, TASK_TAG: tag},
-                start_new_session=True,
-            )
-            _spawned.add(popen.pid)
+        popen = subprocess.Popen(
+            [bash, "-c", WRAPPER, WRAPPER_ARGV0, str(exit_file), str(exit_fd), mark],
+            stdin=cmd_fd,
+            stdout=stdout,
+            stderr=stderr,
+            pass_fds=(exit_fd,),
+            cwd=cwd,
+            env={**os.environb, TASK_TAG.encode(): os.fsencode(tag)},
+            start_new_session=True,
+        )
     except OSError as exc:
         if exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
             what = f"its working directory {cwd}"
@@ -172,6 +190,11 @@ def spawn_task(
         raise SpawnError(
             exc.errno, f"cannot start the task: {what}: {exc.strerror or exc}; nothing ran"
         ) from None
+    finally:
+        with _wrappers.lock:
+            _wrappers.starting -= 1
+            if popen is not None:
+                _wrappers.pids.add(popen.pid)
     # The child cannot be reaped before we reap it, so its pid is still its own here.
     return Child(popen, os.pidfd_open(popen.pid))
 
@@ -273,19 +296,37 @@ def members(procs: Iterable[ProcInfo], tag: str, pgid: int | None) -> list[ProcI
     """The live processes of one task: those carrying its tag, those in its process group
     ``pgid`` (its wrapper's pid), and every descendant of either (a process that cleared
     its environment but is still below one that did not)."""
-    me = os.getpid()
-    live = [p for p in procs if not p.zombie and p.pid != me]
-    chosen = {p.pid: p for p in live if p.tag == tag or (pgid is not None and p.pgid == pgid)}
-    children: dict[int, list[ProcInfo]] = {}
-    for p in live:
-        children.setdefault(p.ppid, []).append(p)
-    stack = list(chosen)
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child.pid not in chosen:
-                chosen[child.pid] = child
-                stack.append(child.pid)
-    return sorted(chosen.values(), key=lambda p: p.pid)
+    return _ProcIndex(procs).members(tag, pgid)
+
+
+class _ProcIndex:
+    """The live processes of one scan, indexed by tag, group and parent: each task's members
+    are then found in time proportional to their number, not to the scan's."""
+
+    def __init__(self, procs: Iterable[ProcInfo]) -> None:
+        me = os.getpid()
+        self.by_tag: dict[str, list[ProcInfo]] = {}
+        self.by_pgid: dict[int, list[ProcInfo]] = {}
+        self.children: dict[int, list[ProcInfo]] = {}
+        for p in procs:
+            if p.zombie or p.pid == me:
+                continue
+            if p.tag is not None:
+                self.by_tag.setdefault(p.tag, []).append(p)
+            self.by_pgid.setdefault(p.pgid, []).append(p)
+            self.children.setdefault(p.ppid, []).append(p)
+
+    def members(self, tag: str, pgid: int | None) -> list[ProcInfo]:
+        chosen = {p.pid: p for p in self.by_tag.get(tag, ())}
+        if pgid is not None:
+            chosen.update((p.pid, p) for p in self.by_pgid.get(pgid, ()))
+        stack = list(chosen)
+        while stack:
+            for child in self.children.get(stack.pop(), ()):
+                if child.pid not in chosen:
+                    chosen[child.pid] = child
+                    stack.append(child.pid)
+        return sorted(chosen.values(), key=lambda p: p.pid)
 
 
 def task_processes(tag: str, pgid: int | None) -> list[ProcInfo]:
@@ -372,14 +413,17 @@ def reap_orphans(procs: Iterable[ProcInfo]) -> list[int]:
     """Reap the zombies re-parented to this daemon (the subreaper); the pids reaped.
 
     Only those: a wrapper this daemon started is reaped by `Child.wait`, which needs its exit
-    status, so the set of those is checked under the lock that `spawn_task` holds across the
-    fork. The daemon starts no other children.
+    status, so none is reaped while a spawn is under way (its wrapper may already be a zombie
+    whose pid `spawn_task` has not registered yet); they wait for the next interval. The
+    daemon starts no other children.
     """
     me = os.getpid()
-    reaped = []
-    with _spawned_lock:
+    reaped: list[int] = []
+    with _wrappers.lock:
+        if _wrappers.starting:
+            return reaped
         for proc in procs:
-            if proc.zombie and proc.ppid == me and proc.pid not in _spawned:
+            if proc.zombie and proc.ppid == me and proc.pid not in _wrappers.pids:
                 with contextlib.suppress(ChildProcessError):
                     pid, _status = os.waitpid(proc.pid, os.WNOHANG)
                     if pid == proc.pid:
@@ -399,7 +443,8 @@ def scan_tasks(tags: Mapping[str, int | None], *, reap: bool) -> dict[str, list[
     procs = snapshot(read_tags=bool(tags))
     if reap:
         reap_orphans(procs)
-    return {tag: members(procs, tag, pgid) for tag, pgid in tags.items()}
+    index = _ProcIndex(procs)
+    return {tag: index.members(tag, pgid) for tag, pgid in tags.items()}
 
 
 def _has_zombie_child() -> bool:
