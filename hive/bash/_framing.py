@@ -179,29 +179,31 @@ async def message_streams(
     to_session, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, from_session = create_context_streams[SessionMessage](0)
     framer = _Framer(stream, answer_garbage, receipts if receipts is not None else Receipts())
-    if isinstance(stream, trio.SocketStream):
-        framer.receipts.probe = functools.partial(_peer_has_closed, stream.socket.fileno())
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(framer.read_lines, to_session)
-            nursery.start_soon(framer.write_lines, from_session)
-            try:
-                yield read_stream, write_stream
-            finally:
-                nursery.cancel_scope.cancel()
-    finally:
-        framer.receipts.close()
-
-
-def _peer_has_closed(fd: int) -> bool:
-    """Whether the next thing to read on socket ``fd`` is the peer's end of input (or an error)."""
-    with socket.socket(fileno=os.dup(fd)) as sock:
+    with contextlib.ExitStack() as closing:
+        if isinstance(stream, trio.SocketStream):
+            # A second handle on the connection, for peeking without trio's socket wrapper.
+            peek = closing.enter_context(socket.socket(fileno=os.dup(stream.socket.fileno())))
+            framer.receipts.probe = functools.partial(_peer_has_closed, peek)
         try:
-            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        except BlockingIOError:
-            return False
-        except OSError:
-            return True
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(framer.read_lines, to_session)
+                nursery.start_soon(framer.write_lines, from_session)
+                try:
+                    yield read_stream, write_stream
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            framer.receipts.close()
+
+
+def _peer_has_closed(sock: socket.socket) -> bool:
+    """Whether the next thing to read on ``sock`` is the peer's end of input (or an error)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 def _first_line(exc: Exception) -> str:
