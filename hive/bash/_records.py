@@ -49,7 +49,9 @@ class OwedWake:
 class LooseEnd:
     """``mcp-loose-ends/bash-task-<id>.json``: an end the agent has not been told yet.
 
-    ``wake`` is filled in when the task ends; until then the task is still running.
+    ``wake`` is filled in at the first interval after the task ends (if its end is still owed
+    then), or at once by a restarted daemon; without one, the task's record says whether it
+    has ended.
     """
 
     task_id: str

@@ -21,8 +21,11 @@ What survives what:
   outlives the process that made them.
 - **A power loss: what was fsynced.** The record and loose end written as a task starts are
   *not* fsynced (that would cost every `run` two disk flushes before its process starts); the
-  record saved once the task runs, the final record and the loose end holding an end's wake
-  are (temporary file, fsync, rename), and a loose end's removal fsyncs its directory. The
+  record saved once the task runs is (temporary file, fsync, rename); the final record, and
+  the loose end of an end still owed (rewritten then with its wake), are fsynced at the next
+  interval after the end, all of an interval's together, and at an orderly stop (the loose
+  end saved at the start owes the end meanwhile: see `TaskManager._sync_ends`); and a loose
+  end's removal fsyncs its directory. The
   directory is not fsynced after a rename, so the newest rename may be lost: the file is
   then found as it was before (or not at all, for a task started moments before the power
   went, whose files are then recovered without their record). The tasks themselves die with

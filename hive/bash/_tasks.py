@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import re
@@ -23,6 +24,7 @@ import attrs
 import trio
 
 from hive.bash import _limits, _procs
+from hive.bash._batches import Batcher
 from hive.bash._courier import WakeCourier
 from hive.bash._describe import wake_body
 from hive.bash._errors import BadArgument, DiskError, NameBusy, TaskLimit, UnknownTask
@@ -30,13 +32,17 @@ from hive.bash._model import Event, Exited, Spawned, advance
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._recovery import recover
 from hive.bash._stopping import FILLED_UP, Stopper
-from hive.bash._store import TaskStore, read_tail
+from hive.bash._store import Tail, TaskStore, open_regular, read_tail
 from hive.wake import Wake, end_id
 
 log = logging.getLogger(__name__)
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 WAKE_STDOUT_BYTES = 2048
+SPAWN_LANES = 8
+SPAWNS_PER_TRIP = 8
+LAST_SYNC_SECS = 10.0
+"""How long an orderly stop may spend making the last ends durable."""
 
 
 @attrs.frozen
@@ -56,6 +62,9 @@ class Task:
     record: TaskRecord
     ended: trio.Event = attrs.field(factory=trio.Event)
     exited: trio.Event = attrs.field(factory=trio.Event)
+    recorded: trio.Event = attrs.field(factory=trio.Event)
+    """Set once its final record is written (not yet fsynced: see `TaskManager._sync_ends`),
+    or its failure to be is noted."""
     owed: bool = False
     """The agent must be told the end: from the task's start until an answer carrying its final
     state was written to a client still connected, or its wake was acknowledged."""
@@ -65,6 +74,8 @@ class Task:
     write_lock: trio.Lock = attrs.field(factory=trio.Lock)
     record_dirty: bool = False
     loose_end_lock: trio.Lock = attrs.field(factory=trio.Lock)
+    saved_loose_end: LooseEnd | None = None
+    """This run's loose end as last saved (None: not on disk, or deleted since)."""
     wake_queued: bool = False
     owed_wake: OwedWake | None = None
     """The wake for this task's end, composed once when it ends."""
@@ -87,18 +98,36 @@ class TaskManager:
     _nursery: trio.Nursery | None = None
     clock: Callable[[], float] = time.time
     stopper: Stopper = attrs.field(init=False, default=attrs.Factory(Stopper, takes_self=True))
+    reads: Batcher = attrs.field(factory=Batcher)
+    """Where the reads for answers and ends run (exit files, tails): many tasks' to a trip."""
+    spawns: Batcher = attrs.field(factory=lambda: Batcher(lanes=SPAWN_LANES, per_trip=SPAWNS_PER_TRIP))
+    """Where tasks are started (their files, record and loose end saved, the wrapper forked)."""
+    writes: Batcher = attrs.field(factory=Batcher)
+    """Where records and loose ends are saved and removed, apart from the reads, which an
+    answer waits for."""
+    _unsynced: dict[str, Task] = attrs.field(factory=dict)
+    """Ended tasks (by serial) whose final record is not fsynced yet (see `_sync_ends`)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def serve(self, *, task_status: trio.TaskStatus[TaskManager] = trio.TASK_STATUS_IGNORED) -> None:
         """Recover the tasks of earlier runs, then watch tasks until cancelled."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            await nursery.start(self.courier.run, self._on_acked)
-            await recover(self)
-            nursery.start_soon(self._watch_running)
-            task_status.started(self)
-            await trio.sleep_forever()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await nursery.start(self.spawns.serve)
+                await nursery.start(self.reads.serve)
+                await nursery.start(self.writes.serve)
+                await nursery.start(self.courier.run, self._on_acked)
+                await recover(self)
+                nursery.start_soon(self._watch_running)
+                task_status.started(self)
+                await trio.sleep_forever()
+        finally:
+            # An orderly stop leaves the ends it saw durable, and each owed one's wake in its
+            # loose end (a crash leaves that to the next start's recovery).
+            with trio.CancelScope(shield=True), trio.move_on_after(LAST_SYNC_SECS):
+                await self._sync_ends()
 
     def supervise_soon(self, task: Task, wait_exit: Callable[[], Awaitable[int | None]]) -> None:
         """Watch a task until it ends; ``wait_exit`` returns when its wrapper has exited."""
@@ -110,15 +139,26 @@ class TaskManager:
         return task
 
     def _wake_of(self, task: Task) -> OwedWake:
-        """The wake for a task's end, composed once (its output's tail is read then)."""
+        """The wake for a task's end. It is composed as the task ends (`_finish`) or is settled
+        (`_sync_loose_end`), its tail read in a worker thread; composing it here, on the loop,
+        is the fallback for a final task that came by neither."""
         if task.owed_wake is None:
             task.owed_wake = self.compose_wake(task.record)
         return task.owed_wake
 
     def compose_wake(self, record: TaskRecord) -> OwedWake:
-        """The wake for a task's end: its state, exit code and last stdout lines."""
-        stdout = read_tail(self.store.out_path(record.id), WAKE_STDOUT_BYTES).text
-        return OwedWake(sender=f"bash-task-{record.id}", body=wake_body(record, stdout))
+        """The wake for a task's end: its state, exit code and last stdout lines (blocking: reads them)."""
+        return _wake(record, self._wake_tail(record.id))
+
+    def _wake_tail(self, task_id: str) -> str:
+        return read_tail(self.store.out_path(task_id), WAKE_STDOUT_BYTES).text
+
+    async def output_tails(self, task_id: str) -> tuple[Tail, Tail]:
+        """The last 4 KiB of a task's stdout and stderr, read in a worker thread."""
+        store = self.store
+        return await self.reads.run(
+            lambda: (read_tail(store.out_path(task_id)), read_tail(store.err_path(task_id)))
+        )
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -176,13 +216,15 @@ class TaskManager:
                     await self.told(previous)
                 # Its last state on disk before its files are moved aside for this run (see `_spawn`).
                 await self._persist(previous)
-            child = await trio.to_thread.run_sync(self._spawn, record, self._loose_end_of(task))
+            loose_end = self._loose_end_of(task)
+            child = await self.spawns.run(self._spawn, record, loose_end)
         except BaseException:
             self._forget(task, previous)
             raise
         # Its record and loose end were saved before its process started; its pid is saved
         # later (at its end, or by the timer). A daemon that dies before that finds it by its
         # wrapper's mark (see `_recovery`).
+        task.saved_loose_end = loose_end
         self._apply(task, Spawned(), started_at=self.clock(), pid=child.pid)
         assert self._nursery is not None
         self._nursery.start_soon(self._supervise, task, child.wait)
@@ -255,15 +297,18 @@ class TaskManager:
         if note not in task.record.notes:
             self._apply(task, notes=(*task.record.notes, note))
 
-    async def _persist(self, task: Task) -> None:
-        """Bring the record on disk up to date; a failing disk becomes a note on the task."""
+    async def _persist(self, task: Task, *, durable: bool = True) -> None:
+        """Bring the record on disk up to date; a failing disk becomes a note on the task.
+
+        Not ``durable``: not fsynced now (the caller sees to it later, see `_sync_ends`).
+        """
         async with task.write_lock:
             if not task.record_dirty:
                 return
             task.record_dirty = False
             record = task.record
             try:
-                await trio.to_thread.run_sync(self.store.save_record, record)
+                await self.writes.run(self.store.save_record, record, durable=durable)
             except OSError as exc:
                 task.record_dirty = True
                 log.warning("cannot save the record of task %s: %s", task.id, exc)
@@ -279,16 +324,22 @@ class TaskManager:
             wake=self._wake_of(task) if task.final else None,
         )
 
-    async def _sync_loose_end(self, task: Task) -> None:
-        """Make the loose end on disk match whether the agent is still owed this task's end."""
+    async def _sync_loose_end(self, task: Task, *, durable: bool = True) -> None:
+        """Make the loose end on disk match whether the agent is still owed this task's end
+        (with its wake, once it has ended). Not ``durable``: not fsynced now."""
         async with task.loose_end_lock:
             record = task.record
+            store = self.store
             try:
                 if task.owed:
+                    if task.final and task.owed_wake is None:
+                        task.owed_wake = _wake(record, await self.reads.run(self._wake_tail, record.id))
                     loose_end = self._loose_end_of(task)
-                    await trio.to_thread.run_sync(self.store.save_loose_end, loose_end)
+                    await self.writes.run(store.save_loose_end, loose_end, durable=durable)
+                    task.saved_loose_end = loose_end
                 else:
-                    await trio.to_thread.run_sync(self.store.delete_loose_end, record.id, record.serial)
+                    await self.writes.run(store.delete_loose_end, record.id, record.serial)
+                    task.saved_loose_end = None
             except OSError as exc:
                 log.warning("cannot update the loose end of task %s: %s", task.id, exc)
                 self._note(task, _disk_note("its loose end", exc))
@@ -339,7 +390,7 @@ class TaskManager:
             task.owed = False
             await self._sync_loose_end(task)
         else:
-            await trio.to_thread.run_sync(self.store.delete_loose_end, task_id, serial)
+            await self.writes.run(self.store.delete_loose_end, task_id, serial)
 
     # -- waiting --------------------------------------------------------------------------------
 
@@ -381,6 +432,7 @@ class TaskManager:
         assert self._nursery is not None
         while True:
             await trio.sleep(self.settings.output_check_interval)
+            await self._sync_ends()
             await self.stopper.survey()
             for task in list(self.tasks.values()):
                 # Includes a save that failed earlier (a full disk): it is tried again.
@@ -393,9 +445,12 @@ class TaskManager:
 
     async def _finish(self, task: Task, returncode: int | None) -> None:
         store = self.store
-        exit_code, has_space = await trio.to_thread.run_sync(
-            lambda: (store.read_exit_status(task.id), store.has_space())
-        )
+        task_id = task.id
+
+        def read_end() -> tuple[int | None, bool, str]:
+            return store.read_exit_status(task_id), store.has_space(), self._wake_tail(task_id)
+
+        exit_code, has_space, stdout = await self.reads.run(read_end)
         if not has_space:
             self._note(task, FILLED_UP.format(store.tasks_dir))
         if exit_code is None:
@@ -404,16 +459,63 @@ class TaskManager:
             else:
                 self._note(task, "it left no exit status (its wrapper could not write the .exit file)")
         self._apply(task, Exited(), exit_code=exit_code, ended_at=self.clock())
+        task.owed_wake = _wake(task.record, stdout)
         task.ended.set()
         if task.owed and not task.waiters:
             # Sent before the saves: if the daemon dies before they land, the loose end that
             # already exists still owes the end, so the wake is sent again (at least once).
             self._send_wake(task)
-        # The loose end (now holding the wake) before the final record: a crash between the
-        # two leaves the end owed, where the other order would leave it forgotten.
-        if task.owed:
+        if task.owed and task.saved_loose_end is None:
+            # The loose end before the final record: a crash between the two leaves the end
+            # owed, where the other order would leave it forgotten.
             await self._sync_loose_end(task)
-        await self._persist(task)
+        # The loose end saved as the task started still owes the end (a restarted daemon
+        # composes the wake from the final record), so this record is written at once and
+        # the rest waits for `_sync_ends`: most ends are told within moments (an answer, an
+        # acknowledged wake), and their loose end is then removed, not rewritten.
+        await self._persist(task, durable=False)
+        self._unsynced[task.record.serial] = task
+        task.recorded.set()
+
+    async def _sync_ends(self) -> None:
+        """Make the ends since the last interval durable: the final records fsynced, and the
+        loose end of each end still owed rewritten with its wake and fsynced, in one worker
+        trip for all of them (on a journalled file system the first fsync commits the rest).
+        """
+        ended = [t for t in self._unsynced.values() if self.tasks.get(t.id) is t]
+        self._unsynced.clear()
+        owed = [
+            t for t in ended if t.owed and t.saved_loose_end is not None and t.saved_loose_end.wake is None
+        ]
+        async with trio.open_nursery() as nursery:
+            for task in owed:
+                nursery.start_soon(functools.partial(self._sync_loose_end, task, durable=False))
+        store = self.store
+        paths = [store.record_path(t.id) for t in ended]
+        paths += [store.loose_end_path(t.id) for t in owed if t.owed and t.saved_loose_end is not None]
+        if paths:
+            await self.writes.run(_fsync_all, paths)
+
+
+def _wake(record: TaskRecord, stdout: str) -> OwedWake:
+    return OwedWake(sender=f"bash-task-{record.id}", body=wake_body(record, stdout))
+
+
+def _fsync_all(paths: list[Path]) -> None:
+    """fsync each of these regular files that is there (a symlink planted there is not followed)."""
+    for path in paths:
+        try:
+            fd = open_regular(path)
+        except OSError as exc:
+            log.warning("cannot make %s durable: %s", path, exc)
+            continue
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                log.warning("cannot make %s durable: %s", path, exc)
+            finally:
+                os.close(fd)
 
 
 def _cannot_create(exc: OSError, tasks_dir: Path) -> str:

@@ -16,7 +16,6 @@ import attrs
 from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running
 from hive.bash._errors import BadArgument, BashError
 from hive.bash._model import StopReason, TaskState
-from hive.bash._store import read_tail
 from hive.bash._tasks import Task, TaskManager
 
 MAX_WAIT = 30.0
@@ -293,9 +292,10 @@ def _task_id(args: Mapping[str, Any]) -> str:
 # -- rendering ------------------------------------------------------------------------------------
 
 
-def status_of(manager: TaskManager, task: Task, now: float) -> ToolResult:
-    out = read_tail(manager.store.out_path(task.id))
-    err = read_tail(manager.store.err_path(task.id))
+async def status_of(manager: TaskManager, task: Task, clock: Callable[[], float]) -> ToolResult:
+    """The task's status, with its output's tails (read in a worker thread)."""
+    out, err = await manager.output_tails(task.id)
+    now = clock()
     cmd_path = str(manager.store.cmd_path(task.id))
     wakes = manager.courier.agent_socket is not None
     text, structured = describe_status(task.record, out, err, now, cmd_path, wakes=wakes)
@@ -393,7 +393,7 @@ class BashTools:
             self.manager.release(task, told=False)
             raise
         if task.final and wait > 0:
-            result = self._ended(task)
+            result = await self._ended(task)
         else:
             # wait_seconds=0 always answers at once; the end, even an immediate one, comes as a wake.
             result = _started(task, self.manager)
@@ -416,37 +416,43 @@ class BashTools:
         except BaseException:
             self.manager.release(task, told=False)
             raise
-        return self._answer(task)
+        return await self._answer(task)
 
     async def stop(self, args: dict[str, Any]) -> ToolResult:
         _check_keys(args, ("id",))
         task = self.manager.get(_task_id(args))
         self.manager.hold(task)
         if task.final:
-            return _preceded(self._answer(task), f"task {task.id} had already ended; nothing to stop.")
+            answer = await self._answer(task)
+            return _preceded(answer, f"task {task.id} had already ended; nothing to stop.")
         try:
             self.manager.request_stop(task)
             await self.manager.wait(task, self.manager.settings.kill_grace + 5.0)
         except BaseException:
             self.manager.release(task, told=False)
             raise
-        return self._answer(task)
+        return await self._answer(task)
 
-    def _answer(self, task: Task) -> ToolResult:
+    async def _answer(self, task: Task) -> ToolResult:
         """The status of a task this call holds; the hold ends now, or once an end is written."""
         if task.final:
-            return self._ended(task)
+            return await self._ended(task)
         self.manager.release(task, told=False)
-        return status_of(self.manager, task, self.clock())
+        return await status_of(self.manager, task, self.clock)
 
-    def _ended(self, task: Task) -> ToolResult:
+    async def _ended(self, task: Task) -> ToolResult:
         """The final status of a task this call holds: told once the answer reaches its client."""
         manager = self.manager
+        try:
+            result = await status_of(manager, task, self.clock)
+        except BaseException:
+            manager.release(task, told=False)
+            raise
 
         def delivered(connected: bool) -> None:
             manager.release(task, told=connected)
 
-        return attrs.evolve(status_of(manager, task, self.clock()), delivered=delivered)
+        return attrs.evolve(result, delivered=delivered)
 
     async def list(self, args: dict[str, Any]) -> ToolResult:
         _check_keys(args, ("limit",))
