@@ -1,0 +1,163 @@
+"""Who hears of a subagent turn's end: the status call waiting for it, else a wake; and the layers."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from hive.subagent._tools import SubagentTools
+from hive.subagent._wire import Call
+from hive.wake import Wake
+from tests.test_subagent_fixtures import World, serving, wait_until, world_in
+
+TURN = 60
+SUBAGENT = Path(__file__).resolve().parent.parent / "hive" / "subagent"
+
+
+@pytest.fixture
+def world(short_tmp: Path) -> Iterator[World]:
+    with world_in(short_tmp) as made:
+        yield made
+
+
+@attrs.define(eq=False)
+class Courier:
+    """Keeps the wakes it is given; delivers none."""
+
+    sent: list[tuple[str, Wake]] = attrs.field(factory=list)
+    withdrawn: list[str] = attrs.field(factory=list)
+    arrived: trio.Event = attrs.field(factory=trio.Event)
+
+    def send(self, key: str, socket: Path, wake: Wake) -> None:
+        self.sent.append((key, wake))
+        self.arrived.set()
+
+    def withdraw(self, key: str) -> None:
+        self.withdrawn.append(key)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await trio.sleep_forever()
+
+
+async def test_an_end_a_status_call_was_waiting_for_wakes_nobody(world: World) -> None:
+    world.claude.script("default")
+    courier = Courier()
+    with trio.fail_after(TURN):
+        async with serving(world, courier_factory=lambda acked: courier) as manager:
+            manager.start("w", "hi", world.caller())
+            status = await manager.status("w", wait=30)
+            status.delivered(True)
+    assert status.views[0].record.last is not None and status.views[0].record.last.told
+    assert courier.sent == []
+
+
+async def test_an_end_whose_waiting_answer_was_not_delivered_wakes_the_caller(world: World) -> None:
+    world.claude.script("default")
+    courier = Courier()
+    with trio.fail_after(TURN):
+        async with serving(world, courier_factory=lambda acked: courier) as manager:
+            manager.start("g", "hi", world.caller())
+            status = await manager.status("g", wait=30)
+            assert courier.sent == []  # its answer may yet reach the caller
+            status.delivered(False)  # it did not: the client went away
+    ((key, wake),) = courier.sent
+    assert wake.sender == "subagent-g" and wake.end_id == f"subagent-{key}"
+    assert "ended turn 1 (completed)" in wake.body and "fake claude reply to: hi" in wake.body
+
+
+async def test_an_end_nobody_waited_for_wakes_the_caller_and_a_later_status_withdraws_it(
+    world: World,
+) -> None:
+    world.claude.script("default")
+    courier = Courier()
+    with trio.fail_after(TURN):
+        async with serving(world, courier_factory=lambda acked: courier) as manager:
+            manager.start("n", "hi", world.caller())
+            await courier.arrived.wait()
+            shown = await manager.status()
+            shown.delivered(True)
+    ((key, _),) = courier.sent
+    assert courier.withdrawn == [key]
+    assert manager.records["n"].last is not None and manager.records["n"].last.told
+
+
+async def test_no_agent_socket_no_wake_and_the_answer_says_so(world: World) -> None:
+    world.claude.script("default")
+    courier = Courier()
+    with trio.fail_after(TURN):
+        async with serving(world, courier_factory=lambda acked: courier) as manager:
+            tools = SubagentTools(manager)
+            result = await tools.call(Call("start", {"name": "q", "prompt": "hi"}, world.caller(wakes=False)))
+            await wait_until(lambda: manager.records.get("q") and manager.records["q"].last)
+    assert result.answer.structured["wake"] is None
+    assert "No wake will come (HIVE_AGENT_SOCKET is not set)" in result.answer.text
+    assert courier.sent == []
+
+
+async def test_status_without_a_name_waits_for_any_turn(world: World) -> None:
+    world.claude.script([{"init": {}}, {"wait_for_signal": "SIGUSR1"}, {"result": {}}])
+    world.acp.script("default")
+    with trio.fail_after(TURN):
+        async with serving(world) as manager:
+            manager.start("slow", "wait", world.caller())
+            manager.start("quick", "hello", world.caller(), backend="acp")
+            status = await manager.status(wait=30)
+            by_name = {view.name: view for view in status.views}
+            assert by_name["quick"].slot is None and by_name["slow"].slot is not None
+            manager.interrupt("slow")
+
+
+async def test_wait_seconds_is_capped_and_checked(world: World) -> None:
+    async with serving(world) as manager:
+        tools = SubagentTools(manager)
+        bad = await tools.call(Call("status", {"wait_seconds": -1}, world.caller()))
+        words = await tools.call(Call("status", {"wait_seconds": "ten"}, world.caller()))
+        capped = await tools.call(Call("status", {"wait_seconds": 1e9}, world.caller()))
+    assert bad.answer.is_error and "wait_seconds" in bad.answer.text
+    assert words.answer.is_error
+    assert not capped.answer.is_error  # no turn to wait for: answered at once, whatever the wait
+
+
+# -- layers ---------------------------------------------------------------------------------------
+
+
+def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    names = {alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names}
+    names |= {
+        node.module for node in nodes if isinstance(node, ast.ImportFrom) and node.module and not node.level
+    }
+    return names
+
+
+def test_subagent_imports_only_the_layers_below_it() -> None:
+    allowed = {"hive", "hive.runtime", "hive.sink", "hive.wake", "hive._unix", "hive.sdnotify"}
+    for path in SUBAGENT.glob("*.py"):
+        for name in imports(path):
+            if name.startswith("hive.") and not name.startswith("hive.subagent"):
+                assert name in allowed, f"{path.name} imports {name}"
+
+
+def test_the_mcp_server_does_not_import_the_daemons_machinery() -> None:
+    """It is spawned per turn of the parent agent: it needs the wire, not the runtimes."""
+    seen: set[str] = set()
+    todo = ["server"]
+    while todo:
+        module = todo.pop()
+        seen.add(module)
+        for name in imports(SUBAGENT / f"{module}.py", top_level_only=True):
+            if name.startswith("hive.subagent."):
+                child = name.rsplit(".", 1)[1]
+                if child not in seen:
+                    todo.append(child)
+            assert not name.startswith(("hive.runtime", "hive.claude", "hive.acp")), (
+                f"{module} imports {name}"
+            )
+    assert "_manager" not in seen and "_wire" in seen
