@@ -98,7 +98,7 @@ class AgentStatus:
     carrying: int = 0
     """Messages the running turn carries."""
     turns: int = 0
-    """Turns run since the harness started (compactions included)."""
+    """The number of the last turn in the turn log (compactions included)."""
     last_stop_reason: str | None = None
     """How the last turn ended: a ``StopReason`` value, or ``failed`` / ``not started``."""
     last_error: str | None = None

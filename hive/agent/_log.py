@@ -3,6 +3,7 @@ one ``{"type":"hive",...}`` line for the turn (:class:`hive.agent._wire.TurnReco
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -12,9 +13,12 @@ import attrs
 import trio
 
 from hive.agent._wire import TurnRecord, encode
-from hive.sink import Batch, ContextUsage, last_message
+from hive.sink import Batch, ContextUsage, SystemInit, first_message, last_message
 
 log = logging.getLogger(__name__)
+
+TAIL = 4 << 20
+"""How much of the log's end is searched for the last turn's number."""
 
 
 @attrs.define(eq=False)
@@ -30,6 +34,27 @@ class TurnLog:
     def open(cls, path: Path) -> TurnLog:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         return cls(path, trio.lowlevel.FdStream(fd))
+
+    @staticmethod
+    def last_turn(path: Path) -> int:
+        """The number of the last turn in the log at ``path`` (0 if none), so that a restarted
+        harness numbers on from it."""
+        try:
+            with open(path, "rb") as file:
+                size = file.seek(0, os.SEEK_END)
+                file.seek(max(0, size - TAIL))
+                tail = file.read()
+        except FileNotFoundError:
+            return 0
+        for line in reversed(tail.split(b"\n")):
+            if b'"type":"hive"' in line:
+                try:
+                    turn = json.loads(line).get("turn")
+                except ValueError:
+                    continue
+                if isinstance(turn, int):
+                    return turn
+        return 0
 
     async def write(self, data: bytes) -> None:
         """Append ``data``; a log that cannot be written is reported once and the turn goes on."""
@@ -63,10 +88,16 @@ class TurnSink:
     saw_result: bool = False
     """Whether the turn's ``result`` line came: then it started and ended."""
     usage: ContextUsage | None = None
+    session_id: str | None = None
+    """The session the stream's init names (a turn stopped early may leave the runtime none)."""
     lines: int = 0
 
     async def write(self, batch: Batch) -> None:
         self.lines += len(batch)
+        if self.session_id is None:
+            init = first_message(batch, b'"init"', "system/init")
+            if init is not None and isinstance(init[1], SystemInit):
+                self.session_id = init[1].session_id
         if not self.saw_result and last_message(batch, b'"result"', "result") is not None:
             self.saw_result = True
         await self.log.write(batch.data)

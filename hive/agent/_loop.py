@@ -109,6 +109,7 @@ class Harness:
     retry_first: float = RETRY_FIRST
     retry_max: float = RETRY_MAX
     turns: int = 0
+    """The number of the last turn in the turn log (turns and compactions, over restarts)."""
     last: TurnRecord | None = None
     context: ContextUsage | None = None
     compact_by: list[str] = attrs.field(factory=list)
@@ -279,7 +280,7 @@ class Harness:
             delivered=ending.delivered,
             is_error=outcome.is_error if outcome else True,
             error=ending.error or _errors(outcome),
-            session_id=self.runtime.session_id,
+            session_id=self.runtime.session_id or sink.session_id,
             result=outcome.result if outcome else None,
             context_used=sink.usage.used if sink.usage else None,
             context_size=sink.usage.size if sink.usage and sink.usage.size else None,
@@ -289,7 +290,7 @@ class Harness:
             log.warning("turn %d: %s: %s", number, ending.outcome, ending.error)
         self.last = record
         await self.log.record(record)
-        self._keep_session()
+        self._keep_session(sink)
         self._apply(TurnEnded(ending.delivered))
         if not ending.delivered:
             self._retry_delay = 0.0 if ending.retry_at_once else self._next_delay()
@@ -347,7 +348,7 @@ class Harness:
                     log.warning("compaction %d failed: %s", number, error)
                 self.last = record
                 await self.log.record(record)
-                self._keep_session()
+                self._keep_session(sink)
                 self._apply(CompactEnded())
 
     # -- beside the turns ------------------------------------------------------------------------
@@ -355,9 +356,11 @@ class Harness:
     def _usage(self, usage: ContextUsage) -> None:
         self.context = usage
 
-    def _keep_session(self) -> None:
+    def _keep_session(self, sink: TurnSink) -> None:
+        """Keep the runtime's session for a restart; if a turn stopped early left it none, the
+        one the turn's stream named (claude resumes an interrupted session)."""
         try:
-            self.sessions.save(self.runtime.session_id)
+            self.sessions.save(self.runtime.session_id or sink.session_id)
         except OSError as exc:
             log.error("could not keep the session id in %s: %s", self.sessions.path, exc)  # noqa: TRY400
 
@@ -381,9 +384,12 @@ async def open_harness(
     serve it with ``await nursery.start(harness.serve)``."""
     queue, state = await open_queue_file(state_dir / QUEUE_FILE)
     try:
+        turns = TurnLog.last_turn(state_dir / TURN_LOG)
         turn_log = TurnLog.open(state_dir / TURN_LOG)
         try:
-            yield Harness(runtime, queue, turn_log, sessions, state, budget, state_dir, **options)
+            yield Harness(
+                runtime, queue, turn_log, sessions, state, budget, state_dir, turns=turns, **options
+            )
         finally:
             with trio.CancelScope(shield=True):
                 await turn_log.aclose()

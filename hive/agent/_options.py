@@ -1,0 +1,287 @@
+"""``hive-agent``'s command line: its flags, each with an environment default, and ``--mcp-config``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hive import __version__
+from hive.runtime import CompactionPolicy, HttpServer, McpServer, Permission, StdioServer
+
+RESERVED = ("bash", "hyperhive")
+"""MCP server names hive gives every agent itself."""
+
+DESCRIPTION = """\
+Run one agent: serve its agent socket (wakes from the bash daemon, the operator's prompts and
+/compact, status), queue what arrives durably in <state>/queue, and run turns through the runtime
+HIVE_RUNTIME names (claude, or any ACP agent: HIVE_ACP_COMMAND, HIVE_ACP_ARGS, HIVE_ACP_ENV).
+Everything queued when no turn runs goes into one turn, oldest first, each message marked with
+who it is from. Every agent gets the bash tools (the MCP server `bash`, through hive-bash-mcp)
+and the hyperhive tools (`compact`, `loose_ends`, over HTTP on 127.0.0.1 behind a bearer token);
+on claude the built-in Bash tool is disallowed. Each turn's stream and what it carried go to
+<state>/turns.jsonl (`hive agent log` shows it). The session id is kept in <state>/session and
+resumed after a restart.
+
+SIGINT or SIGTERM stops it: the running turn is stopped the SIGINT way, the turn log written,
+the sockets removed, a bash daemon it started sent SIGINT; exit status 0. A second signal stops
+waiting for the agent's own end of the turn. Exit status 2: it could not start (a bad setting,
+an agent that cannot be started or is refused, a socket or state directory in use)."""
+
+
+class OptionsError(ValueError):
+    """A flag, environment variable or --mcp-config file is wrong; the message says which and how."""
+
+
+@attrs.frozen
+class Options:
+    state_dir: Path
+    agent_socket: Path
+    bash_socket: Path
+    system_prompt: str | None = None
+    model: str | None = None
+    effort: str | None = None
+    idle_timeout: float | None = None
+    compaction: CompactionPolicy = attrs.field(factory=CompactionPolicy)
+    mcp_servers: tuple[McpServer, ...] = ()
+    allowed_tools: tuple[str, ...] = ()
+    with_bash_daemon: bool = False
+    permission: Permission = Permission.DEFAULT
+    log_level: str = "info"
+
+
+def default_state_dir(env: Mapping[str, str]) -> Path:
+    if env.get("HIVE_STATE_DIR"):
+        return Path(env["HIVE_STATE_DIR"])
+    xdg = env.get("XDG_STATE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "hive"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hive-agent", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add = parser.add_argument
+    add(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the queue, the turn log, the session id and (by default) the sockets live "
+        "[HIVE_STATE_DIR; default $XDG_STATE_HOME/hive or ~/.local/state/hive]",
+    )
+    add(
+        "--agent-socket",
+        type=Path,
+        metavar="PATH",
+        help="the agent socket to serve (0600): where wakes, prompts, /compact and status come "
+        "[HIVE_AGENT_SOCKET; default <state-dir>/agent.sock]",
+    )
+    add(
+        "--bash-socket",
+        type=Path,
+        metavar="PATH",
+        help="the bash daemon's socket, which the agent's bash relay connects to "
+        "[HIVE_BASH_SOCKET; default <state-dir>/bash.sock]",
+    )
+    add(
+        "--system-prompt",
+        metavar="TEXT",
+        help="appended to the agent's system prompt (claude: --append-system-prompt) [HIVE_SYSTEM_PROMPT]",
+    )
+    add("--model", metavar="M", help="the model (claude: an alias such as sonnet, or a full id) [HIVE_MODEL]")
+    add(
+        "--effort", metavar="E", help="the effort level (claude: low, medium, high, xhigh, max) [HIVE_EFFORT]"
+    )
+    add(
+        "--idle-timeout",
+        metavar="S",
+        help="stop a turn in which the agent has sent nothing for S seconds; the turn is logged as "
+        "failed and the loop goes on [HIVE_IDLE_TIMEOUT; default: never]",
+    )
+    add(
+        "--compact-at",
+        metavar="F",
+        help="after a turn that leaves the context more than this fraction full, run the checkpoint "
+        "turn and compact; 'off' for never [HIVE_COMPACT_AT; default "
+        f"{CompactionPolicy().watermark}]",
+    )
+    add(
+        "--mcp-config",
+        type=Path,
+        metavar="FILE",
+        help='more MCP servers for the agent, in the {"mcpServers": {NAME: {...}}} shape claude\'s '
+        '--mcp-config reads: stdio entries ({"command", "args", "env"}) and http entries ({"type": '
+        '"http", "url", "headers"}); an entry may say "allowedTools": [TOOL, ...] (default: all its '
+        "tools allowed). The names bash and hyperhive are hive's own [HIVE_MCP_CONFIG]",
+    )
+    add(
+        "--with-bash-daemon",
+        action="store_true",
+        default=None,
+        help="if no hive-bash-daemon answers on the bash socket, start one as this program's child "
+        "on the same state directory (stopped with SIGINT when this program stops), so one command "
+        "runs a whole agent [HIVE_WITH_BASH_DAEMON=1]",
+    )
+    add(
+        "--permission",
+        choices=[p.value for p in Permission],
+        help="what happens to a tool call the agent would ask about (nobody is there to ask): default "
+        "(refused), accept_edits (file edits allowed), allow (everything allowed) [HIVE_PERMISSION; "
+        "default: default]",
+    )
+    add("--log-level", metavar="LEVEL", help="debug, info, warning or error [HIVE_LOG_LEVEL; default info]")
+    add("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def parse_options(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Options:
+    """The options from ``argv`` (a flag wins over its environment variable); OptionsError if wrong."""
+    env = os.environ if env is None else env
+    args = build_parser().parse_args(argv)
+
+    def pick(flag: Any, variable: str) -> Any:
+        if flag is not None:
+            return flag
+        return env.get(variable) or None
+
+    state = Path(pick(args.state_dir, "HIVE_STATE_DIR") or default_state_dir(env)).absolute()
+    agent_socket = Path(pick(args.agent_socket, "HIVE_AGENT_SOCKET") or state / "agent.sock").absolute()
+    bash_socket = Path(pick(args.bash_socket, "HIVE_BASH_SOCKET") or state / "bash.sock").absolute()
+    mcp_config = pick(args.mcp_config, "HIVE_MCP_CONFIG")
+    servers, allowed = read_mcp_config(Path(mcp_config)) if mcp_config else ((), ())
+    permission = pick(args.permission, "HIVE_PERMISSION") or Permission.DEFAULT.value
+    try:
+        permission = Permission(permission)
+    except ValueError:
+        raise OptionsError(
+            f"HIVE_PERMISSION: {permission!r} is not one of {', '.join(p.value for p in Permission)}"
+        ) from None
+    return Options(
+        state_dir=state,
+        agent_socket=agent_socket,
+        bash_socket=bash_socket,
+        system_prompt=pick(args.system_prompt, "HIVE_SYSTEM_PROMPT"),
+        model=pick(args.model, "HIVE_MODEL"),
+        effort=pick(args.effort, "HIVE_EFFORT"),
+        idle_timeout=_seconds(pick(args.idle_timeout, "HIVE_IDLE_TIMEOUT"), args.idle_timeout),
+        compaction=_compaction(pick(args.compact_at, "HIVE_COMPACT_AT"), args.compact_at),
+        mcp_servers=servers,
+        allowed_tools=allowed,
+        with_bash_daemon=_flag(args.with_bash_daemon, env.get("HIVE_WITH_BASH_DAEMON", "")),
+        permission=permission,
+        log_level=(pick(args.log_level, "HIVE_LOG_LEVEL") or "info").lower(),
+    )
+
+
+def _where(flag: object, flag_name: str, variable: str) -> str:
+    return flag_name if flag is not None else variable
+
+
+def _seconds(value: str | None, flag: object) -> float | None:
+    if value is None:
+        return None
+    where = _where(flag, "--idle-timeout", "HIVE_IDLE_TIMEOUT")
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise OptionsError(f"{where}: {value!r} is not a number of seconds") from None
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise OptionsError(f"{where}: {value!r} must be a number of seconds above 0; leave it out for never")
+    return seconds
+
+
+def _compaction(value: str | None, flag: object) -> CompactionPolicy:
+    if value is None:
+        return CompactionPolicy()
+    if value.strip().lower() in ("off", "never", "none"):
+        return CompactionPolicy(watermark=None)
+    where = _where(flag, "--compact-at", "HIVE_COMPACT_AT")
+    try:
+        return CompactionPolicy(watermark=float(value))
+    except ValueError:
+        raise OptionsError(
+            f"{where}: {value!r} is not a fraction of the context window in (0, 1] (e.g. 0.8), nor 'off'"
+        ) from None
+
+
+def _flag(flag: bool | None, value: str) -> bool:
+    if flag is not None:
+        return flag
+    if value.strip().lower() in ("", "0", "false", "no", "off"):
+        return False
+    if value.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    raise OptionsError(f"HIVE_WITH_BASH_DAEMON: {value!r} is not a yes or no; use 1 or 0")
+
+
+def read_mcp_config(path: Path) -> tuple[tuple[McpServer, ...], tuple[str, ...]]:
+    """The servers of an ``{"mcpServers": {...}}`` file, and the tools allowed by name."""
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise OptionsError(f"--mcp-config {path}: cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise OptionsError(f"--mcp-config {path}: not JSON ({exc})") from None
+    entries = raw.get("mcpServers") if isinstance(raw, dict) else None
+    if not isinstance(entries, dict):
+        raise OptionsError(f'--mcp-config {path}: expected {{"mcpServers": {{NAME: {{...}}, ...}}}}')
+    servers: list[McpServer] = []
+    allowed: list[str] = []
+    for name, entry in entries.items():
+        where = f"--mcp-config {path}: server {name!r}"
+        if name in RESERVED:
+            raise OptionsError(
+                f"{where}: the name is hive's own (every agent gets {' and '.join(RESERVED)}); rename it"
+            )
+        if not isinstance(entry, dict):
+            raise OptionsError(f"{where}: expected an object")
+        tools = entry.get("allowedTools", ["*"])
+        if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+            raise OptionsError(f'{where}: "allowedTools" must be a list of tool names (or ["*"] for all)')
+        every = "*" in tools
+        if not every:
+            allowed += [f"mcp__{name}__{tool}" for tool in tools]
+        servers.append(_server(where, name, entry, every))
+    return tuple(servers), tuple(allowed)
+
+
+def _server(where: str, name: str, entry: dict[str, Any], every: bool) -> McpServer:
+    kind = entry.get("type", "stdio" if "command" in entry else None)
+    if kind == "stdio":
+        command, args, env = entry.get("command"), entry.get("args", []), entry.get("env", {})
+        if not isinstance(command, str) or not command:
+            raise OptionsError(f'{where}: a stdio server needs "command" (a string)')
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise OptionsError(f'{where}: "args" must be a list of strings')
+        return StdioServer(name, command, tuple(args), _strings(where, "env", env), allow_all_tools=every)
+    if kind == "http":
+        url, headers = entry.get("url"), entry.get("headers", {})
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise OptionsError(f'{where}: an http server needs "url" (http:// or https://)')
+        return HttpServer(name, url, _strings(where, "headers", headers), allow_all_tools=every)
+    raise OptionsError(
+        f'{where}: type {kind!r} is not served; use a stdio entry ("command") or "type": "http" with a "url"'
+    )
+
+
+def _strings(where: str, key: str, value: object) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise OptionsError(f'{where}: "{key}" must be an object of strings')
+    return tuple(value.items())
+
+
+def relay_server(bash_socket: Path) -> StdioServer:
+    """The bash tools as the agent's MCP server ``bash``: hive-bash-mcp, every tool allowed."""
+    script = Path(sys.executable).with_name("hive-bash-mcp")
+    if script.exists():
+        command, args = str(script), ["--socket", str(bash_socket)]
+    else:
+        command, args = sys.executable, ["-m", "hive.bash.relay", "--socket", str(bash_socket)]
+    return StdioServer("bash", command, tuple(args), allow_all_tools=True)

@@ -1,0 +1,234 @@
+"""``hive-agent``: the harness of one agent, one Trio program.
+
+Its nursery stack, outermost first (so it is torn down innermost first):
+
+1. the hyperhive tools' HTTP server (the agent's ``compact`` tool asks the harness to compact);
+2. the runtime (an ACP agent is spawned and initialized here, and refused here if it cannot
+   serve: the program exits 2 before it serves the agent socket);
+3. the harness: its queue file replayed, its turn log open;
+4. the agent socket, then (``--with-bash-daemon``) the bash daemon as a child, then the turn loop.
+
+SIGINT or SIGTERM cancels all of it at once: the running turn takes the runtime's stop path
+(SIGINT to the agent), its end is written to the turn log, the daemon gets SIGINT, the sockets
+are removed; the exit status is 0. A second signal cuts the wait for the agent's own end.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from functools import partial
+from pathlib import Path
+from typing import IO
+
+import attrs
+import trio
+
+from hive import sdnotify
+from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
+from hive.agent._loop import Harness, open_harness
+from hive.agent._options import Options, OptionsError, parse_options, relay_server
+from hive.agent._session import SessionStore
+from hive.runtime import (
+    Backend,
+    Config,
+    HiveRuntimeError,
+    HttpServer,
+    McpServer,
+    RuntimeSpec,
+    one_error,
+    open_runtime,
+)
+from hive.wake import serve_agent_socket
+
+log = logging.getLogger("hive.agent")
+
+PROMPT_BUDGET = {Backend.CLAUDE: 100_000, Backend.ACP: 1 << 20}
+"""The most bytes of messages one turn carries. claude takes its prompt as one argument, and
+Linux refuses an argument past 128 KiB."""
+LOCK_FILE = "agent.lock"
+SESSION_FILE = "session"
+LOOSE_ENDS = "mcp-loose-ends"
+
+
+class StateDirBusy(RuntimeError):
+    """Another hive-agent is using the state directory."""
+
+
+def lock_state_dir(state_dir: Path) -> IO[bytes]:
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(state_dir / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    lock = open(fd, "wb")  # noqa: SIM115 - held for the harness's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StateDirBusy(
+            f"another hive-agent is using {state_dir}; stop it, or give this one another --state-dir"
+        ) from None
+    return lock
+
+
+def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | None) -> Config:
+    """The runtime's config: the bash relay and the hyperhive tools first, then the extra servers."""
+    own: tuple[McpServer, ...] = (relay_server(options.bash_socket),)
+    if hyperhive is not None:
+        own += (hyperhive,)
+    return Config(
+        model=options.model,
+        effort=options.effort,
+        system_prompt=options.system_prompt,
+        idle_timeout=options.idle_timeout,
+        compaction=options.compaction,
+        permission=options.permission,
+        mcp_servers=(*own, *options.mcp_servers),
+        allowed_tools=options.allowed_tools,
+        # The seed: all shell execution goes through the bash tools.
+        disallowed_tools=("Bash",) if spec.backend is Backend.CLAUDE else (),
+    )
+
+
+async def bash_daemon_answers(path: Path) -> bool:
+    try:
+        stream = await trio.open_unix_socket(str(path))
+    except OSError:
+        return False
+    await stream.aclose()
+    return True
+
+
+@attrs.define(eq=False)
+class Running:
+    """What the signal handler reaches into."""
+
+    harness: Harness | None = None
+    ready: bool = False
+    stop: trio.Event = attrs.field(factory=trio.Event)
+    """Set to stop a harness that is ready."""
+
+
+async def serve_agent(
+    options: Options, spec: RuntimeSpec, running: Running, on_ready: Callable[[], None] = lambda: None
+) -> None:
+    """Run the whole agent until cancelled."""
+    sessions = SessionStore(options.state_dir / SESSION_FILE, spec.backend.value)
+
+    def agent_asks_to_compact() -> None:
+        if running.harness is not None:
+            running.harness.ask_compact("agent")
+
+    async with trio.open_nursery() as tools:
+        hyperhive = await tools.start(
+            partial(
+                serve_hyperhive,
+                loose_ends_dir=options.state_dir / LOOSE_ENDS,
+                on_compact=agent_asks_to_compact,
+            )
+        )
+        config = runtime_config(options, spec, hyperhive_server(hyperhive))
+        async with (
+            open_runtime(spec, config, session_id=sessions.load()) as runtime,
+            open_harness(runtime, options.state_dir, sessions, budget=PROMPT_BUDGET[spec.backend]) as harness,
+            trio.open_nursery() as serving,
+        ):
+            running.harness = harness
+            await serving.start(serve_agent_socket, options.agent_socket, harness.handle)
+            log.info("serving the agent socket %s (state in %s)", options.agent_socket, options.state_dir)
+            async with AsyncExitStack() as children:
+                if options.with_bash_daemon and not await bash_daemon_answers(options.bash_socket):
+                    from hive.bash._launch import running_daemon
+
+                    daemon = [
+                        "--state-dir",
+                        str(options.state_dir),
+                        "--socket",
+                        str(options.bash_socket),
+                        "--agent-socket",
+                        str(options.agent_socket),
+                    ]
+                    process = await children.enter_async_context(running_daemon(daemon))
+                    log.info("started hive-bash-daemon (pid %d) on %s", process.pid, options.bash_socket)
+                await serving.start(harness.serve)
+                running.ready = True
+                on_ready()
+                await running.stop.wait()
+                # The turn loop and the socket first: the running turn takes the runtime's stop
+                # path while the runtime is still open (its own tasks are not cancelled).
+                serving.cancel_scope.cancel()
+        tools.cancel_scope.cancel()
+
+
+async def _main(options: Options, spec: RuntimeSpec) -> None:
+    running = Running()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as outer:
+            serving = trio.CancelScope()
+
+            async def stop_on_signals() -> None:
+                async for signum in signals:
+                    name = signal.Signals(signum).name
+                    if not running.stop.is_set() and not serving.cancel_called:
+                        log.info("%s: stopping (the running turn gets SIGINT)", name)
+                        sdnotify.notify("STOPPING=1")
+                        if running.ready:
+                            running.stop.set()
+                        else:
+                            serving.cancel()  # while starting: the runtime's stop path
+                    elif running.harness is not None:
+                        log.info("%s again: not waiting for the agent's own end of the turn", name)
+                        running.harness.runtime.canceller().cancel()
+
+            outer.start_soon(stop_on_signals)
+            with serving:
+                await serve_agent(options, spec, running, on_ready=_ready)
+            outer.cancel_scope.cancel()
+
+
+def _ready() -> None:
+    sdnotify.notify("READY=1")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        options = parse_options(argv)
+        spec = RuntimeSpec.from_env()
+    except (OptionsError, HiveRuntimeError) as exc:
+        print(f"hive-agent: {exc}", file=sys.stderr)
+        return 2
+    try:
+        logging.basicConfig(
+            level=options.log_level.upper(),
+            stream=sys.stderr,
+            format="hive-agent: %(levelname)s: %(message)s",
+        )
+    except ValueError:
+        print(
+            f"hive-agent: --log-level {options.log_level!r}: use debug, info, warning or error",
+            file=sys.stderr,
+        )
+        return 2
+    for noisy in ("mcp", "httpx", "hypercorn", "hive.agent._hyperhive.http"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        lock = lock_state_dir(options.state_dir)
+    except (OSError, StateDirBusy) as exc:
+        log.error("%s", exc)  # noqa: TRY400 - the message says what to do
+        return 2
+    try:
+        with one_error():
+            trio.run(_main, options, spec)
+    except (HiveRuntimeError, OSError, ValueError, RuntimeError) as exc:
+        log.error("%s", exc)  # noqa: TRY400 - the message says what to do
+        return 2
+    finally:
+        lock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,379 @@
+"""``hive-agent`` as a real process: with a bash daemon and a scripted ACP agent (on the official
+ACP SDK), and with the fake claude. Every wait is on an event: the harness's READY=1, a line
+appearing in a file (inotify), a process's exit (pidfd)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import aclosing, asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from fixtures import acp_agent
+from hive.agent._follow import _Inotify, follow_lines
+from hive.agent._hyperhive import Hyperhive
+from hive.wake import Compact, Prompt, Wake, open_agent_connection, send_wake
+from tests.claude_fake import FakeClaude, wait_exited
+from tests.test_hyperhive import raw_post, session, tool_call
+
+GUARD = 60
+
+
+@attrs.define
+class Agent:
+    """A running hive-agent."""
+
+    root: Path
+    process: trio.Process
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def socket(self) -> Path:
+        return self.state / "agent.sock"
+
+    def stderr(self) -> str:
+        path = self.root / "agent.err"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    async def hive_line(self, predicate: Callable[[dict[str, Any]], bool] = lambda _: True) -> dict[str, Any]:
+        """The first ``{"type":"hive"}`` line of the turn log that satisfies ``predicate``."""
+        return await wait_line(self.state / "turns.jsonl", lambda o: o.get("type") == "hive" and predicate(o))
+
+    def hive_lines(self) -> list[dict[str, Any]]:
+        lines = [json.loads(line) for line in (self.state / "turns.jsonl").read_bytes().splitlines()]
+        return [line for line in lines if line.get("type") == "hive"]
+
+
+async def wait_line(path: Path, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    async with aclosing(follow_lines(path)) as lines:
+        async for line in lines:
+            if line.strip():
+                found: dict[str, Any] = json.loads(line)
+                if predicate(found):
+                    return found
+    raise AssertionError("unreachable: follow_lines never ends")
+
+
+async def wait_gone(path: Path) -> None:
+    watcher = _Inotify(path.parent)
+    try:
+        while path.exists():
+            await watcher.wait()
+    finally:
+        watcher.close()
+
+
+@asynccontextmanager
+async def running_agent(root: Path, env: dict[str, str], *args: str) -> AsyncIterator[Agent]:
+    """hive-agent on ``root/state`` until the block ends (then SIGINT, and its exit awaited)."""
+    notify_path = root / "notify"
+    notify_path.unlink(missing_ok=True)  # a previous start's
+    notify = trio.socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with notify, open(root / "agent.err", "ab") as err:
+        await notify.bind(os.fspath(notify_path))
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state"), *args],
+            env={**os.environ, **env, "NOTIFY_SOCKET": os.fspath(notify_path)},
+            stderr=err,
+            cwd=root,
+        )
+        agent = Agent(root, process)
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def exited() -> None:
+                    await process.wait()
+                    raise AssertionError(f"hive-agent exited {process.returncode}:\n{agent.stderr()}")
+
+                nursery.start_soon(exited)
+                while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
+                    pass
+                nursery.cancel_scope.cancel()
+            yield agent
+        finally:
+            if process.returncode is None:
+                process.send_signal(signal.SIGINT)
+                with trio.move_on_after(GUARD, shield=True):
+                    await process.wait()
+
+
+# -- the runtimes ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="hive-h-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        for record in (path / "acp-record.jsonl", path / "record.jsonl"):
+            for event in acp_agent.read_record(record):
+                if event["event"] in ("start", "spawned"):
+                    with suppress(ProcessLookupError):
+                        os.kill(event["pid"], signal.SIGKILL)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def acp_env(root: Path, turns: list[Any]) -> dict[str, str]:
+    acp_agent.write_script(root / "acp-script.json", turns)
+    agent_env = {
+        "FAKE_ACP_SCRIPT": str(root / "acp-script.json"),
+        "FAKE_ACP_RECORD": str(root / "acp-record.jsonl"),
+        "FAKE_ACP_STATE": str(root / "acp-state"),
+        "FAKE_ACP_MAX_SECONDS": "120",
+    }
+    return {
+        "HIVE_RUNTIME": "acp",
+        "HIVE_ACP_COMMAND": sys.executable,
+        "HIVE_ACP_ARGS": json.dumps([acp_agent.PATH]),
+        "HIVE_ACP_ENV": json.dumps(agent_env),
+    }
+
+
+def claude_env(fake: FakeClaude) -> dict[str, str]:
+    return {"HIVE_RUNTIME": "claude", "HIVE_CLAUDE_COMMAND": str(fake.executable), **dict(fake.env())}
+
+
+async def claude_start(fake: FakeClaude, number: int) -> dict[str, Any]:
+    """The fake claude's ``number``-th start (1-based), once it is recorded."""
+    starts: list[dict[str, Any]] = []
+
+    def nth(event: dict[str, Any]) -> bool:
+        if event["event"] == "start":
+            starts.append(event)
+        return len(starts) == number
+
+    return await wait_line(fake.record_path, nth)
+
+
+HOLD = [{"init": {}}, {"text": "working"}, {"wait_for_signal": "SIGUSR1"}, {"text": "done"}, {"result": {}}]
+"""A claude turn that waits for SIGUSR1 to end."""
+
+
+async def release(fake: FakeClaude, start: dict[str, Any]) -> None:
+    await wait_line(fake.record_path, lambda e: e["event"] == "start" and e["pid"] == start["pid"])
+    os.kill(start["pid"], signal.SIGUSR1)
+
+
+# -- with a bash daemon and an ACP agent ---------------------------------------------------------
+
+
+async def test_a_background_task_wakes_the_agent_and_its_end_is_the_next_turns_prompt(root: Path) -> None:
+    env = acp_env(root, ["default"])
+    with trio.fail_after(GUARD):
+        async with running_agent(root, env, "--with-bash-daemon") as agent:
+            relay = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "hive.bash.relay", "--socket", str(agent.state / "bash.sock")],
+                env=dict(os.environ),
+            )
+            loose_end = agent.state / "mcp-loose-ends" / "bash-task-job.json"
+            async with stdio_client(relay) as (read, write), ClientSession(read, write) as bash:
+                await bash.initialize()
+                started = await bash.call_tool(
+                    "run", {"cmd": "echo the-task-output", "name": "job", "wait_seconds": 0}
+                )
+                assert not started.is_error
+            record = await agent.hive_line(lambda r: any(c["from"] == "bash-task-job" for c in r["carried"]))
+            await wait_gone(loose_end)
+            status_reply = await _status(agent)
+    assert agent.process.returncode == 0, agent.stderr()
+    assert record["outcome"] == "completed" and record["delivered"]
+    prompts = [e for e in acp_agent.read_record(root / "acp-record.jsonl") if e["event"] == "prompt"]
+    assert len(prompts) == 1
+    assert prompts[0]["text"].startswith("[wake from bash-task-job]\nbash task job ended: done, exit code 0")
+    assert "the-task-output" in prompts[0]["text"]
+    # The agent got the bash relay and the hyperhive tools (with their token).
+    new = next(e for e in acp_agent.read_record(root / "acp-record.jsonl") if e["event"] == "new_session")
+    servers = {s["name"]: s for s in new["mcpServers"]}
+    assert set(servers) == {"bash", "hyperhive"}
+    assert "--socket" in servers["bash"]["args"]
+    headers = {h["name"]: h["value"] for h in servers["hyperhive"]["headers"]}
+    assert headers["Authorization"].startswith("Bearer ")
+    assert status_reply.session_id == new_session_id(root)
+    assert not (agent.state / "agent.sock").exists() and not (agent.state / "bash.sock").exists()
+
+
+def new_session_id(root: Path) -> str:
+    created = [e for e in acp_agent.read_record(root / "acp-record.jsonl") if e["event"] == "session_created"]
+    return str(created[0]["sessionId"])
+
+
+async def _status(agent: Agent) -> Any:
+    async with open_agent_connection(agent.socket) as conn:
+        return await conn.status()
+
+
+async def test_an_acp_agent_without_http_mcp_is_refused_before_anything_is_served(root: Path) -> None:
+    env = acp_env(root, ["default"])
+    script = json.loads((root / "acp-script.json").read_text())
+    script["capabilities"] = {"mcpCapabilities": {"sse": False}}
+    (root / "acp-script.json").write_text(json.dumps(script))
+    with trio.fail_after(GUARD):
+        done = await trio.run_process(
+            [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state")],
+            env={**os.environ, **env},
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert b"mcpCapabilities.http" in done.stderr
+    assert not (root / "state" / "agent.sock").exists()
+
+
+# -- with the fake claude ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake(root: Path) -> Iterator[FakeClaude]:
+    claude = FakeClaude(root).install()
+    try:
+        yield claude
+    finally:
+        claude.cleanup()
+
+
+async def test_claude_gets_bash_and_hyperhive_and_no_builtin_bash(root: Path, fake: FakeClaude) -> None:
+    fake.script([{"default_turn": True}])
+    with trio.fail_after(GUARD):
+        async with running_agent(root, claude_env(fake)) as agent:
+            await send_wake(agent.socket, Wake("bash-task-x", "x ended"))
+            start = await claude_start(fake, 1)
+            await agent.hive_line()
+    options = start["options"]
+    config = json.loads(options["mcp_config"][0])["mcpServers"]
+    assert set(config) == {"bash", "hyperhive"}
+    assert config["bash"]["type"] == "stdio"
+    assert config["hyperhive"]["type"] == "http"
+    assert config["hyperhive"]["headers"]["Authorization"].startswith("Bearer ")
+    assert options["disallowed_tools"] == ["Bash"]
+    assert set(options["allowed_tools"][0].split(",")) == {"mcp__bash", "mcp__hyperhive"}
+    assert start["prompt"] == "[wake from bash-task-x]\nx ended"
+
+
+async def test_what_arrives_during_a_turn_is_carried_by_the_next_in_order(
+    root: Path, fake: FakeClaude
+) -> None:
+    fake.script(HOLD, [{"default_turn": True}])
+    with trio.fail_after(GUARD):
+        async with running_agent(root, claude_env(fake)) as agent:
+            await send_wake(agent.socket, Wake("bash-task-first", "1"))
+            first = await claude_start(fake, 1)
+            async with open_agent_connection(agent.socket) as conn:
+                await conn.wake(Wake("bash-task-a", "a", end_id="a:1"))
+                assert (await conn.request(Prompt("look at b"))).ok
+                await conn.wake(Wake("bash-task-a", "a", end_id="a:1"))  # a repeat: dropped
+                await conn.wake(Wake("bash-task-c", "c"))
+                status = await conn.status()
+            assert (status.state, status.queue, status.carrying) == ("turn", 3, 1)
+            await release(fake, first)
+            second = await claude_start(fake, 2)
+            await agent.hive_line(lambda r: r["turn"] == 2)
+    assert (
+        second["prompt"]
+        == "[wake from bash-task-a]\na\n\n[message from operator]\nlook at b\n\n[wake from bash-task-c]\nc"
+    )
+    assert [[c["from"] for c in r["carried"]] for r in agent.hive_lines()] == [
+        ["bash-task-first"],
+        ["bash-task-a", "operator", "bash-task-c"],
+    ]
+    assert f"--resume={first['session_id']}" in second["args"]
+
+
+async def test_the_operators_compact_and_the_agents_compact_tool_reach_the_runtime(
+    root: Path, fake: FakeClaude
+) -> None:
+    fake.script([{"default_turn": True}], [{"default_turn": True}], HOLD, [{"default_turn": True}])
+    with trio.fail_after(GUARD):
+        async with running_agent(root, claude_env(fake)) as agent:
+            await send_wake(agent.socket, Wake("bash-task-a", "1"))
+            await agent.hive_line(lambda r: r["turn"] == 1)
+            async with open_agent_connection(agent.socket) as conn:
+                assert (await conn.request(Compact())).ok
+            compacted = await claude_start(fake, 2)
+            assert compacted["prompt"] == "/compact"
+            await agent.hive_line(lambda r: r["kind"] == "compact")
+            # The agent's compact tool, called during its turn, with the token it was given.
+            await send_wake(agent.socket, Wake("bash-task-b", "2"))
+            held = await claude_start(fake, 3)
+            given = json.loads(held["options"]["mcp_config"][0])["mcpServers"]["hyperhive"]
+            hyperhive = Hyperhive(given["url"], given["headers"]["Authorization"].removeprefix("Bearer "))
+            refused = await raw_post(hyperhive, {}, tool_call("compact"))
+            assert refused.status_code == 401
+            async with session(hyperhive) as tools:
+                answer = await tools.call_tool("compact", {})
+                assert not answer.is_error
+            assert (await _status(agent)).compact_pending
+            await release(fake, held)
+            after = await claude_start(fake, 4)
+            assert after["prompt"] == "/compact"
+            await agent.hive_line(lambda r: r["kind"] == "compact" and r["requested_by"] == "agent")
+    kinds = [(r["kind"], r.get("requested_by")) for r in agent.hive_lines()]
+    assert kinds == [("turn", None), ("compact", "operator"), ("turn", None), ("compact", "agent")]
+
+
+async def test_sigterm_during_a_turn_sends_the_agent_only_sigint_exits_0_and_a_restart_resumes(
+    root: Path, fake: FakeClaude
+) -> None:
+    held = [{"init": {}}, {"text": "working"}, {"wait_for_signal": "SIGUSR1"}, {"result": {}}]
+    fake.script(held, [{"default_turn": True}], on_signal={"SIGINT": "interrupt_stream"})
+    with trio.fail_after(GUARD):
+        async with running_agent(root, claude_env(fake)) as agent:
+            await send_wake(agent.socket, Wake("bash-task-a", "1"))
+            first = await claude_start(fake, 1)
+            await wait_line(agent.state / "turns.jsonl", lambda o: o.get("type") == "assistant")
+            agent.process.send_signal(signal.SIGTERM)
+            assert await agent.process.wait() == 0, agent.stderr()
+        await wait_exited(first["pid"])
+        assert fake.signals() == ["SIGINT"]
+        stopped = agent.hive_lines()[-1]
+        assert (stopped["outcome"], stopped["delivered"]) == ("stopped", True), json.dumps(stopped)
+        assert not agent.socket.exists()
+        async with running_agent(root, claude_env(fake)) as again:
+            await send_wake(again.socket, Wake("bash-task-b", "2"))
+            second = await claude_start(fake, 2)
+            await again.hive_line(lambda r: r["turn"] == 2)  # numbered on from the last run's
+    assert f"--resume={first['session_id']}" in second["args"]
+    assert second["prompt"] == "[wake from bash-task-b]\n2"  # the stopped turn's wake is not carried twice
+
+
+async def test_sigkill_with_wakes_queued_loses_none_after_a_restart(root: Path, fake: FakeClaude) -> None:
+    fake.script(HOLD, [{"default_turn": True}])
+    with trio.fail_after(GUARD):
+        async with running_agent(root, claude_env(fake)) as agent:
+            await send_wake(agent.socket, Wake("bash-task-first", "0"))
+            first = await claude_start(fake, 1)
+            for n in range(1, 4):
+                await send_wake(agent.socket, Wake(f"bash-task-{n}", str(n), end_id=f"{n}:s"))
+            agent.process.kill()  # the crash is the point
+            await agent.process.wait()
+        os.kill(first["pid"], signal.SIGKILL)  # the fake claude of the killed harness
+        await wait_exited(first["pid"])
+        async with running_agent(root, claude_env(fake)) as again:
+            second = await claude_start(fake, 2)
+            await again.hive_line()
+            # A repeat of an end the crashed harness had acknowledged is still dropped.
+            await send_wake(again.socket, Wake("bash-task-2", "2", end_id="2:s"))
+            assert (await _status(again)).queue == 0
+    assert second["prompt"] == "[wake from bash-task-first]\n0\n\n" + "\n\n".join(
+        f"[wake from bash-task-{n}]\n{n}" for n in (1, 2, 3)
+    )
+    assert [[c["from"] for c in r["carried"]] for r in again.hive_lines()] == [
+        ["bash-task-first", "bash-task-1", "bash-task-2", "bash-task-3"]
+    ]

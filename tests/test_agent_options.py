@@ -1,0 +1,161 @@
+"""``hive-agent``'s flags, their environment defaults, --mcp-config, and the runtime config they make."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hive.agent._options import OptionsError, parse_options, read_mcp_config, relay_server
+from hive.agent.harness import runtime_config
+from hive.runtime import Backend, HttpServer, Permission, RuntimeSpec, StdioServer
+
+FLAGS = [
+    "--state-dir",
+    "--agent-socket",
+    "--bash-socket",
+    "--system-prompt",
+    "--model",
+    "--effort",
+    "--idle-timeout",
+    "--compact-at",
+    "--mcp-config",
+    "--with-bash-daemon",
+]
+
+
+def test_help_explains_every_flag_and_its_environment_variable() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hive.agent.harness", "--help"], capture_output=True, text=True, check=True
+    )
+    text = " ".join(done.stdout.split())
+    for flag in FLAGS:
+        assert flag in text
+    for variable in ("HIVE_STATE_DIR", "HIVE_AGENT_SOCKET", "HIVE_BASH_SOCKET", "HIVE_COMPACT_AT"):
+        assert variable in text
+    assert "SIGINT or SIGTERM" in text
+
+
+def test_defaults_come_from_the_state_dir(tmp_path: Path) -> None:
+    options = parse_options([], env={"HIVE_STATE_DIR": str(tmp_path)})
+    assert options.state_dir == tmp_path
+    assert options.agent_socket == tmp_path / "agent.sock"
+    assert options.bash_socket == tmp_path / "bash.sock"
+    assert options.compaction.watermark == 0.8
+    assert options.idle_timeout is None
+    assert not options.with_bash_daemon
+    assert options.permission is Permission.DEFAULT
+
+
+def test_the_environment_sets_each_flag_and_a_flag_wins(tmp_path: Path) -> None:
+    env = {
+        "HIVE_STATE_DIR": str(tmp_path),
+        "HIVE_AGENT_SOCKET": str(tmp_path / "a.sock"),
+        "HIVE_BASH_SOCKET": str(tmp_path / "b.sock"),
+        "HIVE_SYSTEM_PROMPT": "be brief",
+        "HIVE_MODEL": "sonnet",
+        "HIVE_EFFORT": "high",
+        "HIVE_IDLE_TIMEOUT": "90",
+        "HIVE_COMPACT_AT": "0.5",
+        "HIVE_WITH_BASH_DAEMON": "1",
+        "HIVE_PERMISSION": "accept_edits",
+    }
+    options = parse_options([], env=env)
+    assert (options.agent_socket, options.bash_socket) == (tmp_path / "a.sock", tmp_path / "b.sock")
+    assert (options.system_prompt, options.model, options.effort) == ("be brief", "sonnet", "high")
+    assert options.idle_timeout == 90
+    assert options.compaction.watermark == 0.5
+    assert options.with_bash_daemon
+    assert options.permission is Permission.ACCEPT_EDITS
+    flags = parse_options(["--model", "opus", "--compact-at", "off", "--idle-timeout", "5"], env=env)
+    assert (flags.model, flags.compaction.watermark, flags.idle_timeout) == ("opus", None, 5)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "says"),
+    [
+        (["--idle-timeout", "soon"], {}, "--idle-timeout: 'soon' is not a number"),
+        ([], {"HIVE_IDLE_TIMEOUT": "-1"}, "HIVE_IDLE_TIMEOUT"),
+        (["--compact-at", "2"], {}, "--compact-at: '2' is not a fraction"),
+        ([], {"HIVE_WITH_BASH_DAEMON": "maybe"}, "HIVE_WITH_BASH_DAEMON"),
+        ([], {"HIVE_PERMISSION": "sometimes"}, "HIVE_PERMISSION"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_where_it_came_from(
+    tmp_path: Path, argv: list[str], env: dict[str, str], says: str
+) -> None:
+    with pytest.raises(OptionsError, match=says):
+        parse_options(argv, env={"HIVE_STATE_DIR": str(tmp_path), **env})
+
+
+def test_mcp_config_reads_stdio_and_http_entries(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {"command": "notes-mcp", "args": ["--db", "x"], "env": {"K": "v"}},
+                    "web": {"type": "http", "url": "https://example.org/mcp", "headers": {"X-Key": "k"}},
+                    "picky": {"type": "stdio", "command": "p", "allowedTools": ["read", "list"]},
+                }
+            }
+        )
+    )
+    servers, allowed = read_mcp_config(path)
+    assert servers == (
+        StdioServer("notes", "notes-mcp", ("--db", "x"), (("K", "v"),)),
+        HttpServer("web", "https://example.org/mcp", (("X-Key", "k"),)),
+        StdioServer("picky", "p", allow_all_tools=False),
+    )
+    assert allowed == ("mcp__picky__read", "mcp__picky__list")
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("not json", "not JSON"),
+        ('{"servers": {}}', "mcpServers"),
+        ('{"mcpServers": {"bash": {"command": "x"}}}', "hive's own"),
+        ('{"mcpServers": {"hyperhive": {"type": "http", "url": "http://x"}}}', "hive's own"),
+        ('{"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}', "type 'sse' is not served"),
+        ('{"mcpServers": {"a": {"type": "http"}}}', 'needs "url"'),
+        ('{"mcpServers": {"a": {"args": ["x"]}}}', "is not served"),
+        ('{"mcpServers": {"a": {"command": "x", "env": {"K": 1}}}}', "object of strings"),
+        ('{"mcpServers": {"a": {"command": "x", "allowedTools": "all"}}}', "allowedTools"),
+    ],
+)
+def test_a_bad_mcp_config_is_refused_saying_what_is_wrong(tmp_path: Path, content: str, says: str) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(content)
+    with pytest.raises(OptionsError, match=says):
+        read_mcp_config(path)
+
+
+def test_every_agent_gets_the_bash_relay_and_hyperhive_and_claude_loses_builtin_bash(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text('{"mcpServers": {"notes": {"command": "notes-mcp"}}}')
+    options = parse_options(["--mcp-config", str(path)], env={"HIVE_STATE_DIR": str(tmp_path)})
+    hyperhive = HttpServer("hyperhive", "http://127.0.0.1:1/mcp", (("Authorization", "Bearer t"),))
+    claude = runtime_config(options, RuntimeSpec(), hyperhive)
+    assert [s.name for s in claude.mcp_servers] == ["bash", "hyperhive", "notes"]
+    assert claude.mcp_servers[0] == relay_server(tmp_path / "bash.sock")
+    assert all(s.allow_all_tools for s in claude.mcp_servers)
+    assert claude.disallowed_tools == ("Bash",)
+    acp = runtime_config(options, RuntimeSpec(backend=Backend.ACP, command="agent"), hyperhive)
+    assert acp.disallowed_tools == ()
+    assert [s.name for s in acp.mcp_servers] == ["bash", "hyperhive", "notes"]
+
+
+def test_a_bad_setting_exits_2_with_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(tmp_path), "--compact-at", "7"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("hive-agent: --compact-at")
+    assert len(done.stderr.strip().splitlines()) == 1
