@@ -23,6 +23,8 @@ import hive_run_overhead
 import passthrough
 import relay_cold_start
 import run_roundtrip
+import subagent_start
+import subagents_100
 import wake_latency
 from _common import Figure, default_base, table
 
@@ -38,6 +40,8 @@ BENCHMARKS = [
     acp_cancel,
     hive_run_overhead,
     cli_cold_start,
+    subagent_start,
+    subagents_100,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 

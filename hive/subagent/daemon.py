@@ -92,6 +92,9 @@ async def serve_daemon(
             log.info("listening on %s (state in %s)", config.socket, config.state_dir)
             task_status.started(manager)
     finally:
+        # No pid left behind for anyone to signal once this one is gone.
+        with contextlib.suppress(OSError):
+            lock.truncate(0)
         lock.close()
 
 
