@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import trio
@@ -51,7 +51,7 @@ class _Inotify:
         os.close(self.fd)
 
 
-async def follow_lines(path: Path) -> AsyncIterator[bytes]:
+async def follow_lines(path: Path) -> AsyncGenerator[bytes, None]:
     """Every whole line of ``path``, from its start, then each line appended to it, forever."""
     watcher = _Inotify(path.parent)
     try:

@@ -1,0 +1,166 @@
+"""The turn log for a person (``hive agent log``): each turn's trigger, the agent's text, its tool
+calls with their input and a short result, errors, tokens and context usage.
+
+Pure functions of the log's JSON objects to lines of text: no I/O, so the demo and the CLI
+render alike, and a test needs no process.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+SHORT = 200
+"""How much of a tool's input or result, or a carried message, a line shows."""
+TEXT_LINES = 40
+"""How many lines of the agent's text a turn shows."""
+
+
+def short(text: str, limit: int = SHORT) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _when(stamp: Any) -> str:
+    if not isinstance(stamp, int | float):
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+def _number(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "?"
+
+
+def render_line(obj: dict[str, Any]) -> list[str]:
+    """One stream-json line of a turn, as the lines a person reads (none for bookkeeping)."""
+    kind = obj.get("type")
+    if kind == "assistant":
+        return _assistant(obj)
+    if kind == "user":
+        return _user(obj)
+    if kind == "result":
+        return _result(obj)
+    if kind == "system" and obj.get("subtype") == "init":
+        servers = [s.get("name", "?") for s in obj.get("mcp_servers", []) if isinstance(s, dict)]
+        extra = f" · MCP servers: {', '.join(servers)}" if servers else ""
+        return [f"   session {obj.get('session_id', '?')}{extra}"]
+    return []
+
+
+def _blocks(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    message = obj.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _assistant(obj: dict[str, Any]) -> list[str]:
+    lines = []
+    for block in _blocks(obj):
+        match block.get("type"):
+            case "text":
+                text = str(block.get("text", "")).rstrip().splitlines() or [""]
+                shown = text[:TEXT_LINES] + (
+                    [f"… ({len(text) - TEXT_LINES} more lines)"] if len(text) > TEXT_LINES else []
+                )
+                lines += ["   agent: " + shown[0], *("          " + line for line in shown[1:])]
+            case "thinking":
+                lines.append("   (thinking) " + short(str(block.get("thinking", "")), 120))
+            case "tool_use":
+                arguments = json.dumps(block.get("input", {}), ensure_ascii=False, separators=(", ", ": "))
+                lines.append(f"   → {block.get('name', '?')} {short(arguments)}")
+    return lines
+
+
+def _user(obj: dict[str, Any]) -> list[str]:
+    lines = []
+    for block in _blocks(obj):
+        if block.get("type") != "tool_result":
+            continue
+        content = block.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        text = short(str(content or ""))
+        lines.append(f"   ← {'error: ' if block.get('is_error') else ''}{text or '(no output)'}")
+    return lines
+
+
+def _result(obj: dict[str, Any]) -> list[str]:
+    if not obj.get("is_error"):
+        return []
+    errors = obj.get("errors") or []
+    why = (
+        "; ".join(str(e) for e in errors) if isinstance(errors, list) and errors else obj.get("result") or ""
+    )
+    return [f"   error ({obj.get('subtype', '?')}): {short(str(why))}"]
+
+
+def render_header(record: dict[str, Any]) -> list[str]:
+    """What a turn carried (or who asked for a compaction)."""
+    number, started = record.get("turn", "?"), record.get("started")
+    if record.get("kind") == "compact":
+        return [
+            f"── compaction {number} · {_when(started)} · asked for by {record.get('requested_by') or '?'}"
+        ]
+    lines = [f"── turn {number} · {_when(started)}"]
+    for item in record.get("carried", []):
+        what = "wake" if item.get("kind") == "wake" else "message"
+        lines.append(f"   {what} from {item.get('from', '?')}: {short(str(item.get('body', '')), 120)}")
+    return lines
+
+
+def render_ending(record: dict[str, Any]) -> list[str]:
+    """How a turn ended: its outcome, time, tokens and context usage, and any error."""
+    parts = [str(record.get("outcome", "?"))]
+    started, ended = record.get("started"), record.get("ended")
+    if isinstance(started, int | float) and isinstance(ended, int | float):
+        parts.append(f"{ended - started:.1f} s")
+    tokens = record.get("tokens") or {}
+    if isinstance(tokens, dict) and tokens:
+        into = sum(v for k, v in tokens.items() if k.endswith("input_tokens") and isinstance(v, int))
+        parts.append(f"tokens {into:,} in / {_number(tokens.get('output_tokens'))} out")
+    used, size = record.get("context_used"), record.get("context_size")
+    if isinstance(used, int):
+        parts.append(
+            f"context {used:,}/{size:,} ({used / size:.0%})"
+            if isinstance(size, int) and size
+            else f"context {used:,}"
+        )
+    if record.get("kind") == "turn" and not record.get("delivered", True):
+        parts.append("its messages wait for the next turn")
+    lines = ["   ended: " + " · ".join(parts)]
+    if record.get("error"):
+        lines.append("   error: " + short(str(record["error"]), 400))
+    return lines
+
+
+def render_log(objects: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """The whole log, a turn at a time: its trigger first, then its stream, then its end. Lines
+    after the last turn's record are a turn still running."""
+    stream: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj.get("type") == "hive":
+            yield from render_header(obj)
+            for line in stream:
+                yield from render_line(line)
+            yield from render_ending(obj)
+            yield ""
+            stream = []
+        else:
+            stream.append(obj)
+    if stream:
+        yield "── a turn in progress"
+        for line in stream:
+            yield from render_line(line)
+
+
+def render_live(obj: dict[str, Any], started: bool) -> list[str]:
+    """One line of a log being followed: the stream as it comes, then the turn's record (its
+    trigger and end). ``started``: whether this turn's stream has begun being shown."""
+    if obj.get("type") != "hive":
+        return (["── a turn"] if not started else []) + render_line(obj)
+    return [*render_header(obj), *render_ending(obj), ""]
