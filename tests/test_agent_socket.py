@@ -1,0 +1,109 @@
+"""The harness's agent socket under bad input: whatever a client sends, a malformed or unknown
+request gets ``{"ok":false,"error":...}``, the connection stays usable, and nothing but a
+well-formed wake or prompt is queued."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hive.wake import Status, Wake, decode_request, encode, serve_agent_socket
+from tests.test_agent_loop import ScriptedRuntime, serving
+from tests.test_wake import raw_client
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+requests = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["wake", "prompt", "compact", "status", "nap"]) | json_values,
+        "from": json_values,
+        "body": json_values,
+        "text": json_values,
+        "end_id": json_values,
+    },
+).map(lambda raw: json.dumps(raw).encode())
+junk = st.binary(max_size=200).map(lambda b: b.replace(b"\n", b""))
+lines = st.lists(requests | junk, min_size=1, max_size=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=lines)
+def test_bad_requests_are_refused_and_the_connection_stays_usable(lines: list[bytes]) -> None:
+    root = Path(tempfile.mkdtemp(prefix="hive-as-", dir="/tmp"))
+    try:
+        trio.run(_exchange, root, lines)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _exchange(root: Path, lines: list[bytes]) -> None:
+    runtime = ScriptedRuntime()
+    path = root / "agent.sock"
+    with trio.fail_after(30):
+        async with serving(root, runtime) as harness, trio.open_nursery() as nursery:
+            await nursery.start(serve_agent_socket, path, harness.handle)
+            async with raw_client(path) as client:
+                queued = 0
+                ends: set[str] = set()
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    answer = await client.ask(line + b"\n")
+                    assert answer is not None, "the harness hung up"
+                    assert isinstance(answer["ok"], bool)
+                    expected = _accepted(line, ends)
+                    if expected is None:
+                        assert answer["ok"] is False and answer["error"], answer
+                    else:
+                        assert answer["ok"] is True, answer
+                        queued += expected
+                # Still usable: a good request after all of it is answered.
+                status = await client.ask(encode(Status()))
+                assert status is not None and status["ok"] is True
+                assert status["status"]["queue"] + status["status"]["carrying"] == queued
+            nursery.cancel_scope.cancel()
+
+
+def _accepted(line: bytes, ends: set[str]) -> int | None:
+    """None if the line is to be refused; else how many messages it queues (a repeat of an end
+    already sent is acknowledged and dropped)."""
+    try:
+        request = decode_request(line)
+    except ValueError:
+        return None
+    if isinstance(request, Wake) and request.end_id is not None:
+        if request.end_id in ends:
+            return 0
+        ends.add(request.end_id)
+    return 1 if request.type in ("wake", "prompt") else 0
+
+
+def test_a_status_answer_is_the_harness_status_shape() -> None:
+    async def main(root: Path) -> dict[str, Any]:
+        async with serving(root, ScriptedRuntime()) as harness, trio.open_nursery() as nursery:
+            await nursery.start(serve_agent_socket, root / "agent.sock", harness.handle)
+            async with raw_client(root / "agent.sock") as client:
+                answer = await client.ask(b'{"type":"status"}\n')
+            nursery.cancel_scope.cancel()
+        assert answer is not None
+        return answer
+
+    root = Path(tempfile.mkdtemp(prefix="hive-as-", dir="/tmp"))
+    try:
+        answer = trio.run(main, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert answer["ok"] is True
+    assert answer["status"]["state"] == "idle"
+    assert answer["status"]["queue"] == 0
