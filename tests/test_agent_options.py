@@ -24,6 +24,7 @@ FLAGS = [
     "--compact-at",
     "--mcp-config",
     "--with-bash-daemon",
+    "--subagents",
 ]
 
 
@@ -118,7 +119,7 @@ def test_mcp_config_reads_stdio_and_http_entries(tmp_path: Path) -> None:
     [
         ("not json", "not JSON"),
         ('{"servers": {}}', "mcpServers"),
-        ('{"mcpServers": {"bash": {"command": "x"}}}', "hive's own"),
+        ('{"mcpServers": {"subagent": {"command": "x"}}}', "hive's own"),
         ('{"mcpServers": {"hyperhive": {"type": "http", "url": "http://x"}}}', "hive's own"),
         ('{"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}', "type 'sse' is not served"),
         ('{"mcpServers": {"a": {"type": "http"}}}', 'needs "url"'),
@@ -136,7 +137,8 @@ def test_a_bad_mcp_config_is_refused_saying_what_is_wrong(tmp_path: Path, conten
 
 def test_every_agent_gets_the_bash_relay_and_hyperhive_and_claude_loses_builtin_bash(tmp_path: Path) -> None:
     path = tmp_path / "mcp.json"
-    path.write_text('{"mcpServers": {"notes": {"command": "notes-mcp"}}}')
+    # A config that brings a bash of its own (as the NixOS module's does) gets hive's relay instead.
+    path.write_text('{"mcpServers": {"notes": {"command": "notes-mcp"}, "bash": {"command": "other"}}}')
     options = parse_options(["--mcp-config", str(path)], env={"HIVE_STATE_DIR": str(tmp_path)})
     hyperhive = HttpServer("hyperhive", "http://127.0.0.1:1/mcp", (("Authorization", "Bearer t"),))
     claude = runtime_config(options, RuntimeSpec(), hyperhive)
@@ -147,6 +149,18 @@ def test_every_agent_gets_the_bash_relay_and_hyperhive_and_claude_loses_builtin_
     acp = runtime_config(options, RuntimeSpec(backend=Backend.ACP, command="agent"), hyperhive)
     assert acp.disallowed_tools == ()
     assert [s.name for s in acp.mcp_servers] == ["bash", "hyperhive", "notes"]
+
+
+def test_subagents_add_the_subagent_server_waking_this_agent(tmp_path: Path) -> None:
+    options = parse_options(["--subagents"], env={"HIVE_STATE_DIR": str(tmp_path)})
+    config = runtime_config(options, RuntimeSpec(), None)
+    subagent = config.mcp_servers[-1]
+    assert isinstance(subagent, StdioServer)
+    assert subagent.name == "subagent" and subagent.allow_all_tools
+    assert subagent.args[-2:] == ("--state-dir", str(tmp_path))
+    assert dict(subagent.env) == {"HIVE_AGENT_SOCKET": str(tmp_path / "agent.sock")}
+    assert parse_options([], env={"HIVE_STATE_DIR": str(tmp_path), "HIVE_SUBAGENTS": "1"}).subagents
+    assert not parse_options([], env={"HIVE_STATE_DIR": str(tmp_path)}).subagents
 
 
 def test_a_bad_setting_exits_2_with_one_line(tmp_path: Path) -> None:

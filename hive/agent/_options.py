@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import sys
@@ -16,8 +17,12 @@ import attrs
 from hive import __version__
 from hive.runtime import CompactionPolicy, HttpServer, McpServer, Permission, StdioServer
 
-RESERVED = ("bash", "hyperhive")
-"""MCP server names hive gives every agent itself."""
+log = logging.getLogger(__name__)
+
+RESERVED = ("hyperhive", "subagent")
+"""MCP server names of hive's own that an --mcp-config may not use."""
+BASH = "bash"
+"""The bash relay's name: an --mcp-config entry of that name gives way to hive's own relay."""
 
 DESCRIPTION = """\
 Run one agent: serve its agent socket (wakes from the bash daemon, the operator's prompts and
@@ -53,6 +58,7 @@ class Options:
     mcp_servers: tuple[McpServer, ...] = ()
     allowed_tools: tuple[str, ...] = ()
     with_bash_daemon: bool = False
+    subagents: bool = False
     permission: Permission = Permission.DEFAULT
     log_level: str = "info"
 
@@ -119,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         help='more MCP servers for the agent, in the {"mcpServers": {NAME: {...}}} shape claude\'s '
         '--mcp-config reads: stdio entries ({"command", "args", "env"}) and http entries ({"type": '
         '"http", "url", "headers"}); an entry may say "allowedTools": [TOOL, ...] (default: all its '
-        "tools allowed). The names bash and hyperhive are hive's own [HIVE_MCP_CONFIG]",
+        "tools allowed). An entry named bash gives way to hive's own relay; hyperhive and subagent are "
+        "hive's own names [HIVE_MCP_CONFIG]",
     )
     add(
         "--with-bash-daemon",
@@ -128,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="if no hive-bash-daemon answers on the bash socket, start one as this program's child "
         "on the same state directory (stopped with SIGINT when this program stops), so one command "
         "runs a whole agent [HIVE_WITH_BASH_DAEMON=1]",
+    )
+    add(
+        "--subagents",
+        action="store_true",
+        default=None,
+        help="give the agent subagents: the MCP server `subagent` (hive-subagent-mcp on this state "
+        "directory, its turns' ends woken to this agent socket), every tool allowed [HIVE_SUBAGENTS=1]",
     )
     add(
         "--permission",
@@ -174,7 +188,10 @@ def parse_options(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
         compaction=_compaction(pick(args.compact_at, "HIVE_COMPACT_AT"), args.compact_at),
         mcp_servers=servers,
         allowed_tools=allowed,
-        with_bash_daemon=_flag(args.with_bash_daemon, env.get("HIVE_WITH_BASH_DAEMON", "")),
+        with_bash_daemon=_flag(
+            args.with_bash_daemon, env.get("HIVE_WITH_BASH_DAEMON", ""), "HIVE_WITH_BASH_DAEMON"
+        ),
+        subagents=_flag(args.subagents, env.get("HIVE_SUBAGENTS", ""), "HIVE_SUBAGENTS"),
         permission=permission,
         log_level=(pick(args.log_level, "HIVE_LOG_LEVEL") or "info").lower(),
     )
@@ -211,14 +228,14 @@ def _compaction(value: str | None, flag: object) -> CompactionPolicy:
         ) from None
 
 
-def _flag(flag: bool | None, value: str) -> bool:
+def _flag(flag: bool | None, value: str, variable: str) -> bool:
     if flag is not None:
         return flag
     if value.strip().lower() in ("", "0", "false", "no", "off"):
         return False
     if value.strip().lower() in ("1", "true", "yes", "on"):
         return True
-    raise OptionsError(f"HIVE_WITH_BASH_DAEMON: {value!r} is not a yes or no; use 1 or 0")
+    raise OptionsError(f"{variable}: {value!r} is not a yes or no; use 1 or 0")
 
 
 def read_mcp_config(path: Path) -> tuple[tuple[McpServer, ...], tuple[str, ...]]:
@@ -236,9 +253,13 @@ def read_mcp_config(path: Path) -> tuple[tuple[McpServer, ...], tuple[str, ...]]
     allowed: list[str] = []
     for name, entry in entries.items():
         where = f"--mcp-config {path}: server {name!r}"
+        if name == BASH:
+            log.info("%s: every agent gets hive's own bash relay (on --bash-socket) in its place", where)
+            continue
         if name in RESERVED:
             raise OptionsError(
-                f"{where}: the name is hive's own (every agent gets {' and '.join(RESERVED)}); rename it"
+                f"{where}: the name is hive's own (hyperhive: hive-agent's tools; subagent: with "
+                "--subagents); rename it"
             )
         if not isinstance(entry, dict):
             raise OptionsError(f"{where}: expected an object")
@@ -277,11 +298,26 @@ def _strings(where: str, key: str, value: object) -> tuple[tuple[str, str], ...]
     return tuple(value.items())
 
 
+def _program(script: str, module: str) -> tuple[str, list[str]]:
+    """How to run one of hive's programs: its script beside this interpreter, else ``-m``."""
+    path = Path(sys.executable).with_name(script)
+    return (str(path), []) if path.exists() else (sys.executable, ["-m", module])
+
+
+def subagent_server(state_dir: Path, agent_socket: Path) -> StdioServer:
+    """Subagents as the agent's MCP server ``subagent``: hive-subagent-mcp, every tool allowed,
+    waking this agent socket when a subagent's turn ends unseen."""
+    command, args = _program("hive-subagent-mcp", "hive.subagent.server")
+    return StdioServer(
+        "subagent",
+        command,
+        (*args, "--state-dir", str(state_dir)),
+        (("HIVE_AGENT_SOCKET", str(agent_socket)),),
+        allow_all_tools=True,
+    )
+
+
 def relay_server(bash_socket: Path) -> StdioServer:
     """The bash tools as the agent's MCP server ``bash``: hive-bash-mcp, every tool allowed."""
-    script = Path(sys.executable).with_name("hive-bash-mcp")
-    if script.exists():
-        command, args = str(script), ["--socket", str(bash_socket)]
-    else:
-        command, args = sys.executable, ["-m", "hive.bash.relay", "--socket", str(bash_socket)]
-    return StdioServer("bash", command, tuple(args), allow_all_tools=True)
+    command, args = _program("hive-bash-mcp", "hive.bash.relay")
+    return StdioServer(BASH, command, (*args, "--socket", str(bash_socket)), allow_all_tools=True)

@@ -32,7 +32,7 @@ import trio
 from hive import sdnotify
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
 from hive.agent._loop import Harness, open_harness
-from hive.agent._options import Options, OptionsError, parse_options, relay_server
+from hive.agent._options import Options, OptionsError, parse_options, relay_server, subagent_server
 from hive.agent._session import SessionStore
 from hive.runtime import (
     Backend,
@@ -79,6 +79,8 @@ def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | 
     own: tuple[McpServer, ...] = (relay_server(options.bash_socket),)
     if hyperhive is not None:
         own += (hyperhive,)
+    if options.subagents:
+        own += (subagent_server(options.state_dir, options.agent_socket),)
     return Config(
         model=options.model,
         effort=options.effort,
