@@ -26,6 +26,7 @@ from _common import (
     StdioClient,
     check_done,
     cpu_seconds,
+    file_system,
     main,
     running_daemon,
     scratch,
@@ -83,6 +84,7 @@ def run() -> list[Figure]:
         Relay(daemon.socket, root / "relay.err") as relay,
         StdioClient([PYTHON, str(FLOOR_SERVER)], root / "floor.err") as floor,
     ):
+        fs = file_system(root)
         relay.handshake()
         floor.handshake()
         for _ in range(20):
@@ -114,6 +116,7 @@ def run() -> list[Figure]:
     ratios = summary((a + b) / (c + d) for (a, b), (c, d) in zip(hive, sdk, strict=True))
     memory = {"peak_rss_mb_before": rss_before, "peak_rss_mb_after": rss_after}
     batches = {
+        "state_dir_file_system": fs,
         "hive_run_ms": summary(a * 1000 for a, _ in hive),
         "hive_status_ms": summary(b * 1000 for _, b in hive),
         "sdk_run_ms": summary(a * 1000 for a, _ in sdk),
@@ -133,7 +136,7 @@ def run() -> list[Figure]:
         Figure(
             "3 200 at once",
             f"200 x run(wait_seconds=0) at once, then 200 x status(wait_seconds=30) at once "
-            f"(median of {PAIR_ROUNDS}, alternating)",
+            f"(median of {PAIR_ROUNDS}, alternating; state on {fs})",
             h["median"],
             "ms",
             s["median"],
