@@ -125,6 +125,22 @@ async def test_an_end_untold_at_a_clean_stop_is_told_after_the_restart(world: Wo
     assert wake.sender == "subagent-u" and "daemon_stopped" in wake.body
 
 
+async def test_servers_starting_a_daemon_at_once_share_one(world: World) -> None:
+    answers: list[dict[str, Any]] = []
+
+    async def ask() -> None:
+        answers.append(await tool(world, "status"))
+
+    with trio.fail_after(TURN):
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(ask)
+    assert [a["subagents"] for a in answers] == [[]] * 4
+    assert daemon_pid(world.state) is not None
+    log = (world.state / "subagent-daemon.log").read_text()
+    assert log.count("listening on") == 1, log
+
+
 # -- bad input on the socket ----------------------------------------------------------------------
 
 

@@ -19,6 +19,8 @@ import trio
 from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._wire import MAX_LINE, Answer, Call, decode_answer, encode
 
+RACE_RETRIES = 40
+RACE_PAUSE = 0.05
 START_WITHIN = 60.0
 """How long a starting daemon may take to say it is ready (imports on a busy machine included)."""
 
@@ -72,6 +74,14 @@ async def connect(state_dir: Path, socket: Path, *, start: bool = True) -> trio.
     if stream is None and start:
         await start_daemon(state_dir, socket)
         stream = await _connect(socket)
+        # A daemon started at the same moment by another server may hold the state directory
+        # (ours then exits at once) and be a few milliseconds from listening: nothing announces
+        # that to us, so it is tried again, briefly.
+        for _ in range(RACE_RETRIES):
+            if stream is not None:
+                break
+            await trio.sleep(RACE_PAUSE)
+            stream = await _connect(socket)
     if stream is None:
         log_path = state_dir / "subagent-daemon.log"
         raise DaemonUnavailable(

@@ -50,7 +50,9 @@ class DaemonConfig:
 
 
 def _lock(store: Store) -> IO[bytes]:
-    lock = open(store.lock, "wb")  # noqa: SIM115 - held for the daemon's life
+    # Not truncated on open: a daemon that finds the lock held must not wipe its holder's pid.
+    fd = os.open(store.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    lock = os.fdopen(fd, "r+b")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
