@@ -25,8 +25,8 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -460,17 +460,24 @@ async def test_the_daemon_unit_serves_the_bash_server_of_the_mcp_config_and_wake
     assert (Path(env["HIVE_STATE_DIR"]) / "bash-tasks").is_dir()
 
 
-async def read_events(fifo: Path) -> AsyncIterator[dict[str, Any]]:
+@asynccontextmanager
+async def read_events(fifo: Path) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
     """A fake agent's record, event by event, from a FIFO (held open for writing too, so the
-    agent's exit is not the end)."""
+    agent's exit is not the end). Opened at once: a fake that opens it to write (an ACP agent,
+    which hive-agent starts before it is ready) is not held up waiting for a reader."""
     fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
     async with trio.lowlevel.FdStream(fd) as stream:
-        buffer = b""
-        while True:
-            while b"\n" not in buffer:
-                buffer += await stream.receive_some()
-            line, buffer = buffer.split(b"\n", 1)
-            yield json.loads(line)
+
+        async def events() -> AsyncGenerator[dict[str, Any], None]:
+            buffer = b""
+            while True:
+                while b"\n" not in buffer:
+                    buffer += await stream.receive_some()
+                line, buffer = buffer.split(b"\n", 1)
+                yield json.loads(line)
+
+        async with aclosing(events()) as each:
+            yield each
 
 
 async def agent_request(path: str, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -488,8 +495,8 @@ async def agent_request(path: str, request: Mapping[str, Any]) -> dict[str, Any]
 
 async def test_the_agent_unit_runs_an_acp_agent_on_its_daemon(host: Host, hive_agent: Path) -> None:
     env = host.environment("hive-agent-scripted")
-    events = read_events(host.root / "acp.fifo")
     async with (
+        read_events(host.root / "acp.fifo") as events,
         running_unit(host, "hive-bash-daemon-scripted"),
         running_unit(host, "hive-agent-scripted"),
     ):
@@ -522,8 +529,8 @@ async def test_the_agent_unit_runs_an_acp_agent_on_its_daemon(host: Host, hive_a
 async def test_the_agent_unit_runs_claude_with_its_environment_file(host: Host, hive_agent: Path) -> None:
     env = host.environment("hive-agent-faked")
     assert env["HIVE_CLAUDE_COMMAND"] == str(REPO / "fixtures" / "fake_claude.py")
-    events = read_events(host.root / "claude.fifo")
     async with (
+        read_events(host.root / "claude.fifo") as events,
         running_unit(host, "hive-bash-daemon-faked"),
         running_unit(host, "hive-agent-faked"),
     ):
