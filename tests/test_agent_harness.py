@@ -80,8 +80,11 @@ async def wait_gone(path: Path) -> None:
 
 
 @asynccontextmanager
-async def running_agent(root: Path, env: dict[str, str], *args: str) -> AsyncIterator[Agent]:
-    """hive-agent on ``root/state`` until the block ends (then SIGINT, and its exit awaited)."""
+async def running_agent(
+    root: Path, env: dict[str, str], *args: str, cwd: Path | None = None, whole_env: bool = False
+) -> AsyncIterator[Agent]:
+    """hive-agent on ``root/state`` until the block ends (then SIGINT, and its exit awaited).
+    ``env`` goes over this process's environment, or is the whole of it (``whole_env``)."""
     notify_path = root / "notify"
     notify_path.unlink(missing_ok=True)  # a previous start's
     notify = trio.socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -89,9 +92,9 @@ async def running_agent(root: Path, env: dict[str, str], *args: str) -> AsyncIte
         await notify.bind(os.fspath(notify_path))
         process = await trio.lowlevel.open_process(
             [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state"), *args],
-            env={**os.environ, **env, "NOTIFY_SOCKET": os.fspath(notify_path)},
+            env={**({} if whole_env else os.environ), **env, "NOTIFY_SOCKET": os.fspath(notify_path)},
             stderr=err,
-            cwd=root,
+            cwd=cwd or root,
         )
         agent = Agent(root, process)
         try:

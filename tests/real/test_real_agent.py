@@ -1,0 +1,82 @@
+"""hive-agent driving the real peers offline: the Claude Code CLI and claude-agent-acp against the
+fake Messages API. A wake produces a turn whose prompt reaches the API; the scripted model calls
+``mcp__bash__run`` (the bash relay to hive-agent's own daemon) and ``mcp__hyperhive__loose_ends``
+(over HTTP, with the token hive-agent gave the agent), and both succeed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from fixtures.fake_api_control import FakeApi
+from hive.wake import Wake, send_wake
+from tests.test_agent_harness import running_agent
+
+TURN = 180
+
+SCENARIO = {
+    "mode": "tool",
+    "preface": "",
+    "steps": [
+        {"tool": "mcp__bash__run", "input": {"cmd": "echo from-the-real-tier", "wait_seconds": 10}},
+        {"tool": "mcp__hyperhive__loose_ends", "input": {}},
+    ],
+    "after_tool_text": "Both tools answered.",
+}
+
+
+async def _one_woken_turn(
+    root: Path, env: dict[str, str], workdir: Path, fake_api: FakeApi
+) -> dict[str, Any]:
+    fake_api.set_scenario(SCENARIO)
+    with trio.fail_after(TURN):
+        async with running_agent(root, env, "--with-bash-daemon", cwd=workdir, whole_env=True) as agent:
+            await send_wake(agent.socket, Wake("bash-task-real", "the real tier's wake"))
+            record = await agent.hive_line()
+    assert agent.process.returncode == 0, agent.stderr()
+    return record
+
+
+def _check_requests(fake_api: FakeApi) -> None:
+    main = fake_api.requests(kind="main")
+    assert "[wake from bash-task-real]\nthe real tier's wake" in (main[0]["prompt"] or ""), main[0]
+    # (The CLI offers MCP tools through ToolSearch, deferred: they are not in the first request's
+    # list, and a call of one that was never searched for is still served.)
+    # The turn's requests end at the first text answer (claude-agent-acp asks for a prompt
+    # suggestion afterwards, which the fake answers from the same scenario).
+    turn = main[: next(i for i, r in enumerate(main) if r["answer"] == "text") + 1]
+    results = [r["tool_results"][0] for r in turn if r.get("tool_results")]
+    assert len(results) == 2, turn
+    assert results[0]["is_error"] is False and "from-the-real-tier" in results[0]["text"], results[0]
+    assert results[1]["is_error"] is False and '"loose_ends"' in results[1]["text"], results[1]
+
+
+async def test_the_claude_cli_under_hive_agent(
+    real_claude: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path, tmp_path: Path
+) -> None:
+    env = {**claude_env, "HIVE_RUNTIME": "claude", "HIVE_CLAUDE_COMMAND": str(real_claude)}
+    record = await _one_woken_turn(tmp_path, env, claude_workdir, fake_api)
+    assert (record["outcome"], record["is_error"]) == ("completed", False), record
+    assert record["result"] == "Both tools answered."
+    _check_requests(fake_api)
+    # The built-in Bash is not offered at all on claude.
+    assert "Bash" not in fake_api.requests(kind="main")[0]["tools"]
+
+
+async def test_claude_agent_acp_under_hive_agent(
+    real_acp_agent: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path, tmp_path: Path
+) -> None:
+    env = {
+        **claude_env,
+        "HIVE_RUNTIME": "acp",
+        "HIVE_ACP_COMMAND": str(real_acp_agent),
+        "HIVE_ACP_ENV": json.dumps({"CLAUDE_AGENT_ACP_PROTOCOL": "v1"}),
+        "PATH": f"{Path(sys.executable).parent}:{claude_env.get('PATH', '')}",
+    }
+    record = await _one_woken_turn(tmp_path, env, claude_workdir, fake_api)
+    assert (record["outcome"], record["is_error"]) == ("completed", False), record
+    _check_requests(fake_api)
