@@ -23,6 +23,10 @@ import pytest
 from fixtures import acp_agent
 
 Message = dict[str, Any]
+# A bound on a wait that returns as soon as its message comes: the fixture starts by importing the
+# ACP SDK (pydantic), which took over 5 s on 2 cores under stress and helpers' test runs.
+LONGEST_WAIT = 60.0
+
 MODEL = {
     "id": "model",
     "name": "Model",
@@ -84,11 +88,11 @@ class Agent:
         self.process.stdin.flush()
         self.sent.append(message)
 
-    def receive(self, timeout: float = 5.0) -> Message:
+    def receive(self, timeout: float = LONGEST_WAIT) -> Message:
         message: Message = json.loads(self.receive_line(timeout))
         return message
 
-    def receive_line(self, timeout: float = 5.0) -> bytes:
+    def receive_line(self, timeout: float = LONGEST_WAIT) -> bytes:
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buffer:
             if self.eof:
@@ -120,7 +124,7 @@ class Agent:
         params: Any,
         *,
         answer: Callable[[Message], Message | None] | None = None,
-        timeout: float = 5.0,
+        timeout: float = LONGEST_WAIT,
     ) -> tuple[Message, list[Message]]:
         """Send a request; read up to its response. Returns the response and everything that
         came before it; requests from the agent are answered with ``answer`` (default -32601)."""
@@ -134,7 +138,7 @@ class Agent:
         request_id: Any,
         *,
         answer: Callable[[Message], Message | None] | None = None,
-        timeout: float = 5.0,
+        timeout: float = LONGEST_WAIT,
     ) -> tuple[Message, list[Message]]:
         before: list[Message] = []
         deadline = time.monotonic() + timeout
@@ -169,7 +173,7 @@ class Agent:
         events = acp_agent.read_record(self.record_path)
         return [e for e in events if kind is None or e["event"] == kind]
 
-    def wait_for_event(self, kind: str, count: int = 1, timeout: float = 5.0) -> Message:
+    def wait_for_event(self, kind: str, count: int = 1, timeout: float = LONGEST_WAIT) -> Message:
         """The ``count``-th event of this kind, once it is in the record."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -182,7 +186,7 @@ class Agent:
     def stderr(self) -> str:
         return self.stderr_path.read_text()
 
-    def finish(self, timeout: float = 5.0) -> int:
+    def finish(self, timeout: float = LONGEST_WAIT) -> int:
         """Close stdin, read stdout to EOF, wait for the exit; its status."""
         assert self.process.stdin is not None
         with contextlib.suppress(BrokenPipeError):
