@@ -9,6 +9,7 @@ In one run, in alternation (3 warm-up rounds, then 20), medians:
   waits for its turn to end (``status(name, wait_seconds=30)``) before the next starts.
 - the floor: ``hive run PROMPT`` with ``HIVE_CLAUDE_COMMAND`` the same scripted agent, from just
   before its spawn to the first byte on its stdout (its first stream line).
+- for context, the scripted agent itself, spawned directly as hive runs it, to its first byte.
 
 Target: subagent / hive run <= 1.1x. For context, the cold start: the first ``start`` on a fresh
 state directory, whose server starts the daemon (5 samples, each on a fresh state directory, the
@@ -50,11 +51,20 @@ def hive_run_sample(env: dict[str, str], work: Path, stderr: Path) -> float:
     return first
 
 
+def direct_sample(claude: Path, env: dict[str, str], work: Path, stderr: Path) -> float:
+    argv = [str(claude), "--print", "--output-format", "stream-json", "--verbose", "--", PROMPT]
+    first, _, _, status = spawn_to_exit(argv, env, work, stderr)
+    if status != 0:
+        raise RuntimeError(f"the scripted agent: exit status {status}")
+    return first
+
+
 def run() -> list[Figure]:
     compileall.compile_dir(REPO / "hive", quiet=1)
     warm: list[float] = []
     floor: list[float] = []
     cold: list[float] = []
+    agent: list[float] = []
     with scratch() as root:
         claude = fake_claude(root)
         work = root / "work"
@@ -72,7 +82,9 @@ def run() -> list[Figure]:
                 else:
                     hive_run = hive_run_sample(env, work, stderr)
                     subagent = subagent_sample(client, state, f"s{round_}")
+                alone = direct_sample(claude, env, work, stderr)
                 if round_ >= WARMUP:
+                    agent.append(alone * 1000)
                     warm.append(subagent * 1000)
                     floor.append(hive_run * 1000)
         for index in range(COLD):
@@ -82,12 +94,19 @@ def run() -> list[Figure]:
             with server(fresh, cold_env) as client:
                 cold.append(subagent_sample(client, fresh / "state", "c") * 1000)
     med_warm, med_floor = statistics.median(warm), statistics.median(floor)
-    extra = {"subagent_ms": summary(warm), "hive_run_ms": summary(floor), "cold_ms": summary(cold)}
+    extra = {
+        "subagent_ms": summary(warm),
+        "hive_run_ms": summary(floor),
+        "cold_ms": summary(cold),
+        "agent_alone_ms": summary(agent),
+    }
     return [
         Figure("12 subagent start", "`start` → the subagent's first stream line (daemon running) / `hive run` spawn → its first line",
                med_warm, "ms", med_floor, "hive run", "<= 1.1x", extra),
         Figure("12 subagent start", "context: the first `start` on a fresh state dir (the daemon started on first use) / `hive run`",
                statistics.median(cold), "ms", med_floor, "hive run"),
+        Figure("12 subagent start", "context: `start` → first line / the scripted agent alone, spawned → its first line",
+               med_warm, "ms", statistics.median(agent), "the agent alone"),
     ]  # fmt: skip
 
 
