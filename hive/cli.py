@@ -38,10 +38,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="start a daemon on a temporary state directory and run a few tasks through the real relay",
-        description="Start hive-bash-daemon on a temporary state directory with a demo agent socket, "
-        "run tasks through hive-bash-mcp with the MCP SDK's client (one that ends inline, one that ends later and "
-        "wakes the agent socket, one that fails), print what happened, and clean up.",
+        help="run hive-agent with a scripted demo agent on a temporary state directory (no API key)",
+        description="Run hive-agent (with its own hive-bash-daemon) on a temporary state directory, its agent "
+        "a scripted ACP agent shipped with hive (no model, no API key). One operator message starts a turn in "
+        "which the agent starts a background task through the bash relay and calls loose_ends over HTTP; the "
+        "task's end wakes the next turn. Then hive-agent is stopped with SIGINT, the turn log is printed as "
+        "`hive agent log` shows it, and the directory is removed.",
     )
     demo.set_defaults(handler=_demo)
 

@@ -1,116 +1,122 @@
-"""``hive demo``: the bash service end to end on built-in defaults, in a temporary directory."""
+"""``hive demo``: the whole loop of an agent on built-in defaults, with no model and no API key.
+
+It runs ``hive-agent`` (``--with-bash-daemon``) on a temporary state directory, with the scripted
+demo ACP agent (``hive.demo_agent``) as its agent, and sends it one operator message. The agent's
+first turn starts a background task through the ``bash`` relay and calls the hyperhive tool
+``loose_ends`` over HTTP; the task's end wakes the harness, and a second turn starts with the
+wake's body in its prompt. The demo then stops ``hive-agent`` with SIGINT, prints the turn log
+through ``hive agent log``'s renderer, and removes its directory.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sys
 import tempfile
-import textwrap
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import mcp_types as types
 import trio
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from hive.bash._launch import running_daemon
-from hive.wake import AgentRequest, Wake, serve_agent_socket
+from hive.agent._follow import follow_lines
+from hive.agent._render import render_log
+from hive.bash._launch import DaemonFailedToStart, running_daemon
+from hive.wake import Prompt, open_agent_connection
 
-
-def relay_command() -> tuple[str, list[str]]:
-    """How to start ``hive-bash-mcp``: the installed script beside this interpreter, else ``-m``."""
-    script = Path(sys.executable).with_name("hive-bash-mcp")
-    if script.exists():
-        return str(script), []
-    return sys.executable, ["-m", "hive.bash.relay"]
+TURNS = 2
+WITHIN = 120.0
+"""How long the demo waits for the agent to be ready and for its two turns, in all."""
+FIRST_MESSAGE = "Show me the loop: start a background task, check your loose ends, and wait for its end."
 
 
 def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
-def _show(result: types.CallToolResult) -> None:
-    for block in result.content:
-        if isinstance(block, types.TextContent):
-            _say(textwrap.indent(block.text, "    | "))
+def agent_environment() -> dict[str, str]:
+    """hive-agent's environment: the scripted demo agent as its ACP agent."""
+    return {
+        **os.environ,
+        "HIVE_RUNTIME": "acp",
+        "HIVE_ACP_COMMAND": sys.executable,
+        "HIVE_ACP_ARGS": json.dumps(["-m", "hive.demo_agent"]),
+    }
 
 
-async def _demo(workdir: Path, daemon_log: BinaryIO) -> None:
+async def _turn_records(log_path: Path, count: int) -> list[dict[str, Any]]:
+    """The first ``count`` turns' records (``{"type":"hive"}`` lines) of the turn log, as they come."""
+    records: list[dict[str, Any]] = []
+    async with aclosing(follow_lines(log_path)) as lines:
+        async for line in lines:
+            obj = json.loads(line) if line.strip() else None
+            if isinstance(obj, dict) and obj.get("type") == "hive" and obj.get("kind") == "turn":
+                records.append(obj)
+                carried = ", ".join(
+                    f"{item.get('kind')} from {item.get('from')}" for item in obj.get("carried", ())
+                )
+                _say(f"turn {obj.get('turn')} ended ({obj.get('outcome', '?')}); it carried: {carried}")
+                if len(records) == count:
+                    return records
+    raise AssertionError("unreachable: follow_lines never ends")
+
+
+async def _demo(workdir: Path, agent_log: BinaryIO) -> list[str]:
     state = workdir / "state"
-    bash_socket = workdir / "bash.sock"
     agent_socket = workdir / "agent.sock"
-    wakes, woken = trio.open_memory_channel[Wake](16)
-
-    async def take(request: AgentRequest) -> None:
-        if isinstance(request, Wake):
-            await wakes.send(request)
-
-    async with trio.open_nursery() as nursery:
-        await nursery.start(serve_agent_socket, agent_socket, take)
-        _say(f"demo agent socket listening on {agent_socket}")
-        daemon_args = [
-            "--state-dir",
-            str(state),
-            "--socket",
-            str(bash_socket),
-            "--agent-socket",
-            str(agent_socket),
-        ]
-        async with running_daemon(daemon_args, stderr=daemon_log):
-            _say(f"hive-bash-daemon ready on {bash_socket} (state in {state})")
-            await _session(bash_socket, woken)
-        _say("\nhive-bash-daemon stopped with SIGINT")
-        nursery.cancel_scope.cancel()
-
-
-async def _session(bash_socket: Path, woken: trio.MemoryReceiveChannel[Wake]) -> None:
-    command, args = relay_command()
-    params = StdioServerParameters(command=command, args=[*args, "--socket", str(bash_socket)])
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        init = await session.initialize()
-        _say(f"connected through hive-bash-mcp to MCP server {init.server_info.name!r}")
-        tools = await session.list_tools()
-        _say(f"tools: {', '.join(tool.name for tool in tools.tools)}")
-
-        _say("\n1. a task that ends within the inline wait: the answer is its full status, no wake")
-        _show(await _call(session, "run", {"cmd": "echo hello from a hive task; uname -s"}))
-
-        _say("\n2. a task that ends later: the answer is its id, and its end wakes the agent")
-        later = {"cmd": "sleep 1; echo finished later", "name": "later", "wait_seconds": 0}
-        _show(await _call(session, "run", later))
-        with trio.fail_after(30):
-            wake = await woken.receive()
-        _say(f"   the agent socket was woken by {wake.sender!r}:")
-        _say(textwrap.indent(wake.body, "    | "))
-
-        _say("\n3. a failing command: exit code and stderr come back")
-        _show(await _call(session, "run", {"cmd": "echo something went wrong >&2; exit 3"}))
-
-        _say("\n4. every task, newest first")
-        _show(await _call(session, "list", {}))
-
-
-async def _call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
-    _say(f"   -> {tool}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})")
-    return await session.call_tool(tool, arguments)
+    args = [
+        "--state-dir",
+        str(state),
+        "--agent-socket",
+        str(agent_socket),
+        "--bash-socket",
+        str(workdir / "bash.sock"),
+        "--with-bash-daemon",
+    ]
+    log_path = state / "turns.jsonl"
+    with trio.fail_after(WITHIN):
+        async with running_daemon(
+            args,
+            env=agent_environment(),
+            stderr=agent_log,
+            module="hive.agent.harness",
+            name="hive-agent",
+            cwd=workdir,
+        ) as agent:
+            _say(f"hive-agent ready (pid {agent.pid}): its bash daemon, the hyperhive tools, the demo agent")
+            _say(f"  state directory: {state}")
+            log_path.touch()  # followed from its start, before the first turn writes to it
+            async with open_agent_connection(agent_socket) as connection:
+                await connection.request(Prompt(FIRST_MESSAGE))
+            _say(f"sent the agent a message over {agent_socket}: {FIRST_MESSAGE!r}")
+            await _turn_records(log_path, TURNS)
+        _say(f"hive-agent stopped with SIGINT (exit status {agent.returncode})")
+    objects = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+    return list(render_log(obj for obj in objects if isinstance(obj, dict)))
 
 
 def run_demo() -> int:
+    _say("hive demo: hive-agent runs a SCRIPTED demo ACP agent (no model, no API key: its steps are fixed)")
+    _say("")
     workdir = Path(tempfile.mkdtemp(prefix="hive-demo-"))
-    log_path = workdir / "daemon.log"
+    agent_log_path = workdir / "hive-agent.log"
     try:
-        with open(log_path, "wb") as daemon_log:
-            trio.run(_demo, workdir, daemon_log)
-    except Exception as exc:  # the demo's one error boundary: say what broke, with the daemon's log
-        log = log_path.read_text(errors="replace") if log_path.exists() else ""
-        cause: BaseException = exc
-        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
-            cause = cause.exceptions[0]
-        print(f"hive demo failed: {cause}", file=sys.stderr)
-        if log:
-            print("hive-bash-daemon's log:\n" + textwrap.indent(log[-4000:], "  "), file=sys.stderr)
-        return 1
+        with open(agent_log_path, "wb") as agent_log:
+            try:
+                rendered = trio.run(_demo, workdir, agent_log)
+            except (DaemonFailedToStart, trio.TooSlowError, OSError) as exc:
+                reason = "did not finish its two turns in time" if isinstance(exc, trio.TooSlowError) else exc
+                print(f"hive demo failed: {reason}", file=sys.stderr)
+                agent_log.flush()
+                sys.stderr.write(agent_log_path.read_text(errors="replace"))
+                return 1
+        _say("")
+        _say("The turn log, as `hive agent log` shows it:")
+        _say("")
+        for line in rendered:
+            _say(line)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     _say("demo finished; its temporary directory is removed")

@@ -1,4 +1,4 @@
-"""``hive demo``: the bash service end to end, run as the operator would run it."""
+"""``hive demo``: the whole loop of an agent (hive-agent, its daemon, the scripted demo agent), run as the operator would run it."""
 
 from __future__ import annotations
 
@@ -25,10 +25,10 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
-async def test_demo_runs_end_to_end_and_cleans_up(short_tmp: Path) -> None:
-    # Its temporary directories go under short_tmp, so anything left behind is easy to see.
+async def test_demo_runs_the_whole_loop_and_cleans_up(short_tmp: Path) -> None:
+    # Its temporary directory goes under short_tmp, so anything left behind is easy to see.
     env = {**os.environ, "TMPDIR": str(short_tmp)}
-    with trio.fail_after(60):
+    with trio.fail_after(180):
         done = await trio.run_process(
             [sys.executable, "-m", "hive.cli", "demo"],
             env=env,
@@ -38,39 +38,40 @@ async def test_demo_runs_end_to_end_and_cleans_up(short_tmp: Path) -> None:
         )
     out = done.stdout.decode()
     assert done.returncode == 0, f"stdout:\n{out}\nstderr:\n{done.stderr.decode()}"
+    assert "SCRIPTED demo ACP agent (no model, no API key" in out
 
-    # The paths it used, as it printed them.
-    agent_socket = re.search(r"demo agent socket listening on (\S+)", out)
-    ready = re.search(r"hive-bash-daemon ready on (\S+) \(state in (\S+)\)", out)
-    assert agent_socket and ready, out
-    workdir = Path(agent_socket[1]).parent
+    state = re.search(r"state directory: (\S+)", out)
+    assert state, out
+    workdir = Path(state[1]).parent
     assert workdir.parent == short_tmp
-    assert Path(ready[1]).parent == workdir
-    assert Path(ready[2]).parent == workdir
 
-    # 1. the inline task's output
-    assert "    | hello from a hive task" in out
-    assert f"    | {os.uname().sysname}" in out
-    # 2. the later task: its id at once, then its wake
-    assert "task started: id=later" in out
-    woken = out.index("the agent socket was woken by 'bash-task-later'")
-    assert out.index("task started: id=later") < woken
-    assert "    | finished later" in out[woken:]
-    # 3. the failing task's exit code and stderr
-    failing = out.index("3. a failing command")
-    assert "exit code 3" in out[failing:]
-    assert "    | something went wrong" in out[failing:]
-    # 4. the list: every task, the later one among them, a header first
-    listing = out[out.index("4. every task, newest first") :]
-    assert "    | id\tstate\texit\tduration\tcommand" in listing
-    rows = [line for line in listing.splitlines() if line.startswith("    | ") and "\t" in line][1:]
-    assert len(rows) == 3
-    assert rows[1].startswith("    | later\tdone\t0\t")
-    assert "\tdone\t3\t" in rows[0]
+    # The loop: the operator's message starts a turn; the task's end wakes the next one.
+    first = out.index("turn 1 ended (completed); it carried: prompt from operator")
+    second = out.index("turn 2 ended (completed); it carried: wake from bash-task-demo")
+    assert first < second < out.index("hive-agent stopped with SIGINT (exit status 0)")
 
-    assert "demo finished; its temporary directory is removed" in out
-    # Nothing left behind: not its directory, nor the daemon's readiness socket directory...
+    # The turn log, rendered: turn 1 ran the task through the relay and listed it as a loose end...
+    log = out[out.index("The turn log, as `hive agent log` shows it:") :]
+    turn1 = log[log.index("── turn 1 ·") : log.index("── turn 2 ·")]
+    assert "message from operator: Show me the loop" in turn1
+    assert "[scripted demo agent: no model" in turn1
+    assert "→ mcp__bash__run {" in turn1
+    assert "← task started: id=demo" in turn1
+    assert "→ mcp__hyperhive__loose_ends {}" in turn1
+    assert (
+        "← 1 loose end: bash tasks whose end you have not been told yet (0 ended, 1 still running)" in turn1
+    )
+    assert "ended: completed" in turn1
+    # ... and turn 2's prompt held the wake's body, and the loose end was gone.
+    turn2 = log[log.index("── turn 2 ·") :]
+    assert "wake from bash-task-demo: bash task demo ended: done, exit code 0" in turn2
+    assert "Its output: hello from a background task, released with: go" in turn2
+    assert "← No loose ends" in turn2
+    assert "ended: completed" in turn2
+
+    assert out.rstrip().endswith("demo finished; its temporary directory is removed")
+    # Nothing left behind: not its directory, nor the readiness socket's...
     assert not workdir.exists()
     assert list(await trio.Path(short_tmp).iterdir()) == []
-    # ... nor the daemon, nor the relay, nor any task.
+    # ... nor hive-agent, its daemon, the demo agent, a relay, or the task.
     assert processes_mentioning(str(workdir)) == []

@@ -26,6 +26,7 @@ let
   # Names nixpkgs' python3Packages has (each seen in nixpkgs' pkgs/development/python-modules/):
   # a dependency pyproject.toml gains must be added here, once nixpkgs is seen to have it.
   pythonPackageNames = [
+    "agent-client-protocol"
     "anyio"
     "attrs"
     "cattrs"
