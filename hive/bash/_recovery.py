@@ -24,8 +24,9 @@ What survives what:
   record saved once the task runs is (temporary file, fsync, rename); the final record, and
   the loose end of an end still owed (rewritten then with its wake), are fsynced at the next
   interval after the end, all of an interval's together, and at an orderly stop (the loose
-  end saved at the start owes the end meanwhile: see `TaskManager._sync_ends`); and a loose
-  end's removal fsyncs its directory. The
+  end saved at the start owes the end meanwhile: see `TaskManager._sync_ends`), as are the
+  removals of the loose ends of ends told (their directory: a removal a power loss undoes
+  is an end told twice). The
   directory is not fsynced after a rename, so the newest rename may be lost: the file is
   then found as it was before (or not at all, for a task started moments before the power
   went, whose files are then recovered without their record). The tasks themselves die with

@@ -517,10 +517,13 @@ class TaskStore:
             except (OSError, RecordError) as exc:
                 log.warning("skipping unreadable loose end %s: %s", path, exc)
 
-    def delete_loose_end(self, task_id: str, serial: str) -> None:
-        """Remove the loose end of this run of ``task_id`` (not of a later task that reused the name)."""
+    def delete_loose_end(self, task_id: str, serial: str, *, durable: bool = True) -> None:
+        """Remove the loose end of this run of ``task_id`` (not of a later task that reused the name).
+
+        ``durable`` fsyncs the directory after (without it, the caller does so later)."""
         current = self.load_loose_end(task_id)
         if current is None or current.serial != serial:
             return
         self.loose_end_path(task_id).unlink(missing_ok=True)
-        fsync_dir(self.loose_ends_dir)
+        if durable:
+            fsync_dir(self.loose_ends_dir)

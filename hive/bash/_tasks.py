@@ -32,7 +32,7 @@ from hive.bash._model import Event, Exited, Spawned, advance
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._recovery import recover
 from hive.bash._stopping import FILLED_UP, Stopper
-from hive.bash._store import Tail, TaskStore, open_regular, read_tail
+from hive.bash._store import Tail, TaskStore, fsync_dir, open_regular, read_tail
 from hive.wake import Wake, end_id
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,8 @@ class TaskManager:
     answer waits for."""
     _unsynced: dict[str, Task] = attrs.field(factory=dict)
     """Ended tasks (by serial) whose final record is not fsynced yet (see `_sync_ends`)."""
+    _removed_unsynced: bool = False
+    """Loose ends were removed since the directory was last fsynced (see `_sync_ends`)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -338,7 +340,8 @@ class TaskManager:
                     await self.writes.run(store.save_loose_end, loose_end, durable=durable)
                     task.saved_loose_end = loose_end
                 else:
-                    await self.writes.run(store.delete_loose_end, record.id, record.serial)
+                    self._removed_unsynced = True
+                    await self.writes.run(store.delete_loose_end, record.id, record.serial, durable=False)
                     task.saved_loose_end = None
             except OSError as exc:
                 log.warning("cannot update the loose end of task %s: %s", task.id, exc)
@@ -390,7 +393,8 @@ class TaskManager:
             task.owed = False
             await self._sync_loose_end(task)
         else:
-            await self.writes.run(self.store.delete_loose_end, task_id, serial)
+            self._removed_unsynced = True
+            await self.writes.run(self.store.delete_loose_end, task_id, serial, durable=False)
 
     # -- waiting --------------------------------------------------------------------------------
 
@@ -478,9 +482,11 @@ class TaskManager:
         task.recorded.set()
 
     async def _sync_ends(self) -> None:
-        """Make the ends since the last interval durable: the final records fsynced, and the
-        loose end of each end still owed rewritten with its wake and fsynced, in one worker
-        trip for all of them (on a journalled file system the first fsync commits the rest).
+        """Make the ends since the last interval durable: the final records fsynced, the loose
+        end of each end still owed rewritten with its wake and fsynced, and the removals of
+        the loose ends of ends told, in one worker trip for all of them (on a journalled file
+        system the first fsync commits the rest). A removal lost to a power loss is an end
+        told twice, never one lost.
         """
         ended = [t for t in self._unsynced.values() if self.tasks.get(t.id) is t]
         self._unsynced.clear()
@@ -493,16 +499,18 @@ class TaskManager:
         store = self.store
         paths = [store.record_path(t.id) for t in ended]
         paths += [store.loose_end_path(t.id) for t in owed if t.owed and t.saved_loose_end is not None]
-        if paths:
-            await self.writes.run(_fsync_all, paths)
+        removed, self._removed_unsynced = self._removed_unsynced, False
+        if paths or removed:
+            await self.writes.run(_make_durable, paths, store.loose_ends_dir if removed else None)
 
 
 def _wake(record: TaskRecord, stdout: str) -> OwedWake:
     return OwedWake(sender=f"bash-task-{record.id}", body=wake_body(record, stdout))
 
 
-def _fsync_all(paths: list[Path]) -> None:
-    """fsync each of these regular files that is there (a symlink planted there is not followed)."""
+def _make_durable(paths: list[Path], directory: Path | None) -> None:
+    """fsync each of these regular files that is there (a symlink planted there is not
+    followed), and then ``directory``, if given."""
     for path in paths:
         try:
             fd = open_regular(path)
@@ -516,6 +524,11 @@ def _fsync_all(paths: list[Path]) -> None:
                 log.warning("cannot make %s durable: %s", path, exc)
             finally:
                 os.close(fd)
+    if directory is not None:
+        try:
+            fsync_dir(directory)
+        except OSError as exc:
+            log.warning("cannot make the removals in %s durable: %s", directory, exc)
 
 
 def _cannot_create(exc: OSError, tasks_dir: Path) -> str:
