@@ -240,6 +240,28 @@ async def test_an_acp_agent_without_http_mcp_is_refused_before_anything_is_serve
     assert not (root / "state" / "agent.sock").exists()
 
 
+async def test_a_signal_while_the_agent_starts_stops_it_with_sigint_and_exits_0(root: Path) -> None:
+    env = acp_env(root, ["default"])
+    script = json.loads((root / "acp-script.json").read_text())
+    script["hang"] = ["initialize"]
+    (root / "acp-script.json").write_text(json.dumps(script))
+    with trio.fail_after(GUARD), open(root / "agent.err", "wb") as err:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state")],
+            env={**os.environ, **env},
+            stderr=err,
+        )
+        hung = await wait_line(root / "acp-record.jsonl", lambda e: e["event"] == "hang")
+        process.send_signal(signal.SIGTERM)
+        assert await process.wait() == 0, (root / "agent.err").read_text()
+        await wait_exited(hung["pid"])
+    signals = [
+        e["signal"] for e in acp_agent.read_record(root / "acp-record.jsonl") if e["event"] == "signal"
+    ]
+    assert signals == ["SIGINT"]
+    assert not (root / "state" / "agent.sock").exists()
+
+
 # -- with the fake claude ---------------------------------------------------------------------------
 
 

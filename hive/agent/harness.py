@@ -8,9 +8,11 @@ Its nursery stack, outermost first (so it is torn down innermost first):
 3. the harness: its queue file replayed, its turn log open;
 4. the agent socket, then (``--with-bash-daemon``) the bash daemon as a child, then the turn loop.
 
-SIGINT or SIGTERM cancels all of it at once: the running turn takes the runtime's stop path
-(SIGINT to the agent), its end is written to the turn log, the daemon gets SIGINT, the sockets
-are removed; the exit status is 0. A second signal cuts the wait for the agent's own end.
+SIGINT or SIGTERM stops the turn loop and the agent socket first, so that the running turn takes
+the runtime's stop path (SIGINT to the agent) while the runtime is still open; the turn's end is
+written to the turn log, the daemon gets SIGINT, the sockets are removed, then the runtime and
+the tools server close; the exit status is 0. A second signal cuts the wait for the agent's own
+end. A signal while it starts cancels the start (an ACP agent starting gets SIGINT).
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ class Running:
 async def serve_agent(
     options: Options, spec: RuntimeSpec, running: Running, on_ready: Callable[[], None] = lambda: None
 ) -> None:
-    """Run the whole agent until cancelled."""
+    """Run the whole agent until ``running.stop`` is set (or it is cancelled while starting)."""
     sessions = SessionStore(options.state_dir / SESSION_FILE, spec.backend.value)
 
     def agent_asks_to_compact() -> None:
