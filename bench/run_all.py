@@ -16,6 +16,9 @@ from pathlib import Path
 import acp_cancel
 import acp_real
 import acp_updates
+import agent_burst
+import agent_turn_overhead
+import agent_wake_to_turn
 import big_output
 import cli_cold_start
 import concurrent_200
@@ -42,6 +45,9 @@ BENCHMARKS = [
     cli_cold_start,
     subagent_start,
     subagents_100,
+    agent_wake_to_turn,
+    agent_burst,
+    agent_turn_overhead,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 
