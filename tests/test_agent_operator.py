@@ -137,6 +137,9 @@ async def test_the_operator_cli_over_a_running_agent(root: Path, fake: FakeClaud
                 [sys.executable, "-m", "hive.cli", "agent", "log", "--follow"],
                 stdout=subprocess.PIPE,
                 env={**os.environ, **env},
+                # A suite started in the background (`cmd &`) inherits SIGINT ignored, and a
+                # Python started so keeps ignoring it: the follower must take the SIGINT it is sent.
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
             assert follower.stdout is not None
             async with follower.stdout:
