@@ -154,3 +154,19 @@ async def test_an_unknown_session_raises_session_not_found(backend: Backend) -> 
         async with backend.runtime(session_id=backend.unknown_session) as runtime:
             with pytest.raises(SessionNotFound, match=f"no session '{backend.unknown_session}'"):
                 await runtime.run("go on", MemorySink())
+
+
+async def test_a_cancelled_scope_around_the_whole_runtime_stops_the_turn_and_raises_cancelled(
+    backend: Backend,
+) -> None:
+    # The scope holds the runtime itself, so its background tasks are cancelled with the turn.
+    backend.script("works")
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        with trio.CancelScope() as outer:
+            async with backend.runtime() as runtime, trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_after, sink, 2, outer.cancel)
+                await runtime.run("go", sink)
+    assert outer.cancelled_caught
+    (result,) = results(sink)
+    assert result["is_error"] is True

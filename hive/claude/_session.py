@@ -164,7 +164,8 @@ class InfiniteSession:
         assert agent.process.stdout is not None
         turn = _Turn(agent, agent.process.stdout, self._session_id, self._session_id)
         over = trio.Event()
-        self._background.start_soon(_tend, agent, turn.stderr, over, self.config.linger)
+        settle = self.config.stop_grace + SINK_GRACE
+        self._background.start_soon(_tend, agent, turn.stderr, over, self.config.linger, settle)
         try:
             return await self._drive(turn, sink)
         finally:
@@ -353,10 +354,13 @@ def _context_tokens(line: bytes | None) -> int | None:
     return None
 
 
-async def _tend(agent: AgentProcess, stderr: StderrTail, over: trio.Event, linger: float) -> None:
+async def _tend(
+    agent: AgentProcess, stderr: StderrTail, over: trio.Event, linger: float, settle: float
+) -> None:
     """For the life of one claude: drain its stderr into the turn's tail; once its turn is
     over, read and drop the rest of its output, SIGINT it if it lingers past ``linger``, and
-    reap it. Its pipes are closed once it has gone, or when the runtime closes."""
+    reap it. Its pipes are closed once it has gone, or when the runtime closes, but never
+    under a turn still reading its end (for at most ``settle``, the turn's own stop bound)."""
     process = agent.process
     assert process.stdout is not None and process.stderr is not None
     try:
@@ -372,6 +376,8 @@ async def _tend(agent: AgentProcess, stderr: StderrTail, over: trio.Event, linge
             nursery.cancel_scope.cancel()
     finally:
         # One still running now ignored SIGINT; it is left to run (runtime.RUNNING keeps it).
+        with trio.move_on_after(settle, shield=True):
+            await over.wait()
         with trio.CancelScope(shield=True):
             await process.stdout.aclose()
             await process.stderr.aclose()
