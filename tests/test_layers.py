@@ -18,6 +18,8 @@ ALLOWED: dict[str, set[str]] = {
     "wake": {"_unix"},
     "sdnotify": set(),
     "bash": {"bash", "wake", "sdnotify", "_unix", ""},
+    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", ""},
+    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", ""},
 }
 
 
