@@ -378,27 +378,47 @@ async def test_sigterm_during_a_turn_sends_the_agent_only_sigint_exits_0_and_a_r
     assert second["prompt"] == "[wake from bash-task-b]\n2"  # the stopped turn's wake is not carried twice
 
 
-async def test_sigkill_with_wakes_queued_loses_none_after_a_restart(root: Path, fake: FakeClaude) -> None:
-    fake.script(HOLD, [{"default_turn": True}])
+async def test_sigkill_with_wakes_and_a_compaction_queued_loses_none_after_a_restart(
+    root: Path, fake: FakeClaude
+) -> None:
+    done = [{"default_turn": True}]
+    fake.script(done, HOLD, done, done)
     with trio.fail_after(GUARD):
         async with running_agent(root, claude_env(fake)) as agent:
+            await send_wake(agent.socket, Wake("bash-task-zero", "-"))
+            await agent.hive_line(lambda r: r["turn"] == 1)  # a session to compact
             await send_wake(agent.socket, Wake("bash-task-first", "0"))
-            first = await claude_start(fake, 1)
+            first = await claude_start(fake, 2)
             for n in range(1, 4):
                 await send_wake(agent.socket, Wake(f"bash-task-{n}", str(n), end_id=f"{n}:s"))
+            async with open_agent_connection(agent.socket) as conn:
+                assert (await conn.request(Compact())).ok
             agent.process.kill()  # the crash is the point
             await agent.process.wait()
         os.kill(first["pid"], signal.SIGKILL)  # the fake claude of the killed harness
         await wait_exited(first["pid"])
         async with running_agent(root, claude_env(fake)) as again:
-            second = await claude_start(fake, 2)
-            await again.hive_line()
+            # The compaction acknowledged before the crash runs first, then the turn.
+            compacted = await claude_start(fake, 3)
+            second = await claude_start(fake, 4)
+            await again.hive_line(lambda r: r["turn"] == 3)
             # A repeat of an end the crashed harness had acknowledged is still dropped.
             await send_wake(again.socket, Wake("bash-task-2", "2", end_id="2:s"))
             assert (await _status(again)).queue == 0
+    assert compacted["prompt"] == "/compact"
+    assert f"--resume={first['session_id']}" in compacted["args"]
     assert second["prompt"] == "[wake from bash-task-first]\n0\n\n" + "\n\n".join(
         f"[wake from bash-task-{n}]\n{n}" for n in (1, 2, 3)
     )
-    assert [[c["from"] for c in r["carried"]] for r in again.hive_lines()] == [
-        ["bash-task-first", "bash-task-1", "bash-task-2", "bash-task-3"]
+    lines = again.hive_lines()
+    assert [(r["kind"], r.get("requested_by")) for r in lines] == [
+        ("turn", None),
+        ("compact", "operator"),
+        ("turn", None),
+    ]
+    assert [c["from"] for c in lines[2]["carried"]] == [
+        "bash-task-first",
+        "bash-task-1",
+        "bash-task-2",
+        "bash-task-3",
     ]

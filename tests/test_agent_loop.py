@@ -382,12 +382,50 @@ async def test_the_agents_compact_tool_compacts_after_its_own_turn(short_tmp: Pa
         async with serving(short_tmp, runtime) as harness:
             await harness.handle(Wake("a", "1"))
             await runtime.next_prompt()
-            harness.ask_compact("agent")  # what the hyperhive compact tool calls
+            await harness.ask_compact("agent")  # what the hyperhive compact tool calls
             assert runtime.compactions == 0
             runtime.end()
             await harness.wait_state(lambda _: runtime.compactions == 1)
             await idle(harness)
     assert hive_lines(short_tmp)[-1]["requested_by"] == "agent"
+
+
+async def test_a_compaction_asked_for_during_a_stopped_turn_runs_first_after_the_restart(
+    short_tmp: Path,
+) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Wake("a", "1"))
+            await runtime.next_prompt()
+            await harness.handle(Compact())
+            await harness.ask_compact("agent")
+            # Stopped here: the turn never ended, the compaction never started.
+        again = ScriptedRuntime()
+        async with serving(short_tmp, again) as harness:
+            assert await again.next_prompt() == "[wake from a]\n1"
+            assert again.compactions == 1  # before the turn
+            again.end()
+            await idle(harness)
+        async with serving(short_tmp, ScriptedRuntime()) as harness:
+            assert not harness.status().compact_pending  # it ran: not owed again
+    assert [(r["kind"], r.get("requested_by"), r["outcome"]) for r in hive_lines(short_tmp)] == [
+        ("turn", None, "stopped"),
+        ("compact", "operator, agent", "completed"),
+        ("turn", None, "completed"),
+    ]
+
+
+async def test_a_compaction_that_cannot_be_written_down_is_refused(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            harness.queue._fd, good = -1, harness.queue._fd  # a file that cannot be written
+            with pytest.raises(Refused, match="could not queue the compaction"):
+                await harness.handle(Compact())
+            harness.queue._fd = good
+            assert not harness.status().compact_pending
+            assert runtime.compactions == 0
 
 
 # -- status, restarts -----------------------------------------------------------------------------
@@ -517,8 +555,8 @@ async def _lockstep(root: Path, ops: list[tuple[Any, ...]], budget: int) -> None
                         model = advance(model, Recorded()) if delivered else advance(model, RetryDue())
                         await harness.wait_state(lambda s, n=number: _turn_over(harness, s, n))
                     elif op == "compact":
-                        model = advance(model, CompactAsked())
-                        harness.ask_compact(args[0])
+                        model = advance(model, CompactAsked(args[0]))
+                        await harness.ask_compact(args[0])
                     elif op == "restart":
                         restart = True
                         continue
@@ -532,6 +570,7 @@ async def _lockstep(root: Path, ops: list[tuple[Any, ...]], budget: int) -> None
             replayed = replay(load(root / "queue")[0])
             assert _items(replayed) == _items(model)
             assert replayed.seen == model.seen
+            assert replayed.compact == model.compact
             if not ops:
                 break
 

@@ -5,7 +5,7 @@ items or not, compaction requests and crashes come in any order. Whatever the or
 acknowledged item is carried exactly once by a turn that ended, unless a crash came between
 that turn's end and the record of it, where at least once; turns carry everything queued,
 oldest first, and nothing that arrived after they started; a compaction asked for runs
-before the next turn.
+before the next turn, a crash included, naming everyone who asked for it.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class LoopMachine(RuleBasedStateMachine):
         self.turn: tuple[int, ...] = ()
         self.turn_started_at_seq = 0
         self.compact_due = False  # a compaction asked for while a turn or compaction ran
+        self.askers: tuple[str, ...] = ()  # who asked for the compaction owed, in order
 
     # -- arrivals and the queue's writes ----------------------------------------------------------
 
@@ -100,7 +101,7 @@ class LoopMachine(RuleBasedStateMachine):
             assert step is None
             return
         if before.compact:
-            assert step == StartCompact()
+            assert step == StartCompact(self.askers)
             self.compact_due = False
             return
         assert not self.compact_due, "a compaction asked for during a turn did not run before the next"
@@ -150,20 +151,25 @@ class LoopMachine(RuleBasedStateMachine):
         if before.phase is Phase.BACKOFF:
             assert self.state.phase is Phase.IDLE
 
-    @rule()
-    def ask_compact(self) -> None:
+    @rule(by=st.sampled_from(["operator", "agent"]))
+    def ask_compact(self, by: str) -> None:
         before = self.state
-        self.state = advance(before, CompactAsked())
+        self.state = advance(before, CompactAsked(by))
         if before.phase is Phase.COMPACTING:
             assert self.state == before  # the compaction running serves it
         else:
-            assert self.state.compact
+            if by not in self.askers:
+                self.askers = (*self.askers, by)
+            assert self.state.compact == self.askers
             if before.phase is not Phase.IDLE:
                 self.compact_due = True
 
     @rule()
     def end_compact(self) -> None:
-        self.state = advance(self.state, CompactEnded())
+        before = self.state
+        self.state = advance(before, CompactEnded())
+        if before.phase is Phase.COMPACTING:
+            self.askers = ()
 
     @rule()
     def crash(self) -> None:
@@ -174,8 +180,10 @@ class LoopMachine(RuleBasedStateMachine):
         self.state = advance(before, Restarted())
         assert self.state.phase is Phase.IDLE
         assert self.state.queued == before.queued, "a crash lost an acknowledged item"
-        assert not self.state.pending and not self.state.compact
-        self.compact_due = False
+        assert not self.state.pending
+        # A compaction asked for (and written) that has not ended is owed still.
+        assert self.state.compact == self.askers
+        self.compact_due = bool(self.askers)
 
     # -- what always holds ---------------------------------------------------------------------
 
@@ -263,10 +271,10 @@ def test_a_turn_carries_everything_queued_and_what_comes_during_it_waits() -> No
 def test_an_operator_compact_during_a_turn_runs_before_the_next_turn() -> None:
     state, _ = next_step(queued("one"), 10_000)
     state, _ = admit(state, arrived("two"))
-    state = advance(advance(state, Written((2,))), CompactAsked())
+    state = advance(advance(state, Written((2,))), CompactAsked("operator"))
     state = advance(advance(state, TurnEnded(carried=True)), Recorded())
     state, step = next_step(state, 10_000)
-    assert step == StartCompact()
+    assert step == StartCompact(("operator",))
     assert next_step(state, 10_000)[1] is None  # the turn waits for the compaction's end
     state, step = next_step(advance(state, CompactEnded()), 10_000)
     assert isinstance(step, StartTurn)

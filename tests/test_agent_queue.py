@@ -6,12 +6,23 @@ import json
 import os
 from pathlib import Path
 
+import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hive.agent._model import Item, ItemKind
-from hive.agent._queue import QueueFile, load, open_queue_file, replay
-from hive.agent._wire import Added, Base, Carried, Record, decode_record, encode
+from hive.agent._queue import QueueFile, load, open_queue_file, replay, shortest
+from hive.agent._wire import (
+    Added,
+    Base,
+    Carried,
+    Compacted,
+    CompactRequested,
+    Record,
+    decode_record,
+    encode,
+)
 
 
 def item(seq: int, end_id: str | None = None) -> Item:
@@ -32,8 +43,29 @@ def test_records_round_trip_with_from_on_the_wire() -> None:
             "at": 1.5,
         },
     }
-    for record in (added, Added(item(4)), Carried((1, 2)), Base(next_seq=9, seen=("a:1",))):
+    records = (
+        added,
+        Added(item(4)),
+        Carried((1, 2)),
+        Base(next_seq=9, seen=("a:1",), compact=("agent",)),
+        CompactRequested("operator"),
+        Compacted(),
+    )
+    for record in records:
         assert decode_record(encode(record)) == record
+    assert json.loads(encode(CompactRequested("agent"))) == {"op": "compact", "by": "agent"}
+    assert json.loads(encode(Compacted())) == {"op": "compacted"}
+
+
+def test_a_compaction_is_owed_from_its_request_until_one_has_ended() -> None:
+    assert replay([CompactRequested("operator")]).compact == ("operator",)
+    asked_twice = [CompactRequested("agent"), CompactRequested("operator"), CompactRequested("agent")]
+    assert replay(asked_twice).compact == ("agent", "operator")
+    assert replay([*asked_twice, Compacted()]).compact == ()
+    assert replay([*asked_twice, Compacted(), CompactRequested("operator")]).compact == ("operator",)
+    assert replay([CompactRequested("agent"), Base(next_seq=1, compact=("operator",))]).compact == (
+        "operator",
+    )
 
 
 def test_replay_keeps_what_was_added_and_not_carried() -> None:
@@ -78,8 +110,8 @@ async def test_the_file_is_private_and_a_rewrite_keeps_the_queue_and_the_ends(tm
         assert oct(os.stat(path).st_mode & 0o777) == "0o600"
         await queue.append([Added(item(n, f"e{n}")) for n in range(1, 6)])
         await queue.append([Carried((1, 2))])
-        state = replay(load(path)[0])
-        await queue.rewrite(state)
+        await queue.append([CompactRequested("agent")])
+        await queue.rewrite()
         await queue.append([Added(item(6))])
     finally:
         queue.close()
@@ -89,11 +121,35 @@ async def test_the_file_is_private_and_a_rewrite_keeps_the_queue_and_the_ends(tm
     assert [i.seq for i in again.queued] == [3, 4, 5, 6]
     assert again.seen == ("e1", "e2")
     assert again.next_seq == 7
+    assert again.compact == ("agent",)
+
+
+async def test_a_rewrite_waiting_on_a_write_keeps_what_that_write_added(tmp_path: Path) -> None:
+    # The harness asks for a rewrite while an arrival's append is under way: the messages that
+    # append acknowledges must not be rewritten away.
+    path = tmp_path / "queue"
+    queue, _ = await open_queue_file(path)
+    try:
+        await queue.append([Added(item(1)), Carried((1,))])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(queue.append, [Added(item(2)), CompactRequested("operator")])
+            await trio.testing.wait_all_tasks_blocked()  # the append holds the file
+            await queue.rewrite()
+    finally:
+        queue.close()
+    records = load(path)[0]
+    assert isinstance(records[0], Base)
+    state = replay(records)
+    assert [i.seq for i in state.queued] == [2]
+    assert state.compact == ("operator",)
 
 
 ops = st.lists(
     st.one_of(
-        st.tuples(st.just("add"), st.none() | st.sampled_from(["a", "b"])), st.tuples(st.just("carry"))
+        st.tuples(st.just("add"), st.none() | st.sampled_from(["a", "b"])),
+        st.tuples(st.just("carry")),
+        st.tuples(st.just("compact"), st.sampled_from(["operator", "agent"])),
+        st.tuples(st.just("compacted")),
     ),
     max_size=30,
 )
@@ -108,13 +164,14 @@ def test_a_rewrite_replays_to_the_same_state(operations: list[tuple[object, ...]
             seq += 1
             end = op[1]
             records.append(Added(item(seq, f"{end}{seq}" if isinstance(end, str) else None)))
+        elif op[0] == "compact":
+            records.append(CompactRequested(str(op[1])))
+        elif op[0] == "compacted":
+            records.append(Compacted())
         elif seq:
             records.append(Carried((seq,)))
     state = replay(records)
-    rewritten = replay(
-        [Base(next_seq=state.written_seq + 1, seen=state.seen), *(Added(i) for i in state.queued)]
-    )
-    assert rewritten == state
+    assert replay(shortest(state)) == state
 
 
 def test_wants_a_rewrite_only_once_it_has_grown(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from hive.agent._loose_ends import describe, read_loose_ends
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._wire import encode
 from hive.runtime import HttpServer
+from hive.wake import Refused
 from tests.conftest import DaemonHandle, call, structured, text_of
 from tests.strategies import loose_ends, records
 from tests.test_daemon_restart import make_gate, open_gate, start_gated, wait_pid_exit
@@ -57,11 +58,14 @@ async def serving(loose_ends_dir: Path) -> AsyncIterator[Served]:
     scope = trio.CancelScope()
     returned = trio.Event()
 
+    async def compact() -> None:
+        compacts.append(None)
+
     async def serve(*, task_status: trio.TaskStatus[Hyperhive]) -> None:
         with scope:
             await serve_hyperhive(
                 loose_ends_dir=loose_ends_dir,
-                on_compact=lambda: compacts.append(None),
+                on_compact=compact,
                 task_status=task_status,
             )
         returned.set()
@@ -528,7 +532,7 @@ def test_the_largest_loose_end_the_daemon_writes_is_read(tmp_path: Path) -> None
 def test_the_tools_object_answers_a_read_error_as_a_tool_error(tmp_path: Path) -> None:
     loose = tmp_path / "mcp-loose-ends"
     loose.write_text("a file where the directory should be")
-    tools = HyperhiveTools(loose, lambda: None)
+    tools = HyperhiveTools(loose, _never_asked)
     result = trio.run(tools.call, "loose_ends", {})
     assert result.is_error
     assert result.structured["error"] == "DiskError"
@@ -536,3 +540,19 @@ def test_the_tools_object_answers_a_read_error_as_a_tool_error(tmp_path: Path) -
     unknown = trio.run(tools.call, "nope", None)
     assert unknown.is_error
     assert "loose_ends, compact" in unknown.text
+
+
+async def _never_asked() -> None:
+    raise AssertionError("compact was not called")
+
+
+def test_a_compaction_the_harness_cannot_write_down_is_a_tool_error(tmp_path: Path) -> None:
+    async def refuse() -> None:
+        raise Refused("could not write the queue /s/queue: No space left on device")
+
+    tools = HyperhiveTools(tmp_path, refuse)
+    result = trio.run(tools.call, "compact", {})
+    assert result.is_error
+    assert result.structured["error"] == "CompactRefused"
+    assert "compaction not requested: could not write the queue" in result.text
+    assert "again" in result.text

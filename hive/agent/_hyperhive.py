@@ -3,7 +3,7 @@
 The server listens on 127.0.0.1, on a port the kernel picks, and answers only requests that
 carry its bearer token: any other gets 401 before it reaches MCP. The agent is given the URL and
 the token as an HTTP MCP server (:func:`hyperhive_server`). hypercorn serves it on its Trio
-worker in the harness's own event loop, so ``on_compact`` is called on the harness's Trio thread.
+worker in the harness's own event loop, so ``on_compact`` is awaited on the harness's Trio thread.
 
 The `mcp` SDK and hypercorn take over a second and some 40 MB to import, so they are imported
 only when the server starts (in a worker thread, so the harness's event loop goes on meanwhile):
@@ -142,13 +142,13 @@ def _import_http_stack() -> None:
 async def serve_hyperhive(
     *,
     loose_ends_dir: Path,
-    on_compact: Callable[[], None],
+    on_compact: Callable[[], Awaitable[None]],
     task_status: trio.TaskStatus[Hyperhive] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the hyperhive tools until cancelled; ``task_status.started()`` gets where they are.
 
     ``loose_ends_dir`` is the bash daemon's ``<state>/mcp-loose-ends``; ``on_compact`` is
-    called (on this Trio thread) each time the agent calls `compact`. Cancelling stops the
+    awaited (on this Trio thread) each time the agent calls `compact`. Cancelling stops the
     server gracefully: it stops listening at once, and requests in flight have
     :data:`SHUTDOWN_GRACE` seconds to finish before they are cancelled.
     """

@@ -8,7 +8,7 @@ tools do). ``_hyperhive`` serves them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from hive.agent._loose_ends import UNKNOWN, describe, read_loose_ends
+from hive.wake import Refused
 
 DEFAULT_LIMIT = 50
 
@@ -25,8 +26,8 @@ _MESSAGE = {
 }
 _ERROR = {
     "type": "string",
-    "description": "Only on a tool error: its kind (BadArgument, DiskError); `message` says what was "
-    "wrong and what to do.",
+    "description": "Only on a tool error: its kind (BadArgument, DiskError, CompactRefused); `message` "
+    "says what was wrong and what to do.",
 }
 
 
@@ -162,7 +163,9 @@ class HyperhiveTools:
     """The tools' behaviour, apart from MCP: raw arguments in, a :class:`ToolResult` out."""
 
     loose_ends_dir: Path
-    on_compact: Callable[[], None]
+    on_compact: Callable[[], Awaitable[None]]
+    """Asks the harness to compact after this turn; returns once that is written down, or raises
+    :class:`Refused` saying why it could not be."""
     clock: Callable[[], float] = time.time
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
@@ -172,15 +175,18 @@ class HyperhiveTools:
             if name == "loose_ends":
                 return await self.loose_ends(args)
             if name == "compact":
-                return self.compact(args)
+                return await self.compact(args)
         except BadArgument as exc:
             return _error(str(exc), "BadArgument")
         tools = ", ".join(tool["name"] for tool in TOOLS)
         return _error(f"unknown tool {name!r}; the hyperhive tools are {tools}", "unknown_tool")
 
-    def compact(self, args: dict[str, Any]) -> ToolResult:
+    async def compact(self, args: dict[str, Any]) -> ToolResult:
         _check_keys(args, ())
-        self.on_compact()
+        try:
+            await self.on_compact()
+        except Refused as exc:
+            return _error(f"compaction not requested: {exc}. Call compact again later.", "CompactRefused")
         return ToolResult(
             COMPACT_ANSWER, {"requested": True, "when": "after_this_turn", "message": COMPACT_ANSWER}
         )

@@ -60,7 +60,7 @@ from hive.agent._model import (
 from hive.agent._prompt import render_prompt
 from hive.agent._queue import QueueFile, open_queue_file
 from hive.agent._session import SessionStore
-from hive.agent._wire import Added, Carried, CarriedItem, Outcome, TurnRecord
+from hive.agent._wire import Added, Carried, CarriedItem, Compacted, CompactRequested, Outcome, TurnRecord
 from hive.runtime import HiveRuntimeError, IdleTimeout, Runtime, SessionNotFound, TurnOutcome
 from hive.sink import ContextUsage
 from hive.wake import AgentRequest, AgentState, AgentStatus, Compact, Prompt, Refused, Status, Wake
@@ -112,7 +112,6 @@ class Harness:
     """The number of the last turn in the turn log (turns and compactions, over restarts)."""
     last: TurnRecord | None = None
     context: ContextUsage | None = None
-    compact_by: list[str] = attrs.field(factory=list)
     _changed: trio.Event = attrs.field(factory=trio.Event)
     _observed: trio.Event = attrs.field(factory=trio.Event)
     _written: trio.Event = attrs.field(factory=trio.Event)
@@ -129,7 +128,7 @@ class Harness:
             case Prompt(text=text, sender=sender):
                 await self.put(ItemKind.PROMPT, sender, text)
             case Compact():
-                self.ask_compact("operator")
+                await self.ask_compact("operator")
             case Status():
                 return self.status()
         return None
@@ -150,11 +149,17 @@ class Harness:
         if write.error is not None:
             raise Refused(f"the harness could not queue it: {write.error}")
 
-    def ask_compact(self, by: str) -> None:
-        """Compact at once when idle, else right after the running turn."""
-        if by not in self.compact_by:
-            self.compact_by.append(by)
-        self._apply(CompactAsked())
+    async def ask_compact(self, by: str) -> None:
+        """Compact at once when idle, else right after the running turn; return once the request
+        is in the queue's file (a restart runs it if it has not ended). Refused if it could not
+        be written."""
+        with trio.CancelScope(shield=True):  # written and not taken in would wait for a restart
+            try:
+                await self.queue.append([CompactRequested(by)])
+            except OSError as exc:
+                log.error("%s", exc)  # noqa: TRY400 - the message says it all
+                raise Refused(f"the harness could not queue the compaction: {exc}") from None
+            self._apply(CompactAsked(by))
 
     def status(self) -> AgentStatus:
         last = self.last
@@ -168,7 +173,7 @@ class Harness:
             last_error=last.error if last else None,
             context_used=self.context.used if self.context else None,
             context_size=self.context.size if self.context and self.context.size else None,
-            compact_pending=self.state.compact,
+            compact_pending=bool(self.state.compact),
             pid=os.getpid(),
             state_dir=os.fspath(self.state_dir) if self.state_dir else None,
         )
@@ -211,7 +216,7 @@ class Harness:
                 await self._changed.wait()
                 self._changed = trio.Event()
             elif isinstance(step, StartCompact):
-                await self._compact()
+                await self._compact(step.by)
             else:
                 await self._turn(step.items)
                 if self.state.phase is Phase.BACKOFF:
@@ -304,7 +309,7 @@ class Harness:
         self._apply(Recorded())
         if self.queue.wants_rewrite():
             try:
-                await self.queue.rewrite(self.state)
+                await self.queue.rewrite()
             except OSError as exc:
                 log.error("could not rewrite the queue %s: %s", self.queue.path, exc)  # noqa: TRY400
 
@@ -314,10 +319,9 @@ class Harness:
 
     # -- compaction ------------------------------------------------------------------------------
 
-    async def _compact(self) -> None:
+    async def _compact(self, by: tuple[str, ...]) -> None:
         self.turns += 1
         number, started = self.turns, time.time()
-        by, self.compact_by = ", ".join(self.compact_by) or "operator", []
         sink = self.log.turn_sink(self._usage)
         error: str | None = None
         outcome: Outcome = "stopped"
@@ -336,7 +340,7 @@ class Harness:
                     kind="compact",
                     started=started,
                     ended=time.time(),
-                    requested_by=by,
+                    requested_by=", ".join(by),
                     outcome=outcome,
                     is_error=outcome != "completed",
                     error=error,
@@ -349,6 +353,11 @@ class Harness:
                 self.last = record
                 await self.log.record(record)
                 self._keep_session(sink)
+                if outcome != "stopped":  # a stopped one is owed still: a restart runs it
+                    try:
+                        await self.queue.append([Compacted()])
+                    except OSError as exc:
+                        log.error("%s: a restart compacts again", exc)  # noqa: TRY400
                 self._apply(CompactEnded())
 
     # -- beside the turns ------------------------------------------------------------------------

@@ -17,7 +17,8 @@ queued when it starts, oldest first (up to a size budget), and nothing that arri
 runs. Its items leave the queue only once the turn has ended and that is ``Recorded`` on disk:
 a crash before then replays them (a turn that never ended carried nothing; one that ended
 just before the crash is carried again). A compaction asked for during a turn runs right
-after it, before the next turn. The harness's async loop (``hive.agent._loop``) takes every
+after it, before the next turn; it is asked for only once written too, and is owed until it has
+ended, so a crash before then runs it after the restart. The harness's async loop (``hive.agent._loop``) takes every
 decision through these functions; ``tests/test_agent_model.py`` drives them with Hypothesis.
 """
 
@@ -77,8 +78,10 @@ class LoopState:
     """Durably queued and acknowledged, oldest first; the running turn's items included."""
     carrying: tuple[int, ...] = ()
     """The seqs of the running turn's items (TURN, RECORDING)."""
-    compact: bool = False
-    """A compaction was asked for and has not started."""
+    compact: tuple[str, ...] = ()
+    """Who asked for the compaction that has not started (empty: none was asked for)."""
+    compacting: tuple[str, ...] = ()
+    """Who asked for the compaction running (COMPACTING)."""
     seen: tuple[str, ...] = ()
     """End ids of carried wakes, most recent last (at most SEEN_LIMIT)."""
 
@@ -144,7 +147,9 @@ class RetryDue:
 
 @attrs.frozen
 class CompactAsked:
-    pass
+    """Written to the queue's file: asked for by ``by`` (``operator`` or ``agent``)."""
+
+    by: str
 
 
 @attrs.frozen
@@ -154,7 +159,8 @@ class CompactEnded:
 
 @attrs.frozen
 class Restarted:
-    """The harness starts again after a crash: only what was written survives."""
+    """The harness starts again after a crash: only what was written survives (a compaction
+    that was running is owed again)."""
 
 
 Event = Written | WriteFailed | TurnEnded | Recorded | RetryDue | CompactAsked | CompactEnded | Restarted
@@ -170,7 +176,7 @@ class StartTurn:
 
 @attrs.frozen
 class StartCompact:
-    pass
+    by: tuple[str, ...]
 
 
 Step = StartTurn | StartCompact
@@ -217,15 +223,16 @@ def advance(state: LoopState, event: Event) -> LoopState:  # noqa: PLR0911 - a c
             )
         case RetryDue() if state.phase is Phase.BACKOFF:
             return attrs.evolve(state, phase=Phase.IDLE)
-        case CompactAsked() if state.phase is not Phase.COMPACTING:
-            return attrs.evolve(state, compact=True)
+        case CompactAsked(by) if state.phase is not Phase.COMPACTING:
+            return attrs.evolve(state, compact=_with(state.compact, by))
         case CompactEnded() if state.phase is Phase.COMPACTING:
-            return attrs.evolve(state, phase=Phase.IDLE)
+            return attrs.evolve(state, phase=Phase.IDLE, compacting=())
         case Restarted():
             return LoopState(
                 next_seq=state.written_seq + 1,
                 written_seq=state.written_seq,
                 queued=state.queued,
+                compact=owed_compaction(state),
                 seen=state.seen,
             )
     return state
@@ -237,7 +244,8 @@ def next_step(state: LoopState, budget: int) -> tuple[LoopState, Step | None]:
     if state.phase is not Phase.IDLE:
         return state, None
     if state.compact:
-        return attrs.evolve(state, phase=Phase.COMPACTING, compact=False), StartCompact()
+        by = state.compact
+        return attrs.evolve(state, phase=Phase.COMPACTING, compact=(), compacting=by), StartCompact(by)
     if not state.queued:
         return state, None
     taken: list[Item] = []
@@ -249,3 +257,12 @@ def next_step(state: LoopState, budget: int) -> tuple[LoopState, Step | None]:
         used += item.size
     carrying = tuple(i.seq for i in taken)
     return attrs.evolve(state, phase=Phase.TURN, carrying=carrying), StartTurn(tuple(taken))
+
+
+def owed_compaction(state: LoopState) -> tuple[str, ...]:
+    """Who asked for the compaction owed (not started, or running): what a restart runs."""
+    return state.compacting if state.phase is Phase.COMPACTING else state.compact
+
+
+def _with(names: tuple[str, ...], name: str) -> tuple[str, ...]:
+    return names if name in names else (*names, name)

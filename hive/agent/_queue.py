@@ -2,15 +2,17 @@
 
 Each admitted message is appended as an ``add`` record and the file is synced before the
 message is acknowledged; a turn's end appends a ``carried`` record for its messages. So what a
-restart replays is exactly what was acknowledged and not yet carried by a turn that ended.
+restart replays is exactly what was acknowledged and not yet carried by a turn that ended. A
+request to compact is a ``compact`` record, written before it is acknowledged, and the end of
+the compaction that served it a ``compacted`` one: a restart runs a compaction still owed.
 The harness writes whatever arrived while the last write was under way in one append, with
 one ``fdatasync`` for all of it (a burst of wakes costs a few syncs, not one each). The
 writes run in a worker thread, never on the event loop.
 
 A harness killed in the middle of a write leaves at most a last line without its newline: it
 was never acknowledged, and it is cut off when the file is next opened. The journal is
-rewritten (temp file, sync, rename) as a ``base`` record and the messages still queued when it
-has grown to twice its size after the last rewrite.
+rewritten (temp file, sync, rename) as a ``base`` record (with the compaction still owed) and
+the messages still queued when it has grown to twice its size after the last rewrite.
 """
 
 from __future__ import annotations
@@ -24,8 +26,18 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive.agent._model import SEEN_LIMIT, Item, LoopState
-from hive.agent._wire import Added, Base, Carried, Record, RecordError, decode_record, encode
+from hive.agent._model import SEEN_LIMIT, Item, LoopState, owed_compaction
+from hive.agent._wire import (
+    Added,
+    Base,
+    Carried,
+    Compacted,
+    CompactRequested,
+    Record,
+    RecordError,
+    decode_record,
+    encode,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +49,14 @@ def replay(records: Iterable[Record]) -> LoopState:
     """The state a harness starts in, from its journal's records (pure)."""
     queued: dict[int, Item] = {}
     seen: list[str] = []
+    compact: list[str] = []
     written = 0
     for record in records:
         match record:
-            case Base(next_seq, ends):
+            case Base(next_seq, ends, owed):
                 queued.clear()
                 seen = list(ends)
+                compact = list(owed)
                 written = max(written, next_seq - 1)
             case Added(item):
                 queued[item.seq] = item
@@ -51,10 +65,16 @@ def replay(records: Iterable[Record]) -> LoopState:
                 for seq in seqs:
                     if seq in queued and (end := queued.pop(seq).end_id) is not None:
                         seen.append(end)
+            case CompactRequested(by):
+                if by not in compact:
+                    compact.append(by)
+            case Compacted():
+                compact.clear()
     return LoopState(
         next_seq=written + 1,
         written_seq=written,
         queued=tuple(sorted(queued.values(), key=lambda i: i.seq)),
+        compact=tuple(compact),
         seen=tuple(seen[-SEEN_LIMIT:]),
     )
 
@@ -98,18 +118,29 @@ class QueueFile:
     def wants_rewrite(self) -> bool:
         return self._size > max(REWRITE_FLOOR, 2 * self._rewritten_size)
 
-    async def rewrite(self, state: LoopState) -> None:
-        """Replace the journal by ``state``'s queued messages and remembered ends."""
-        records: list[Record] = [Base(next_seq=state.written_seq + 1, seen=state.seen)]
-        records += [Added(item) for item in state.queued]
-        data = b"".join(encode(r) for r in records)
+    async def rewrite(self) -> None:
+        """Replace the journal by the shortest one that replays to the same state: what it holds
+        once the writes under way are done, read back from the file itself (never from the
+        harness's state, which may not have taken in a write that just ended)."""
         async with self._lock:
-            fd = await trio.to_thread.run_sync(_replace, self.path, data)
+            fd, size = await trio.to_thread.run_sync(_rewrite, self.path)
             os.close(self._fd)
-            self._fd, self._size, self._rewritten_size = fd, len(data), len(data)
+            self._fd, self._size, self._rewritten_size = fd, size, size
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def shortest(state: LoopState) -> list[Record]:
+    """The fewest records that replay to ``state``'s queue, remembered ends and owed compaction."""
+    base = Base(next_seq=state.written_seq + 1, seen=state.seen, compact=owed_compaction(state))
+    return [base, *(Added(item) for item in state.queued)]
+
+
+def _rewrite(path: Path) -> tuple[int, int]:
+    records, _ = load(path)
+    data = b"".join(encode(r) for r in shortest(replay(records)))
+    return _replace(path, data), len(data)
 
 
 def _replace(path: Path, data: bytes) -> int:

@@ -1,6 +1,7 @@
 """What the harness writes to disk, as attrs types, and the one cattrs converter for them.
 
-- ``<state>/queue``: the queue's journal, one record a line (``base``, ``add``, ``carried``).
+- ``<state>/queue``: the queue's journal, one record a line (``base``, ``add``, ``carried``,
+  ``compact``, ``compacted``).
 - ``<state>/turns.jsonl``: beside each turn's stream-json lines, one ``{"type":"hive",...}``
   line saying what the turn carried and how it ended (:class:`TurnRecord`).
 - ``<state>/session``: the session to resume (:class:`SessionFile`).
@@ -27,6 +28,8 @@ class Base:
 
     next_seq: int
     seen: tuple[str, ...] = ()
+    compact: tuple[str, ...] = ()
+    """Who asked for the compaction still owed, if one is."""
     op: Literal["base"] = "base"
 
 
@@ -44,8 +47,29 @@ class Carried:
     op: Literal["carried"] = "carried"
 
 
-Record = Base | Added | Carried
-_RECORDS: dict[str, type[Record]] = {"base": Base, "add": Added, "carried": Carried}
+@attrs.frozen
+class CompactRequested:
+    """A compaction was asked for (``by`` the operator or the agent): it runs before the next turn."""
+
+    by: str
+    op: Literal["compact"] = "compact"
+
+
+@attrs.frozen
+class Compacted:
+    """The compaction owed when it started has ended (done or failed): nothing is owed now."""
+
+    op: Literal["compacted"] = "compacted"
+
+
+Record = Base | Added | Carried | CompactRequested | Compacted
+_RECORDS: dict[str, type[Record]] = {
+    "base": Base,
+    "add": Added,
+    "carried": Carried,
+    "compact": CompactRequested,
+    "compacted": Compacted,
+}
 
 
 # -- the turn log's own line ----------------------------------------------------------------------

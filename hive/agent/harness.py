@@ -46,7 +46,7 @@ from hive.runtime import (
     one_error,
     open_runtime,
 )
-from hive.wake import serve_agent_socket
+from hive.wake import Refused, serve_agent_socket
 
 log = logging.getLogger("hive.agent")
 
@@ -122,9 +122,10 @@ async def serve_agent(
     """Run the whole agent until ``running.stop`` is set (or it is cancelled while starting)."""
     sessions = SessionStore(options.state_dir / SESSION_FILE, spec.backend.value)
 
-    def agent_asks_to_compact() -> None:
-        if running.harness is not None:
-            running.harness.ask_compact("agent")
+    async def agent_asks_to_compact() -> None:
+        if running.harness is None:
+            raise Refused("the harness is still starting")
+        await running.harness.ask_compact("agent")
 
     async with trio.open_nursery() as tools:
         hyperhive = await tools.start(
