@@ -1,28 +1,32 @@
-"""``hive run``: one turn from the command line, through the runtime the environment names."""
+"""``hive run``: one turn from the command line, through the runtime the environment names.
+
+The agent is spawned first, before Trio, the runtime and the backend are imported (see
+``hive.runtime._prestart``): those imports then overlap the agent's own start. Until Trio
+takes them over, SIGINT and SIGTERM are recorded rather than acted on, so that neither can end
+hive with its agent left behind; the turn (``hive._turn``) then acts on them first.
+"""
 
 from __future__ import annotations
 
 import argparse
 import gc
-import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-
-import trio
+from types import FrameType
 
 from hive.runtime import (
-    Canceller,
     CompactionPolicy,
     Config,
     HiveRuntimeError,
     Permission,
-    Progress,
     RuntimeSpec,
-    TurnOutcome,
-    open_runtime,
+    first_command,
+    interrupt_unclaimed,
+    prestart,
 )
-from hive.sink import JsonlSink
 
 PERMISSION_HELP = (
     "what happens to a tool call the agent would ask about (nobody is there to ask): "
@@ -71,9 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def _run(args: argparse.Namespace) -> int:
-    spec = RuntimeSpec.from_env()
-    config = Config(
+def config_from(args: argparse.Namespace) -> Config:
+    return Config(
         cwd=Path.cwd(),
         model=args.model,
         effort=args.effort,
@@ -83,61 +86,42 @@ async def _run(args: argparse.Namespace) -> int:
         compaction=CompactionPolicy(watermark=args.compact_at),
         permission=Permission(args.permission),
     )
-    sink = JsonlSink(os.dup(sys.stdout.fileno()))
-    progress = Progress()
-    outcome: TurnOutcome | None = None
-    stopped_by: list[signal.Signals] = []
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            startup = trio.CancelScope()
-            turn: list[Canceller] = []
 
-            async def stop_on_signals() -> None:
-                async for signum in signals:
-                    stopped_by.append(signal.Signals(signum))
-                    if turn:
-                        print(f"hive: {stopped_by[-1].name}: stopping the turn", file=sys.stderr)
-                        turn[0].cancel()
-                    else:
-                        # The agent is starting: the runtime's stop path sends it SIGINT.
-                        startup.cancel()
 
-            nursery.start_soon(stop_on_signals)
-            with startup:
-                async with open_runtime(spec, config, session_id=args.session, progress=progress) as runtime:
-                    turn.append(runtime.canceller())
-                    outcome = await runtime.run(args.prompt, sink)
-            nursery.cancel_scope.cancel()
-    await sink.aclose()
-    if outcome is None:
-        what = progress.waiting_for or "the agent to start"
-        print(f"hive: {stopped_by[0].name}: stopped while waiting for {what}", file=sys.stderr)
-        return 128 + stopped_by[0]
-    print(f"session: {outcome.session_id}", file=sys.stderr)
-    if outcome.synthesized:
-        why = f": {'; '.join(outcome.errors)}" if outcome.errors else ""
-        print(
-            f"hive: the turn ended without the agent's result ({outcome.stop_reason.value}){why}",
-            file=sys.stderr,
-        )
-    return 1 if outcome.is_error else 0
+@contextmanager
+def recording_signals() -> Iterator[list[signal.Signals]]:
+    """SIGINT and SIGTERM recorded, not acted on, inside the block (Trio's receiver, once
+    open, takes them over; it hands the handlers back when it closes)."""
+    received: list[signal.Signals] = []
+
+    def record(signum: int, frame: FrameType | None) -> None:
+        received.append(signal.Signals(signum))
+
+    previous = {signum: signal.signal(signum, record) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def run_turn(args: argparse.Namespace) -> int:
     """The rest of the process's life: one turn, then the exit status."""
-    # Everything the imports made lives until the process ends. Frozen, it is walked by none of
-    # the collections during the turn, nor by the interpreter's last ones at exit (~20 ms).
-    gc.freeze()
-    try:
-        return trio.run(_run, args)
-    except HiveRuntimeError as exc:
-        print(f"hive: {exc}", file=sys.stderr)
-        return 2
-    except ExceptionGroup as group:
-        leaf: BaseException = group
-        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
-            leaf = leaf.exceptions[0]
-        if isinstance(leaf, HiveRuntimeError):
-            print(f"hive: {leaf}", file=sys.stderr)
+    with recording_signals() as early:
+        try:
+            spec = RuntimeSpec.from_env()
+            config = config_from(args)
+            prestart(first_command(spec, config, args.prompt, args.session), cwd=config.cwd)
+            from hive._turn import drive
+
+            # Everything the imports made lives until the process ends. Frozen, it is walked by
+            # none of the collections during the turn, nor by the interpreter's last ones at
+            # exit (~20 ms).
+            gc.freeze()
+            return drive(args, spec, config, early)
+        except HiveRuntimeError as exc:
+            print(f"hive: {exc}", file=sys.stderr)
             return 2
-        raise
+        finally:
+            # Only when the turn never got to adopt it (a failed import, say): SIGINT, as ever.
+            interrupt_unclaimed()

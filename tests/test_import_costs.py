@@ -23,6 +23,35 @@ def test_the_turn_path_imports_no_cattrs_before_the_first_message(backend: str) 
     assert not {name for name in loaded if name == "cattrs" or name.startswith("cattrs.")}
 
 
+@pytest.mark.parametrize("backend", ["claude", "acp"])
+def test_hive_run_spawns_its_agent_before_it_imports_trio(backend: str) -> None:
+    """What `hive run` does before the spawn (parse, configure, the agent's command) imports
+    neither Trio nor the message classes nor the backend's runtime: they load while the agent starts."""
+    probe = (
+        "import sys, json\n"
+        "from hive.cli import build_parser\n"
+        "import hive.turn\n"
+        "from hive.runtime import RuntimeSpec, first_command\n"
+        "args = build_parser('run').parse_args(['run', 'hello'])\n"
+        "env = {'HIVE_RUNTIME': sys.argv[1], 'HIVE_ACP_COMMAND': 'agent'}\n"
+        "command = first_command(RuntimeSpec.from_env(env), hive.turn.config_from(args), 'hello', None)\n"
+        "assert command.argv[-1 if sys.argv[1] == 'claude' else 0] in ('hello', 'agent'), command\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, backend], check=True, capture_output=True).stdout
+    loaded = set(json.loads(out))
+    heavy = {
+        "trio",
+        "cattrs",
+        "hive.sink._messages",
+        "hive.acp._schema",
+        "hive.claude._session",
+        "hive.acp._runtime",
+    }
+    assert f"hive.{backend}" in loaded
+    assert not loaded & heavy, loaded & heavy
+
+
 def test_the_acp_converter_is_built_by_the_first_message() -> None:
     probe = (
         "import sys\n"

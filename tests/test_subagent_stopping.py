@@ -49,9 +49,9 @@ def kill_on_cancel(monkeypatch: pytest.MonkeyPatch) -> None:
     """The old `force: true` path: a cancel that kills (SIGKILL to the agent's group)."""
 
     def interrupt(self: AgentProcess) -> bool:
-        if self.signalled or self.process.returncode is not None:
+        if self.signalled or self.returncode is not None:
             return False
-        os.killpg(self.process.pid, signal.SIGKILL)
+        os.killpg(self.pid, signal.SIGKILL)
         self.signalled = True
         return True
 
@@ -63,10 +63,10 @@ def sigint_then_kill(monkeypatch: pytest.MonkeyPatch) -> None:
     leader is SIGKILLed right after the SIGINT."""
 
     def interrupt(self: AgentProcess) -> bool:
-        if self.signalled or self.process.returncode is not None:
+        if self.signalled or self.returncode is not None:
             return False
-        os.killpg(self.process.pid, signal.SIGINT)
-        self.process.kill()  # as a dropped tokio Child with kill_on_drop does, right after
+        os.killpg(self.pid, signal.SIGINT)
+        os.kill(self.pid, signal.SIGKILL)  # as a dropped tokio Child with kill_on_drop does, right after
         self.signalled = True
         return True
 

@@ -9,13 +9,12 @@ for it to go, and no more reading from it. Nothing is ever sent but SIGINT.
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
 
 import attrs
 import trio
 
 from hive import __version__
+from hive.acp._command import agent_command
 from hive.acp._errors import AcpError, AgentExited
 from hive.acp._jsonrpc import Connection, NotificationHandler, RequestHandler
 from hive.acp._schema import (
@@ -97,13 +96,12 @@ async def open_link(
     it starts leaves it registered in ``agents``, whose closing sends it SIGINT; the caller's
     stop path does the same at once.
     """
-    assert spec.command is not None
-    env = {**os.environ, **dict(spec.env), **dict(config.env)}
-    argv = [spec.command, *spec.args]
+    command = agent_command(spec, config)
+    argv = command.argv
     with progress.waiting(f"the ACP agent {argv[0]!r} to start"):
-        process = await start_agent(argv, cwd=config.cwd, env=env, stdin=subprocess.PIPE)
+        process = await start_agent(argv, cwd=config.cwd, env=command.env, stdin_pipe=command.stdin_pipe)
     agents.add(process)
-    assert process.process.stdin is not None and process.process.stdout is not None
+    assert process.stdin is not None and process.stdout is not None
     stderr = StderrTail()
 
     async def ended() -> BaseException:
@@ -111,7 +109,7 @@ async def open_link(
             await process.wait()
         return AgentExited(process.returncode, stderr.text())
 
-    connection = Connection(process.process.stdin, process.process.stdout, on_request, on_notification, ended)
+    connection = Connection(process.stdin, process.stdout, on_request, on_notification, ended)
     link = AgentLink(process, connection, stderr, trio.CancelScope())
     try:
         await nursery.start(_serve, link)
@@ -129,7 +127,7 @@ async def open_link(
 
 
 async def _serve(link: AgentLink, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    stderr = link.process.process.stderr
+    stderr = link.process.stderr
     assert stderr is not None
     with link.scope:
         async with trio.open_nursery() as nursery:

@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Mapping
 
-from hive.runtime import Config, HttpServer, Permission, StdioServer
+from hive.runtime import AgentCommand, Config, HttpServer, Permission, RuntimeSpec, StdioServer
 
 BASE_FLAGS = ("--print", "--output-format", "stream-json", "--verbose")
 PERMISSION_MODES = {
@@ -76,3 +76,8 @@ def turn_env(config: Config, base: Mapping[str, str] | None = None) -> dict[str,
     env.pop("CLAUDECODE", None)
     env.update(config.env)
     return env
+
+
+def first_command(spec: RuntimeSpec, config: Config, prompt: str, session_id: str | None) -> AgentCommand:
+    """The claude a first turn starts: ``prompt`` on ``session_id`` (a new session if None)."""
+    return AgentCommand(tuple(turn_argv(spec.claude_command, config, prompt, session_id)), turn_env(config))

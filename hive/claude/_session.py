@@ -161,8 +161,7 @@ class InfiniteSession:
         with self.progress.waiting("claude to start"):
             agent = await start_agent(argv, cwd=self.config.cwd, env=turn_env(self.config))
         self._agents.add(agent)
-        assert agent.process.stdout is not None
-        turn = _Turn(agent, agent.process.stdout, self._session_id, self._session_id)
+        turn = _Turn(agent, agent.stdout, self._session_id, self._session_id)
         over = trio.Event()
         settle = self.config.stop_grace + SINK_GRACE
         self._background.start_soon(_tend, agent, turn.stderr, over, self.config.linger, settle)
@@ -361,8 +360,7 @@ async def _tend(
     over, read and drop the rest of its output, SIGINT it if it lingers past ``linger``, and
     reap it. Its pipes are closed once it has gone, or when the runtime closes, but never
     under a turn still reading its end (for at most ``settle``, the turn's own stop bound)."""
-    process = agent.process
-    assert process.stdout is not None and process.stderr is not None
+    process = agent
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stderr.drain, process.stderr)

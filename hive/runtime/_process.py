@@ -1,15 +1,17 @@
 """Agent processes: started leading their own process group, stopped by SIGINT to it, never more.
 
 Trio's own stops send SIGTERM and then SIGKILL (run_process's default deliver_cancel,
-Process.aclose); an agent is never handed to them. Stopping is SIGINT to the group and
-waiting; an agent that ignores it keeps running, and the caller moves on.
+Process.aclose); an agent is never handed to them. ``AgentProcess`` is hive's own holder of
+the process, its pipes as Trio streams and a pidfd to await its exit: it has no way to send
+anything but SIGINT. Stopping is SIGINT to the group and waiting; an agent that ignores it
+keeps running, and the caller moves on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import fcntl
+import functools
 import logging
 import os
 import signal
@@ -22,11 +24,9 @@ import attrs
 import trio
 
 from hive.runtime._errors import AgentUnavailable
+from hive.runtime._prestart import AgentCommand, Spawned, claim, spawn, unclaimed
 
 log = logging.getLogger(__name__)
-
-F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-PIPE_SIZE = 1 << 20
 
 
 @attrs.frozen
@@ -46,37 +46,66 @@ runtime that started it; it stays referenced here, never killed, until it exits 
 
 @attrs.define(eq=False)
 class AgentProcess:
-    process: trio.Process
+    popen: subprocess.Popen[bytes]
     argv: tuple[str, ...]
+    stdin: trio.lowlevel.FdStream | None
+    stdout: trio.lowlevel.FdStream
+    stderr: trio.lowlevel.FdStream
+    _pidfd: int
     signalled: bool = False
     """Whether it has been sent SIGINT (it is sent at most once: a second SIGINT makes some
     agents quit at once, without their own end of the turn)."""
+    _waiting: trio.Lock = attrs.field(factory=trio.Lock)
+
+    @classmethod
+    def adopt(cls, spawned: Spawned) -> AgentProcess:
+        """Hold a process just spawned: its pipes as Trio streams, and a pidfd for its exit."""
+        pidfd = os.pidfd_open(spawned.popen.pid)
+        return cls(
+            spawned.popen,
+            spawned.argv,
+            None if spawned.stdin is None else trio.lowlevel.FdStream(spawned.stdin),
+            trio.lowlevel.FdStream(spawned.stdout),
+            trio.lowlevel.FdStream(spawned.stderr),
+            pidfd,
+        )
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        return self.popen.pid
 
     @property
     def returncode(self) -> int | None:
-        return self.process.returncode
+        """Its exit status, or None while it runs (reaping it if it has just exited)."""
+        status = self.popen.poll()
+        if status is not None and self._pidfd >= 0 and not self._waiting.locked():
+            os.close(self._pidfd)
+            self._pidfd = -1
+        return status
 
     def interrupt(self) -> bool:
         """SIGINT to the agent's process group, once; False if it was sent before or the
         agent is gone."""
-        if self.signalled or self.process.returncode is not None:
+        if self.signalled or self.returncode is not None:
             return False
         try:
-            os.killpg(self.process.pid, signal.SIGINT)
+            os.killpg(self.pid, signal.SIGINT)
         except ProcessLookupError:
             return False
         self.signalled = True
-        SIGNALS_SENT.append(SentSignal(self.process.pid, "SIGINT", time.time()))
-        log.info("sent SIGINT to %s (process group %d)", self.argv[0], self.process.pid)
+        SIGNALS_SENT.append(SentSignal(self.pid, "SIGINT", time.time()))
+        log.info("sent SIGINT to %s (process group %d)", self.argv[0], self.pid)
         return True
 
     async def wait(self) -> int:
         """Wait for the agent to exit (reaping it); its exit status."""
-        status = await self.process.wait()
+        async with self._waiting:
+            if self._pidfd >= 0:
+                if self.popen.poll() is None:
+                    await trio.lowlevel.wait_readable(self._pidfd)
+                os.close(self._pidfd)
+                self._pidfd = -1
+            status = self.popen.wait()
         RUNNING.discard(self)
         return status
 
@@ -127,34 +156,31 @@ class AgentGroup:
 
 
 async def start_agent(
-    argv: Sequence[str],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    stdin: int | None = subprocess.DEVNULL,
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin_pipe: bool = False
 ) -> AgentProcess:
-    """Start an agent in a new session (so it leads its process group), its stdout and stderr piped."""
-    try:
-        process = await trio.lowlevel.open_process(
-            list(argv),
-            cwd=cwd,
-            env=dict(env),
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        raise AgentUnavailable(
-            f"cannot start {argv[0]!r}: no such executable (is it installed and on PATH?)"
-        ) from None
-    except PermissionError:
-        raise AgentUnavailable(f"cannot start {argv[0]!r}: permission denied") from None
-    except OSError as exc:
-        raise AgentUnavailable(f"cannot start {argv[0]!r} in {cwd}: {exc}") from None
-    if isinstance(process.stdout, trio.lowlevel.FdStream):
-        _widen_pipe(process.stdout.fileno())
-    agent = AgentProcess(process, tuple(argv))
+    """Start an agent in a new session (so it leads its process group), its stdout and stderr
+    piped, its stdin a pipe or ``/dev/null``; or adopt the one prestarted with exactly this
+    command."""
+    command = AgentCommand(tuple(argv), env, stdin_pipe)
+    spawned = claim(command, cwd=cwd)
+    if spawned is None:
+        try:
+            spawned = await trio.to_thread.run_sync(
+                functools.partial(spawn, argv, cwd=cwd, env=env, stdin_pipe=stdin_pipe)
+            )
+        except FileNotFoundError:
+            raise AgentUnavailable(
+                f"cannot start {argv[0]!r}: no such executable (is it installed and on PATH?)"
+            ) from None
+        except PermissionError:
+            raise AgentUnavailable(f"cannot start {argv[0]!r}: permission denied") from None
+        except OSError as exc:
+            raise AgentUnavailable(f"cannot start {argv[0]!r} in {cwd}: {exc}") from None
+    return _hold(spawned)
+
+
+def _hold(spawned: Spawned) -> AgentProcess:
+    agent = AgentProcess.adopt(spawned)
     RUNNING.add(agent)
     watcher = _watcher.get()
     if watcher is not None:
@@ -162,11 +188,12 @@ async def start_agent(
     return agent
 
 
-def _widen_pipe(fd: int) -> None:
-    """Let the agent's stdout pipe hold 1 MiB rather than 64 KiB: a fast writer then wakes the
-    reader a sixteenth as often. Best effort (the system's limit may be lower)."""
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
+async def release_prestarted(grace: float) -> None:
+    """SIGINT to every agent prestarted and not adopted, and at most ``grace`` for them to go."""
+    group = AgentGroup()
+    for spawned in unclaimed():
+        group.add(_hold(spawned))
+    await group.close(grace)
 
 
 @attrs.define

@@ -41,11 +41,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from hive.sink import ContextUsage, Sink
+from hive.sink import ContextUsage
+
+if TYPE_CHECKING:
+    from hive.sink import Sink
 
 
 class StopReason(enum.Enum):

@@ -14,6 +14,7 @@ import attrs
 
 from hive.runtime._config import Config
 from hive.runtime._errors import SpecError
+from hive.runtime._prestart import AgentCommand
 from hive.runtime._protocol import Progress, Runtime
 
 
@@ -87,6 +88,28 @@ BACKENDS: dict[Backend, str] = {
     Backend.CLAUDE: "hive.claude:open_claude_runtime",
     Backend.ACP: "hive.acp:open_acp_runtime",
 }
+
+
+# The command of the agent a first turn starts, per backend ("module:function", the function
+# taking (spec, config, prompt, session_id) and returning an AgentCommand); the module must not
+# import Trio. ``hive run`` spawns that agent before it imports the rest (see _prestart).
+AGENT_COMMANDS: dict[Backend, str] = {
+    Backend.CLAUDE: "hive.claude._argv:first_command",
+    Backend.ACP: "hive.acp._command:first_command",
+}
+
+
+def first_command(spec: RuntimeSpec, config: Config, prompt: str, session_id: str | None) -> AgentCommand:
+    """The command the first turn of ``prompt`` on ``session_id`` spawns its agent with."""
+    module_name, _, function = AGENT_COMMANDS[spec.backend].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        raise SpecError(
+            "HIVE_RUNTIME", f"the {spec.backend.value} runtime is not available in this hive"
+        ) from None
+    command: AgentCommand = getattr(module, function)(spec, config, prompt, session_id)
+    return command
 
 
 class Opener(Protocol):

@@ -1,39 +1,81 @@
-"""claude's stream-json as hive passes it on: typed messages, raw line batches, and sinks."""
+"""claude's stream-json as hive passes it on: typed messages, raw line batches, and sinks.
 
+Each name is imported from its module on first use, so that a part of hive that needs only
+``ContextUsage`` (the runtime's configuration, read before an agent is spawned) does not pay
+for the message classes or Trio.
+"""
+
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from hive.sink._batch import Batch, Dropped, LineFramer, first_message, last_message
-from hive.sink._messages import (
-    ApiMessage,
-    AssistantMessage,
-    ContentBlock,
-    JsonObject,
-    ResultMessage,
-    StreamEvent,
-    StreamMessage,
-    SystemInit,
-    SystemMessage,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    UnknownBlock,
-    UnknownMessage,
-    Usage,
-    UserContent,
-    UserMessage,
-)
-from hive.sink._sink import ContextUsage, FanOut, JsonlSink, MemorySink, Sink
-from hive.sink._wire import (
-    MessageError,
-    encode_message,
-    parse_line,
-    structure_message,
-    unstructure_message,
-)
-
 if TYPE_CHECKING:
-    from hive.sink._wire import converter
+    from hive.sink._batch import Batch, Dropped, LineFramer, first_message, last_message
+    from hive.sink._messages import (
+        ApiMessage,
+        AssistantMessage,
+        ContentBlock,
+        JsonObject,
+        ResultMessage,
+        StreamEvent,
+        StreamMessage,
+        SystemInit,
+        SystemMessage,
+        TextBlock,
+        ThinkingBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+        UnknownBlock,
+        UnknownMessage,
+        Usage,
+        UserContent,
+        UserMessage,
+    )
+    from hive.sink._sink import FanOut, JsonlSink, MemorySink, Sink
+    from hive.sink._usage import ContextUsage
+    from hive.sink._wire import (
+        MessageError,
+        converter,
+        encode_message,
+        parse_line,
+        structure_message,
+        unstructure_message,
+    )
+
+_MODULES = {
+    "_batch": ("Batch", "Dropped", "LineFramer", "first_message", "last_message"),
+    "_messages": (
+        "ApiMessage",
+        "AssistantMessage",
+        "ContentBlock",
+        "JsonObject",
+        "ResultMessage",
+        "StreamEvent",
+        "StreamMessage",
+        "SystemInit",
+        "SystemMessage",
+        "TextBlock",
+        "ThinkingBlock",
+        "ToolResultBlock",
+        "ToolUseBlock",
+        "UnknownBlock",
+        "UnknownMessage",
+        "Usage",
+        "UserContent",
+        "UserMessage",
+    ),
+    "_sink": ("FanOut", "JsonlSink", "MemorySink", "Sink"),
+    "_usage": ("ContextUsage",),
+    # The cattrs converter is built on first use (see _wire).
+    "_wire": (
+        "MessageError",
+        "converter",
+        "encode_message",
+        "parse_line",
+        "structure_message",
+        "unstructure_message",
+    ),
+}
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "ApiMessage",
@@ -74,9 +116,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # The cattrs converter is built on first use (see _wire).
-    if name == "converter":
-        from hive.sink import _wire
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    if name != "converter":
+        globals()[name] = value
+    return value
 
-        return _wire.converter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return __all__

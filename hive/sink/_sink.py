@@ -11,18 +11,7 @@ import trio
 
 from hive.sink._batch import Batch
 from hive.sink._messages import StreamMessage
-
-
-@attrs.frozen
-class ContextUsage:
-    """How full the agent's context window is: ``used`` of ``size`` tokens (size 0 if unknown)."""
-
-    used: int
-    size: int = 0
-
-    @property
-    def fraction(self) -> float | None:
-        return self.used / self.size if self.size else None
+from hive.sink._usage import ContextUsage
 
 
 class Sink(Protocol):

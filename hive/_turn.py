@@ -1,0 +1,92 @@
+"""The turn ``hive run`` drives, in Trio, on an agent it may already have spawned."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+import trio
+
+from hive.runtime import (
+    Canceller,
+    Config,
+    HiveRuntimeError,
+    Progress,
+    RuntimeSpec,
+    TurnOutcome,
+    open_runtime,
+    release_prestarted,
+)
+from hive.sink import JsonlSink
+
+
+async def _run(
+    args: argparse.Namespace, spec: RuntimeSpec, config: Config, early: list[signal.Signals]
+) -> int:
+    sink = JsonlSink(os.dup(sys.stdout.fileno()))
+    progress = Progress()
+    outcome: TurnOutcome | None = None
+    stopped_by: list[signal.Signals] = []
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            startup = trio.CancelScope()
+            turn: list[Canceller] = []
+
+            def stop(signum: signal.Signals) -> None:
+                stopped_by.append(signum)
+                if turn:
+                    print(f"hive: {signum.name}: stopping the turn", file=sys.stderr)
+                    turn[0].cancel()
+                else:
+                    # The agent is starting: the runtime's stop path sends it SIGINT.
+                    startup.cancel()
+
+            async def stop_on_signals() -> None:
+                for received in early:
+                    stop(received)
+                async for signum in signals:
+                    stop(signal.Signals(signum))
+
+            nursery.start_soon(stop_on_signals)
+            try:
+                with startup:
+                    async with open_runtime(
+                        spec, config, session_id=args.session, progress=progress
+                    ) as runtime:
+                        turn.append(runtime.canceller())
+                        outcome = await runtime.run(args.prompt, sink)
+            finally:
+                # The agent spawned before Trio, if the runtime never got to adopt it.
+                with trio.move_on_after(config.close_grace, shield=True):
+                    await release_prestarted(config.close_grace)
+            nursery.cancel_scope.cancel()
+    await sink.aclose()
+    if outcome is None:
+        what = progress.waiting_for or "the agent to start"
+        print(f"hive: {stopped_by[0].name}: stopped while waiting for {what}", file=sys.stderr)
+        return 128 + stopped_by[0]
+    print(f"session: {outcome.session_id}", file=sys.stderr)
+    if outcome.synthesized:
+        why = f": {'; '.join(outcome.errors)}" if outcome.errors else ""
+        print(
+            f"hive: the turn ended without the agent's result ({outcome.stop_reason.value}){why}",
+            file=sys.stderr,
+        )
+    return 1 if outcome.is_error else 0
+
+
+def drive(args: argparse.Namespace, spec: RuntimeSpec, config: Config, early: list[signal.Signals]) -> int:
+    """Run the turn; its exit status. ``early``: the signals received before Trio's receiver
+    was open (acted on first)."""
+    try:
+        return trio.run(_run, args, spec, config, early)
+    except ExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, HiveRuntimeError):
+            print(f"hive: {leaf}", file=sys.stderr)
+            return 2
+        raise

@@ -1,0 +1,142 @@
+"""An agent spawned before Trio (``hive run``'s prestart): adopted only for exactly its command,
+and sent SIGINT, never more, when nobody adopts it or a signal comes before Trio took them over."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+import hive.turn
+from hive.acp._command import agent_command
+from hive.cli import build_parser
+from hive.runtime import prestart, release_prestarted, start_agent
+from hive.runtime._prestart import AgentCommand, Prestart, Spawned, interrupt_unclaimed, unclaimed
+from tests.acp_fake import FakeAcp
+from tests.claude_fake import wait_exited
+
+GUARD = 30
+
+
+@pytest.fixture
+def agent(short_tmp: Path) -> Iterator[FakeAcp]:
+    fake = FakeAcp(short_tmp)
+    fake.script("default")
+    try:
+        yield fake
+    finally:
+        interrupt_unclaimed()
+        fake.cleanup()
+
+
+def command_of(agent: FakeAcp) -> AgentCommand:
+    return agent_command(agent.spec(), agent.config())
+
+
+async def test_start_agent_adopts_the_prestarted_agent_for_exactly_its_command(agent: FakeAcp) -> None:
+    command = command_of(agent)
+    waiting = prestart(command, cwd=agent.root)
+    assert waiting is not None
+    with trio.fail_after(GUARD):
+        adopted = await start_agent(command.argv, cwd=agent.root, env=command.env, stdin_pipe=True)
+        assert adopted.pid == waiting.spawned.popen.pid
+        assert unclaimed() == []
+        adopted.interrupt()
+        await adopted.wait()
+
+
+@pytest.mark.parametrize("differs", ["argv", "env", "cwd", "stdin"])
+def test_a_prestarted_agent_matches_only_its_own_command(tmp_path: Path, differs: str) -> None:
+    command = AgentCommand(("agent", "--flag"), {"A": "1"}, stdin_pipe=True)
+    waiting = Prestart(Spawned(None, command.argv, None, -1, -1), tmp_path, command)  # type: ignore[arg-type]
+    assert waiting.matches(tmp_path, AgentCommand(("agent", "--flag"), {"A": "1"}, stdin_pipe=True))
+    other = {
+        "argv": (AgentCommand(("agent",), {"A": "1"}, stdin_pipe=True), tmp_path),
+        "env": (AgentCommand(command.argv, {"A": "2"}, stdin_pipe=True), tmp_path),
+        "cwd": (command, tmp_path / "elsewhere"),
+        "stdin": (AgentCommand(command.argv, {"A": "1"}, stdin_pipe=False), tmp_path),
+    }[differs]
+    assert not waiting.matches(other[1], other[0])
+
+
+async def test_a_different_command_spawns_its_own_and_the_prestarted_one_gets_sigint(agent: FakeAcp) -> None:
+    command = command_of(agent)
+    waiting = prestart(command, cwd=agent.root)
+    assert waiting is not None
+    elsewhere = FakeAcp(agent.state)
+    agent.state.mkdir()
+    elsewhere.script("default")
+    other_command = command_of(elsewhere)  # its own record: the environment differs
+    with trio.fail_after(GUARD):
+        other = await start_agent(other_command.argv, cwd=agent.root, env=other_command.env, stdin_pipe=True)
+        assert other.pid != waiting.spawned.popen.pid
+        await agent.wait_for_event("start")  # the prestarted agent's handlers are in place
+        await release_prestarted(10)
+        await wait_exited(waiting.spawned.popen.pid)
+        await elsewhere.wait_for_event("start")
+        other.interrupt()
+        await other.wait()
+    assert agent.pids() == [waiting.spawned.popen.pid]
+    assert agent.signals() == ["SIGINT"]
+    assert elsewhere.signals() == ["SIGINT"]
+
+
+def wait_for_start(agent: FakeAcp) -> None:
+    """The fake's own record that its signal handlers are installed (read again every 20 ms:
+    another process's file, nothing to await; bounded by GUARD)."""
+    for _ in range(GUARD * 50):
+        if agent.events("start"):
+            return
+        time.sleep(0.02)
+    raise AssertionError("the prestarted agent never started")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_before_trio_takes_over_sigints_the_agent_already_spawned(
+    agent: FakeAcp, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], signum: signal.Signals
+) -> None:
+    spec = agent.spec()
+    monkeypatch.setenv("HIVE_RUNTIME", "acp")
+    monkeypatch.setenv("HIVE_ACP_COMMAND", str(spec.command))
+    monkeypatch.setenv("HIVE_ACP_ARGS", f'["{spec.args[0]}"]')
+    monkeypatch.setenv("HIVE_ACP_ENV", "{" + ",".join(f'"{k}":"{v}"' for k, v in spec.env) + "}")
+    monkeypatch.chdir(agent.root)
+    spawned: list[int] = []
+
+    def prestart_then_signal(command: AgentCommand, *, cwd: Path) -> object:
+        waiting = prestart(command, cwd=cwd)
+        assert waiting is not None
+        spawned.append(waiting.spawned.popen.pid)
+        wait_for_start(agent)
+        os.kill(os.getpid(), signum)  # hive run is between its prestart and Trio: recorded
+        return waiting
+
+    monkeypatch.setattr(hive.turn, "prestart", prestart_then_signal)
+    args = build_parser("run").parse_args(["run", "hello"])
+    code = hive.turn.run_turn(args)
+    assert code == 128 + signum
+    assert f"hive: {signum.name}: stopped while waiting for" in capfd.readouterr().err
+    assert agent.pids() == spawned  # the one spawned before Trio, adopted or not, and no other
+    trio.run(wait_exited, spawned[0])
+    assert agent.signals() == ["SIGINT"]
+
+
+def test_the_recorded_signals_are_handed_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    with hive.turn.recording_signals() as received:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+    assert received == [signal.SIGTERM, signal.SIGINT]
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_an_agent_that_cannot_be_spawned_is_left_to_the_runtime_to_report(tmp_path: Path) -> None:
+    """``start_agent`` tries again and says why (test_hive_run: "no such executable")."""
+    missing = AgentCommand((str(tmp_path / "no-such-agent"),), dict(os.environ))
+    assert prestart(missing, cwd=tmp_path) is None
+    assert unclaimed() == []
