@@ -3,6 +3,7 @@ and sent SIGINT, never more, when nobody adopts it or a signal comes before Trio
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -118,7 +119,10 @@ def test_a_signal_before_trio_takes_over_sigints_the_agent_already_spawned(
 
     monkeypatch.setattr(hive.turn, "prestart", prestart_then_signal)
     args = build_parser("run").parse_args(["run", "hello"])
-    code = hive.turn.run_turn(args)
+    try:
+        code = hive.turn.run_turn(args)
+    finally:
+        gc.unfreeze()  # run_turn froze this process's objects, as hive run's own
     assert code == 128 + signum
     assert f"hive: {signum.name}: stopped while waiting for" in capfd.readouterr().err
     assert agent.pids() == spawned  # the one spawned before Trio, adopted or not, and no other
