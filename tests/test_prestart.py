@@ -47,8 +47,13 @@ async def test_start_agent_adopts_the_prestarted_agent_for_exactly_its_command(a
         adopted = await start_agent(command.argv, cwd=agent.root, env=command.env, stdin_pipe=True)
         assert adopted.pid == waiting.spawned.popen.pid
         assert unclaimed() == []
+        # Its own handlers first: a SIGINT before them is the interpreter's, and ignored outright
+        # where the test process was started with SIGINT ignored (a job in the background of a
+        # non-interactive shell), which the child inherits.
+        await agent.wait_for_event("start")
         adopted.interrupt()
         await adopted.wait()
+    assert agent.signals() == ["SIGINT"]
 
 
 @pytest.mark.parametrize("differs", ["argv", "env", "cwd", "stdin"])
