@@ -123,7 +123,16 @@ async def test_sigint_during_a_tool_stops_it_and_claude_reports_the_turn(
                 outcome = await runtime.run("wait for the gate", sink)
     result = lines(sink)[-1]
     assert result["type"] == "result"
-    assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (StopReason.CANCELLED, False, True)
+    # Seen once in ~15 suite runs under stress: a result made by hive instead of claude's own;
+    # its errors say whether claude exited without one or did not end within the stop grace.
+    assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (
+        StopReason.CANCELLED,
+        False,
+        True,
+    ), (
+        outcome.errors,
+        [line.get("type") for line in lines(sink)],
+    )
     assert result.get("terminal_reason") == "aborted_tools"
     assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]
     try:
