@@ -258,6 +258,58 @@ async def test_a_claude_lingering_after_its_result_does_not_hold_the_turn(fake: 
     assert fake.signals() == ["SIGINT"]
 
 
+async def test_a_result_with_another_key_first_ends_the_turn_while_claude_keeps_its_output_open(
+    fake: FakeClaude,
+) -> None:
+    # claude 2.1.318 writes "type" second in its result line; the turn must still end there,
+    # not when claude closes its output (it lingers here until the close sends it SIGINT).
+    fake.script([{"init": {}}, {"text": "done"}, {"result": {}, "type_second": True}, {"linger": True}])
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", sink)
+            signals_at_the_end_of_the_turn = fake.signals()
+            (lingerer,) = (start["pid"] for start in fake.starts())
+        await wait_exited(lingerer)
+    (line,) = [line for line in sink.lines() if b'"type":"result"' in line]
+    assert not line.startswith(b'{"type"')
+    assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (
+        StopReason.COMPLETED,
+        False,
+        False,
+    )
+    assert outcome.session_id == fake.starts()[0]["session_id"]
+    assert signals_at_the_end_of_the_turn == []
+    assert fake.signals() == ["SIGINT"]
+
+
+async def test_a_stopped_turn_ends_at_a_result_with_another_key_first_while_claude_keeps_its_output_open(
+    fake: FakeClaude,
+) -> None:
+    answer = [
+        {"user_text": "[Request interrupted by user]"},
+        {"result": {"subtype": "error_during_execution", "is_error": True}, "type_second": True},
+        {"linger": True},
+    ]
+    fake.script([{"on_signal": {"SIGINT": answer}}, {"init": {}}, {"sleep": 60}])
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        # A stop grace longer than the guard: only claude's result can end this stop in time.
+        async with (
+            fake.runtime(stop_grace=2 * GUARD, close_grace=0.2) as runtime,
+            trio.open_nursery() as nursery,
+        ):
+
+            async def cancel_after_init() -> None:
+                await sink.wait_for_lines(1)
+                runtime.canceller().cancel()
+
+            nursery.start_soon(cancel_after_init)
+            outcome = await runtime.run("go", sink)
+    assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (StopReason.CANCELLED, False, True)
+    assert fake.signals() == ["SIGINT"]
+
+
 async def test_closing_the_runtime_sends_a_lingering_claude_sigint_without_waiting_its_linger(
     fake: FakeClaude, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -50,6 +50,7 @@ _NOTABLE = (
     b'{"type":"system","subtype":"init"',
     b'{"type":"system","subtype":"compact_boundary"',
 )
+_RESULT = b'"type":"result"'
 EXIT_AFTER_EOF = 2.0
 """How long to wait for an exit status once stdout has closed without a result."""
 SINK_GRACE = 2.0
@@ -234,9 +235,10 @@ class InfiniteSession:
     def _observe(self, batch: Batch, turn: _Turn) -> None:
         """Note what the turn needs from this batch, touching as few of its lines as it can.
 
-        claude writes compact JSON with ``type`` as the first key, so the lines that matter
-        (system lines and the result) are found by their first bytes in one C-level pass. A
-        result written otherwise is still found at the end of the output (see ``_read``).
+        claude writes compact JSON with ``type`` as the first key of most lines, so the lines
+        that matter (system lines and the result) are found by their first bytes in one C-level
+        pass. A result written otherwise is found as the last line of a batch, or failing that
+        at the end of the output (see ``_read``).
         """
         lines = batch.lines()
         for line in compress(lines, map(bytes.startswith, lines, repeat(_NOTABLE))):
@@ -246,6 +248,13 @@ class InfiniteSession:
         at = batch.data.rfind(b'"type":"assistant"')
         if at >= 0:
             turn.last_assistant = batch.line_at(at)
+        # claude (2.1.318 at least) writes its result with another key first, as the last line
+        # of its turn: the last line of each batch is looked at whole, so that the turn ends at
+        # the result even if claude keeps its output open after it.
+        if turn.result is None and batch.data:
+            last = batch.line_at(len(batch.data) - 1)
+            if _RESULT in last and not last.startswith(_NOTABLE[0]):
+                self._note(last, turn)
 
     @staticmethod
     def _note(line: bytes, turn: _Turn) -> None:
