@@ -211,13 +211,22 @@ async def test_bad_flags_and_environment_are_refused_with_the_name_of_the_culpri
         (["--workdir", str(daemon.root / "missing")], {}, b"is not a directory"),
         (["--socket", "/tmp/" + "s" * 120], {}, b"choose a shorter --socket"),
     ]
-    for args, env, message in cases:
-        result = await trio.run_process(
-            [sys.executable, "-m", "hive.bash.daemon", "--state-dir", str(daemon.state_dir), *args],
+    results: dict[int, subprocess.CompletedProcess[bytes]] = {}
+
+    async def start(n: int, args: list[str], env: dict[str, str]) -> None:
+        # All at once, each with a state dir of its own (no case can take another's lock).
+        state_dir = daemon.root / f"state-{n}"
+        results[n] = await trio.run_process(
+            [sys.executable, "-m", "hive.bash.daemon", "--state-dir", str(state_dir), *args],
             env={**os.environ, **env},
             capture_stderr=True,
             check=False,
             stdin=subprocess.DEVNULL,
         )
-        assert result.returncode != 0, (args, env)
-        assert message in result.stderr, (args, env, result.stderr)
+
+    async with trio.open_nursery() as nursery:
+        for n, (args, env, _message) in enumerate(cases):
+            nursery.start_soon(start, n, args, env)
+    for n, (args, env, message) in enumerate(cases):
+        assert results[n].returncode != 0, (args, env)
+        assert message in results[n].stderr, (args, env, results[n].stderr)
