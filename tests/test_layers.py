@@ -10,16 +10,17 @@ HIVE = Path(__file__).resolve().parent.parent / "hive"
 
 # What each part of hive may import from hive itself (the package root holds only __version__).
 ALLOWED: dict[str, set[str]] = {
-    "sink": {"sink"},
-    "runtime": {"runtime", "sink"},
-    "claude": {"claude", "runtime", "sink"},
-    "acp": {"acp", "runtime", "sink", ""},
-    "_unix": set(),
-    "wake": {"_unix"},
+    "_files": set(),
+    "sink": {"sink", "_files"},
+    "runtime": {"runtime", "sink", "_files"},
+    "claude": {"claude", "runtime", "sink", "_files"},
+    "acp": {"acp", "runtime", "sink", "_files", ""},
+    "_unix": {"_files"},
+    "wake": {"_unix", "_files"},
     "sdnotify": set(),
-    "bash": {"bash", "wake", "sdnotify", "_unix", ""},
-    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", ""},
-    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", ""},
+    "bash": {"bash", "wake", "sdnotify", "_unix", "_files", ""},
+    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", "_files", ""},
+    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_files", ""},
 }
 
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import attrs
 
+from hive._files import open_regular
 from hive.bash._records import LooseEnd, TaskRecord
-from hive.bash._store import open_regular
 from hive.bash._wire import decode
 
 MAX_FILE_BYTES = 8 * 1024 * 1024

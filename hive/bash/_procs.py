@@ -33,8 +33,8 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive._files import read_regular
 from hive.bash._errors import BashError
-from hive.bash._store import read_regular
 
 # The wrapper is bash, and the command runs as `bash -c CMD` would run it. It runs in the
 # *foreground* of a shell that traps SIGINT with a handler: an `&` child of a non-interactive

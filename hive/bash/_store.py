@@ -35,13 +35,13 @@ import contextlib
 import logging
 import os
 import re
-import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 
+from hive._files import create_new, fsync_dir, open_regular, read_regular, write_atomic
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._wire import RecordError, decode, encode
 
@@ -52,8 +52,6 @@ TASK_FILE_SUFFIXES = (".json", ".cmd", ".out", ".err", ".exit")
 _GENERATION = re.compile(r"\.(?:json|cmd|out|err|exit)\.([0-9]+)")
 _RUN_FILE = re.compile(r"(.+)\.(json|cmd|out|err|exit)(?:\.([0-9]+))?")
 _ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_CREATE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @attrs.frozen
@@ -65,73 +63,6 @@ class Tail:
     @property
     def truncated(self) -> bool:
         return self.size > TAIL_BYTES
-
-
-def create_new(path: Path, flags: int = os.O_WRONLY) -> int:
-    """Create ``path`` for this process alone: it must not exist, and a symlink there is not followed."""
-    return os.open(path, flags | _CREATE, 0o600)
-
-
-def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file, never a torn one.
-
-    The temporary file is created afresh (a leftover one, or a symlink planted in its place,
-    is removed, not followed), and the rename replaces whatever is at ``path`` itself.
-    ``durable`` fsyncs the data before the rename (power-loss safety); without it the file
-    still survives a crash of this process, from the page cache.
-    """
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        fd = create_new(tmp)
-    except FileExistsError:
-        tmp.unlink()
-        fd = create_new(tmp)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def open_regular(path: Path) -> int | None:
-    """``path`` opened for reading if it is a regular file (not through a symlink); None if it is not there.
-
-    Raises OSError for anything else there: a symlink (ELOOP), a FIFO or a directory.
-    """
-    try:
-        fd = os.open(path, _READ)
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{path} is not a regular file")
-    return fd
-
-
-def read_regular(path: Path) -> bytes | None:
-    """The whole of a regular file (see :func:`open_regular`); None if it is not there."""
-    fd = open_regular(path)
-    if fd is None:
-        return None
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def decode_tail(data: bytes) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive._files import fsync_dir, open_regular
 from hive.bash import _limits, _procs
 from hive.bash._batches import Batcher
 from hive.bash._courier import WakeCourier
@@ -32,7 +33,7 @@ from hive.bash._model import Event, Exited, Spawned, advance
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._recovery import recover
 from hive.bash._stopping import FILLED_UP, Stopper
-from hive.bash._store import Tail, TaskStore, fsync_dir, open_regular, read_tail
+from hive.bash._store import Tail, TaskStore, read_tail
 from hive.wake import Wake, end_id
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,171 @@
+"""State files, opened one way everywhere: never through a symlink, created 0600, in a 0700 dir.
+
+Tasks and other local users may be able to plant things in a state directory, so nothing
+here follows a symlink at the final component (O_NOFOLLOW), nothing opened for reading
+blocks on a FIFO (O_NONBLOCK, then regular files only), and every file hive creates is
+readable by its own user alone. A record is replaced whole (temp file + rename), and an
+append that fails part-way is cut back, so a crash or a full disk never leaves a torn
+line behind. Standard library only, synchronous: async callers run the fsyncing calls in
+a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import stat
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+_CREATE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_OPEN_OR_CREATE = os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+class NotARegularFile(OSError):
+    """Something other than a regular file (a FIFO, a directory, a device) is at a state file's path."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} is not a regular file; move it away, hive keeps its own state files there")
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """``path`` as a directory: made 0700 (with its parents) when missing, a warning when open to others."""
+    try:
+        path.mkdir(mode=PRIVATE_DIR, parents=True)
+    except FileExistsError:
+        pass
+    else:
+        return path
+    mode = os.stat(path).st_mode
+    if not stat.S_ISDIR(mode):
+        raise NotADirectoryError(f"{path} is not a directory; hive needs it for its state")
+    if mode & 0o077:
+        log.warning(
+            "state dir %s has mode %03o: other users can see what is in it; chmod 700 it",
+            path,
+            stat.S_IMODE(mode),
+        )
+    return path
+
+
+def _regular(fd: int, path: Path) -> int:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotARegularFile(path)
+    return fd
+
+
+def create_new(path: Path, flags: int = os.O_WRONLY) -> int:
+    """Create ``path`` for this process alone: it must not exist, and a symlink there is not followed."""
+    return os.open(path, flags | _CREATE, PRIVATE_FILE)
+
+
+def open_private(path: Path, flags: int) -> int:
+    """``path`` opened with ``flags``, created 0600 if missing, never through a symlink, regular only.
+
+    The file is not truncated, and O_NONBLOCK is cleared again once it is known to be regular.
+    """
+    fd = _regular(os.open(path, flags | _OPEN_OR_CREATE, PRIVATE_FILE), path)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def open_lock(path: Path) -> int:
+    """A lock file's descriptor (for flock), created 0600; what is in it is left alone."""
+    return open_private(path, os.O_RDWR)
+
+
+def open_append(path: Path) -> int:
+    """``path`` opened for appending, created 0600 when missing."""
+    return open_private(path, os.O_WRONLY | os.O_APPEND)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def append_whole(fd: int, data: bytes) -> None:
+    """Append ``data`` to an O_APPEND file whole or not at all.
+
+    A write that fails part-way (ENOSPC, EIO) is cut back to where the file ended, so a
+    reader never sees half a line; the error is raised.
+    """
+    end = os.fstat(fd).st_size
+    try:
+        write_all(fd, data)
+    except OSError:
+        try:
+            os.ftruncate(fd, end)
+        except OSError:
+            log.warning("could not cut a failed append back to %d bytes", end, exc_info=True)
+        raise
+
+
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file, never a torn one.
+
+    The temporary file is created afresh (a leftover one, or a symlink planted in its place,
+    is removed, not followed), and the rename replaces whatever is at ``path`` itself.
+    ``durable`` fsyncs the data before the rename (power-loss safety); without it the file
+    still survives a crash of this process, from the page cache. On any error the temporary
+    file is removed and ``path`` is as it was.
+    """
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fd = create_new(tmp)
+    except FileExistsError:
+        tmp.unlink()
+        fd = create_new(tmp)
+    try:
+        try:
+            write_all(fd, data)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def open_regular(path: Path) -> int | None:
+    """``path`` opened for reading if it is a regular file (not through a symlink); None if it is not there.
+
+    Raises OSError for anything else there: a symlink (ELOOP), a FIFO or a directory.
+    """
+    try:
+        fd = os.open(path, _READ)
+    except FileNotFoundError:
+        return None
+    return _regular(fd, path)
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The whole of a regular file (see :func:`open_regular`); None if it is not there."""
+    fd = open_regular(path)
+    if fd is None:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
