@@ -12,6 +12,7 @@ a worker thread.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import stat
@@ -78,6 +79,21 @@ def open_private(path: Path, flags: int) -> int:
 def open_lock(path: Path) -> int:
     """A lock file's descriptor (for flock), created 0600; what is in it is left alone."""
     return open_private(path, os.O_RDWR)
+
+
+def try_lock(path: Path) -> int | None:
+    """The descriptor of the lock file at ``path``, held (flock, exclusive) until it is closed;
+    None if another process holds it."""
+    fd = open_lock(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def open_append(path: Path) -> int:

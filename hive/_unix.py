@@ -32,6 +32,8 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive._files import ensure_private_dir
+
 __all__ = ["MAX_SOCKET_PATH", "NotASocket", "SocketInUse", "check_socket_path", "open_unix_listener"]
 
 log = logging.getLogger(__name__)
@@ -83,7 +85,7 @@ async def open_unix_listener(
     """
     path = Path(path)
     check_socket_path(path, known_as)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ensure_private_dir(path.parent)
     sock, identity = await _bind_afresh(path, known_as)
     try:
         sock.listen(backlog)

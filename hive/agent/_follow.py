@@ -14,6 +14,8 @@ from pathlib import Path
 
 import trio
 
+from hive._files import open_regular
+
 _IN_NONBLOCK = os.O_NONBLOCK
 _IN_CLOEXEC = os.O_CLOEXEC
 _IN_MODIFY = 0x002
@@ -73,14 +75,15 @@ async def follow_lines(path: Path) -> AsyncGenerator[bytes, None]:
 
 def _read_from(path: Path, offset: int) -> tuple[bytes, int, bool]:
     """What ``path`` holds past ``offset``; from 0 again if it got shorter."""
-    try:
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            restarted = size < offset
-            if restarted:
-                offset = 0
-            file.seek(offset)
-            chunk = file.read(READ_SIZE)
-    except FileNotFoundError:
+    fd = open_regular(path)
+    if fd is None:
         return b"", 0, offset > 0
+    try:
+        size = os.fstat(fd).st_size
+        restarted = size < offset
+        if restarted:
+            offset = 0
+        chunk = os.pread(fd, READ_SIZE, offset)
+    finally:
+        os.close(fd)
     return chunk, offset + len(chunk), restarted

@@ -12,6 +12,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive._files import append_whole, open_append, open_regular
 from hive.agent._wire import TurnRecord, encode
 from hive.sink import Batch, ContextUsage, SystemInit, first_message, last_message
 
@@ -23,29 +24,29 @@ TAIL = 4 << 20
 
 @attrs.define(eq=False)
 class TurnLog:
-    """Appends to the turn log through Trio, so a slow disk blocks only the log's writers."""
+    """Appends to the turn log, each write whole or not at all (a full disk cuts no line in two)."""
 
     path: Path
-    _stream: trio.lowlevel.FdStream
+    _fd: int
     _lock: trio.Lock = attrs.field(factory=trio.Lock)
     _failed: bool = False
 
     @classmethod
     def open(cls, path: Path) -> TurnLog:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        return cls(path, trio.lowlevel.FdStream(fd))
+        return cls(path, open_append(path))
 
     @staticmethod
     def last_turn(path: Path) -> int:
         """The number of the last turn in the log at ``path`` (0 if none), so that a restarted
         harness numbers on from it."""
-        try:
-            with open(path, "rb") as file:
-                size = file.seek(0, os.SEEK_END)
-                file.seek(max(0, size - TAIL))
-                tail = file.read()
-        except FileNotFoundError:
+        fd = open_regular(path)
+        if fd is None:
             return 0
+        try:
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, TAIL, max(0, size - TAIL))
+        finally:
+            os.close(fd)
         for line in reversed(tail.split(b"\n")):
             if b'"type":"hive"' in line:
                 try:
@@ -59,8 +60,9 @@ class TurnLog:
     async def write(self, data: bytes) -> None:
         """Append ``data``; a log that cannot be written is reported once and the turn goes on."""
         async with self._lock:
+            await trio.lowlevel.checkpoint()
             try:
-                await self._stream.send_all(data)
+                append_whole(self._fd, data)
             except OSError as exc:
                 if not self._failed:
                     log.error("cannot write the turn log %s (%s); turns go on unlogged", self.path, exc)  # noqa: TRY400
@@ -75,7 +77,7 @@ class TurnLog:
         return TurnSink(self, on_usage)
 
     async def aclose(self) -> None:
-        await self._stream.aclose()
+        os.close(self._fd)
 
 
 @attrs.define(eq=False)

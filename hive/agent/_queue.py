@@ -26,6 +26,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive._files import fsync_dir, open_append, read_regular, write_all, write_atomic
 from hive.agent._model import SEEN_LIMIT, Item, LoopState, owed_compaction
 from hive.agent._wire import (
     Added,
@@ -103,9 +104,7 @@ class QueueFile:
 
     def _write(self, data: bytes) -> None:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view) :]
+            write_all(self._fd, data)
             os.fdatasync(self._fd)
         except OSError:
             # What went out of a failed write must not become the start of the next line.
@@ -144,26 +143,9 @@ def _rewrite(path: Path) -> tuple[int, int]:
 
 
 def _replace(path: Path, data: bytes) -> int:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _sync_dir(path.parent)
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-
-
-def _sync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomic(path, data)
+    fsync_dir(path.parent)
+    return open_append(path)
 
 
 def load(path: Path) -> tuple[list[Record], int]:
@@ -171,8 +153,12 @@ def load(path: Path) -> tuple[list[Record], int]:
     newline (a write cut short by a crash) is left out; a line that is not a record (the file
     damaged) is skipped with a warning."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = read_regular(path)
+    except OSError as exc:
+        raise OSError(
+            exc.errno, f"cannot read the queue {path}: {exc}; move it away to start empty"
+        ) from None
+    if data is None:
         return [], 0
     whole = data.rfind(b"\n") + 1
     records: list[Record] = []
@@ -192,9 +178,9 @@ async def open_queue_file(path: Path) -> tuple[QueueFile, LoopState]:
     def open_sync() -> tuple[QueueFile, LoopState]:
         records, whole = load(path)
         created = not path.exists()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        fd = open_append(path)
         if created:
-            _sync_dir(path.parent)
+            fsync_dir(path.parent)
         elif os.fstat(fd).st_size != whole:
             os.truncate(path, whole)  # the cut-off line: never acknowledged
         return QueueFile(path, fd, whole, whole), replay(records)

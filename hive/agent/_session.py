@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import attrs
 
+from hive._files import read_regular, write_atomic
 from hive.agent._wire import RecordError, SessionFile, decode_session, encode
 
 log = logging.getLogger(__name__)
@@ -24,9 +24,14 @@ class SessionStore:
     def load(self) -> str | None:
         """The session to resume, if one was saved for this backend."""
         try:
-            saved = decode_session(self.path.read_bytes())
-        except FileNotFoundError:
+            data = read_regular(self.path)
+        except OSError as exc:
+            log.warning("%s cannot be read (%s): a new session starts", self.path, exc)
             return None
+        if data is None:
+            return None
+        try:
+            saved = decode_session(data)
         except (OSError, RecordError) as exc:
             log.warning("%s cannot be read (%s): a new session starts", self.path, exc)
             return None
@@ -45,9 +50,5 @@ class SessionStore:
         if session_id is None:
             self.path.unlink(missing_ok=True)
         else:
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            with open(fd, "wb") as file:
-                file.write(encode(SessionFile(self.backend, session_id)))
-            os.replace(tmp, self.path)
+            write_atomic(self.path, encode(SessionFile(self.backend, session_id)), durable=False)
         self._saved = session_id

@@ -17,7 +17,6 @@ end. A signal while it starts cancels the start (an ACP agent starting gets SIGI
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import signal
@@ -26,12 +25,12 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
-from typing import IO
 
 import attrs
 import trio
 
 from hive import sdnotify
+from hive._files import ensure_private_dir, try_lock
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
 from hive.agent._loop import Harness, open_harness
 from hive.agent._options import Options, OptionsError, parse_options, relay_server, subagent_server
@@ -62,17 +61,13 @@ class StateDirBusy(RuntimeError):
     """Another hive-agent is using the state directory."""
 
 
-def lock_state_dir(state_dir: Path) -> IO[bytes]:
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(state_dir / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    lock = open(fd, "wb")  # noqa: SIM115 - held for the harness's life
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
+def lock_state_dir(state_dir: Path) -> int:
+    """The harness's hold on ``state_dir`` (made 0700 if missing): a descriptor to close at the end."""
+    lock = try_lock(ensure_private_dir(state_dir) / LOCK_FILE)
+    if lock is None:
         raise StateDirBusy(
             f"another hive-agent is using {state_dir}; stop it, or give this one another --state-dir"
-        ) from None
+        )
     return lock
 
 
@@ -231,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("%s", exc)  # noqa: TRY400 - the message says what to do
         return 2
     finally:
-        lock.close()
+        os.close(lock)
     return 0
 
 

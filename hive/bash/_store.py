@@ -41,7 +41,7 @@ from pathlib import Path
 
 import attrs
 
-from hive._files import create_new, fsync_dir, open_regular, read_regular, write_atomic
+from hive._files import create_new, ensure_private_dir, fsync_dir, open_regular, read_regular, write_atomic
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._wire import RecordError, decode, encode
 
@@ -155,7 +155,7 @@ class TaskStore:
 
     def create_dirs(self) -> None:
         for d in (self.root, self.tasks_dir, self.loose_ends_dir):
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            ensure_private_dir(d)
 
     def record_path(self, task_id: str) -> Path:
         return self.tasks_dir / f"{task_id}.json"

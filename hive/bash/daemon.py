@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import fcntl
 import gc
 import logging
 import os
@@ -12,12 +11,13 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import TypeVar
 
 import attrs
 import trio
 
 from hive import __version__, sdnotify
+from hive._files import try_lock
 from hive._unix import open_unix_listener
 from hive.bash._courier import WakeCourier
 from hive.bash._limits import raise_open_files_limit
@@ -66,15 +66,12 @@ def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Pa
     return base / "hive"
 
 
-def _lock_state_dir(state_dir: Path) -> IO[bytes]:
-    lock = open(state_dir / "bash-daemon.lock", "wb")  # noqa: SIM115 - held for the daemon's life
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
+def _lock_state_dir(state_dir: Path) -> int:
+    lock = try_lock(state_dir / "bash-daemon.lock")
+    if lock is None:
         raise StateDirBusy(
             f"another hive-bash-daemon is using {state_dir}; stop it, or give this one another --state-dir"
-        ) from None
+        )
     return lock
 
 
@@ -113,7 +110,7 @@ async def serve_daemon(
             log.info("listening on %s (state in %s)", config.socket, config.state_dir)
             task_status.started(manager)
     finally:
-        lock.close()
+        os.close(lock)
 
 
 # -- command line ---------------------------------------------------------------------------------

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 import attrs
 import trio
 
+from hive._files import open_append
 from hive.sink._batch import Batch
 from hive.sink._messages import StreamMessage
 from hive.sink._usage import ContextUsage
@@ -36,7 +38,7 @@ class JsonlSink:
 
     @classmethod
     def to_path(cls, path: str | os.PathLike[str]) -> JsonlSink:
-        return cls(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
+        return cls(open_append(Path(path)))
 
     async def write(self, batch: Batch) -> None:
         async with self._lock:

@@ -1,0 +1,182 @@
+"""State files: never opened through a planted symlink, created 0600 in a 0700 dir, and a full
+disk cuts no line in two and stops no harness (hive._files and its callers)."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from hive._files import append_whole, ensure_private_dir, open_append, open_lock, try_lock, write_atomic
+from hive.agent._log import TurnLog
+from hive.agent._queue import open_queue_file
+from hive.agent._session import SessionStore
+from hive.agent.harness import lock_state_dir
+from hive.bash.daemon import _lock_state_dir
+from hive.sink import JsonlSink
+
+PLANTED = b"someone else's file\n"
+
+
+def _open_queue(path: Path) -> None:
+    queue, _ = trio.run(open_queue_file, path)
+    queue.close()
+
+
+def _save_session(path: Path) -> None:
+    SessionStore(path, "claude").save("s-1")
+
+
+def _close(fd: int) -> None:
+    os.close(fd)
+
+
+OPENERS: dict[str, tuple[str, Callable[[Path], object]]] = {
+    "bash-daemon.lock": ("bash-daemon.lock", lambda p: _close(_lock_state_dir(p.parent))),
+    "agent.lock": ("agent.lock", lambda p: _close(lock_state_dir(p.parent))),
+    "queue": ("queue", _open_queue),
+    "turns.jsonl": ("turns.jsonl", lambda p: _close(open_append(p))),
+    "turn log": ("turns.jsonl", lambda p: trio.run(TurnLog.open(p).aclose)),
+    "jsonl sink": ("out.jsonl", lambda p: trio.run(JsonlSink.to_path(p).aclose)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPENERS))
+def test_a_symlink_planted_at_a_state_file_is_not_followed(tmp_path: Path, name: str) -> None:
+    filename, opener = OPENERS[name]
+    target = tmp_path / "target"
+    target.write_bytes(PLANTED)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / filename).symlink_to(target)
+    with pytest.raises(OSError):
+        opener(state / filename)
+    assert target.read_bytes() == PLANTED
+
+
+def test_a_session_saved_over_a_planted_symlink_replaces_the_link_not_its_target(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.write_bytes(PLANTED)
+    (tmp_path / "session").symlink_to(target)
+    (tmp_path / ".session.tmp").symlink_to(target)
+    _save_session(tmp_path / "session")
+    assert target.read_bytes() == PLANTED
+    assert not (tmp_path / "session").is_symlink()
+    assert SessionStore(tmp_path / "session", "claude").load() == "s-1"
+
+
+def test_a_fifo_planted_at_a_state_file_is_refused_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "agent.lock")
+    with pytest.raises(OSError, match="not a regular file"):
+        open_lock(tmp_path / "agent.lock")
+
+
+@pytest.mark.parametrize("name", sorted(OPENERS))
+def test_every_state_file_is_created_for_its_user_alone(tmp_path: Path, name: str) -> None:
+    filename, opener = OPENERS[name]
+    os.umask(0o022)
+    opener(tmp_path / filename)
+    assert stat.S_IMODE(os.stat(tmp_path / filename).st_mode) == 0o600
+
+
+def test_a_lock_file_keeps_what_is_in_it_and_is_held_once(tmp_path: Path) -> None:
+    path = tmp_path / "bash-daemon.lock"
+    path.write_bytes(b"kept")
+    first = try_lock(path)
+    assert first is not None
+    try:
+        assert try_lock(path) is None
+    finally:
+        os.close(first)
+    assert path.read_bytes() == b"kept"
+
+
+def test_a_state_dir_hive_makes_is_0700_and_an_open_one_is_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    os.umask(0o022)
+    made = tmp_path / "made" / "state"
+    os.close(lock_state_dir(made))
+    assert stat.S_IMODE(os.stat(made).st_mode) == 0o700
+    assert not caplog.records
+
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o755)
+    os.chmod(open_dir, 0o755)
+    with caplog.at_level(logging.WARNING, logger="hive._files"):
+        ensure_private_dir(open_dir)
+    assert any("chmod 700" in r.getMessage() and str(open_dir) in r.getMessage() for r in caplog.records)
+    assert stat.S_IMODE(os.stat(open_dir).st_mode) == 0o755  # hive says so; it does not change it
+
+
+def _over_a_size_limit(body: str) -> str:
+    """Run ``body`` in a Python whose file-size limit is 100 bytes: a full disk that arrives in the
+    middle of a write, for that process alone. It prints the errno it got."""
+    script = f"""
+import os, resource, signal
+from pathlib import Path
+from hive._files import append_whole, open_append, write_atomic
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+try:
+{textwrap.indent(textwrap.dedent(body), "    ")}
+except OSError as exc:
+    print(exc.errno)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    return done.stdout.strip() or done.stderr
+
+
+def test_an_append_that_fails_part_way_is_cut_back_to_the_last_whole_line(tmp_path: Path) -> None:
+    path = tmp_path / "turns.jsonl"
+    got = _over_a_size_limit(f"""
+        fd = open_append(Path({str(path)!r}))
+        append_whole(fd, b"first line\\n")
+        append_whole(fd, b"x" * 300 + b"\\n")
+    """)
+    assert got == str(errno.EFBIG)
+    assert path.read_bytes() == b"first line\n"
+
+
+def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "record"
+    write_atomic(path, b"old")
+    got = _over_a_size_limit(f"write_atomic(Path({str(path)!r}), b'n' * 300)")
+    assert got == str(errno.EFBIG)
+    assert path.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["record"]
+
+
+async def test_a_turn_log_on_a_full_disk_is_reported_once_and_the_turns_go_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    full = TurnLog(tmp_path / "turns.jsonl", os.open("/dev/full", os.O_WRONLY | os.O_CLOEXEC))
+    with caplog.at_level(logging.ERROR, logger="hive.agent._log"):
+        for _ in range(3):
+            await full.write(b'{"type":"assistant"}\n')
+    await full.aclose()
+    reports = [r for r in caplog.records if "cannot write the turn log" in r.getMessage()]
+    assert len(reports) == 1
+    assert "turns go on unlogged" in reports[0].getMessage()
+
+
+def test_append_whole_writes_everything_it_is_given(tmp_path: Path) -> None:
+    fd = open_append(tmp_path / "log")
+    try:
+        for n in range(3):
+            append_whole(fd, bytes([65 + n]) * 100_000)
+    finally:
+        os.close(fd)
+    data = (tmp_path / "log").read_bytes()
+    assert data == b"A" * 100_000 + b"B" * 100_000 + b"C" * 100_000
