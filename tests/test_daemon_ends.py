@@ -250,3 +250,72 @@ async def test_a_wake_whose_acknowledgement_the_daemon_never_read_comes_again_wi
     assert [w.sender for w in wakes] == ["bash-task-twice", "bash-task-twice"]
     assert wakes[0].end_id == wakes[1].end_id == f"twice:{record_of(daemon, 'twice')['serial']}"
     assert "exit code 4" in wakes[1].body
+
+
+async def _first_run_ended_unacknowledged(daemon: DaemonHandle, agent: AgentListener) -> str:
+    """Run `x` (exit 3) whose wake the agent refuses: it has ended and is owed. Its serial."""
+    stream, reader = await open_raw_session(daemon.socket)
+    async with stream:
+        await send(stream, run_request(2, cmd="exit 3", name="x", wait_seconds=0))
+        await answer(reader, 2)
+    with trio.fail_after(20):
+        await agent.wait_for_refusals(1)
+    serial: str = record_of(daemon, "x")["serial"]
+    return serial
+
+
+async def test_a_reused_name_keeps_the_previous_runs_end_owed_when_its_answer_reaches_nobody(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    gate, ready = make_gate(daemon.root), make_gate(daemon.root, "ready")
+    agent.refuse = True
+    async with agent.serving(), daemon.running():
+        first = await _first_run_ended_unacknowledged(daemon, agent)
+        stream, reader = await open_raw_session(daemon.socket)
+        async with stream:
+            await send(stream, run_request(3, cmd=signalled(ready, gate, 4), name="x", wait_seconds=20))
+            with trio.fail_after(20):
+                await read_pid(ready)
+            assert daemon.loose_end("x").exists()
+            assert (daemon.state_dir / "mcp-loose-ends" / f"bash-task-x@{first}.json").exists()
+            await stream.send_eof()  # the client goes away before the answer comes
+            with trio.fail_after(20):
+                await release(gate)
+                ended = (await answer(reader, 3))["structuredContent"]
+        assert ended["previous"] == {"id": "x", "state": "done", "exit_code": 3}
+        second = record_of(daemon, "x")["serial"]
+        agent.refuse = False
+        with trio.fail_after(30):
+            while {w.end_id for w in agent.wakes} < {f"x:{first}", f"x:{second}"}:
+                await agent.wait_for(len(agent.wakes) + 1)
+    by_end = {w.end_id: w for w in agent.wakes}
+    assert "exit code 3" in by_end[f"x:{first}"].body
+    assert "exit code 4" in by_end[f"x:{second}"].body
+
+
+async def test_a_reused_name_keeps_the_previous_runs_end_owed_across_a_sigkill(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    gate, ready = make_gate(daemon.root), make_gate(daemon.root, "ready")
+    agent.refuse = True
+    async with agent.serving():
+        async with daemon.running(stop=False) as killed:
+            first = await _first_run_ended_unacknowledged(daemon, agent)
+            stream, _reader = await open_raw_session(daemon.socket)
+            async with stream:
+                await send(stream, run_request(3, cmd=signalled(ready, gate, 4), name="x", wait_seconds=20))
+                with trio.fail_after(20):
+                    pid = await read_pid(ready)
+                await sigkill(killed)
+        agent.refuse = False
+        async with daemon.running(), daemon.session() as session:
+            with trio.fail_after(30):
+                while f"x:{first}" not in {w.end_id for w in agent.wakes}:
+                    await agent.wait_for(len(agent.wakes) + 1)
+            with trio.fail_after(20):
+                await release(gate)
+            await wait_pid_exit(pid)
+            status = structured(await call(session, "status", id="x", wait_seconds=20))
+    assert (status["state"], status["exit_code"]) == ("done", 4)
+    (first_wake,) = [w for w in agent.wakes if w.end_id == f"x:{first}"]
+    assert "done, exit code 3" in first_wake.body

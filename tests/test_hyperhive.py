@@ -556,3 +556,30 @@ def test_a_compaction_the_harness_cannot_write_down_is_a_tool_error(tmp_path: Pa
     assert result.structured["error"] == "CompactRefused"
     assert "compaction not requested: could not write the queue" in result.text
     assert "again" in result.text
+
+
+def test_an_earlier_runs_loose_end_is_listed_with_its_own_runs_files(tmp_path: Path) -> None:
+    from hive.bash._records import LooseEnd, OwedWake, TaskRecord
+    from hive.bash._store import TaskStore
+
+    store = TaskStore(tmp_path)
+    store.create_dirs()
+    first = TaskRecord(id="x", serial="a" * 16, cmd="exit 3", cwd="/", created_at=1.0)
+    store.save_record(first)
+    store.save_loose_end(
+        LooseEnd("x", first.serial, "exit 3", 1.0, OwedWake("bash-task-x", "x ended: exit code 3")),
+        earlier=True,
+    )
+    store.rotate("x")  # a later run took the name: the first's files are the generation 1
+    store.save_record(TaskRecord(id="x", serial="b" * 16, cmd="sleep 9", cwd="/", created_at=2.0))
+    store.save_loose_end(LooseEnd("x", "b" * 16, "sleep 9", 2.0))
+    listing = read_loose_ends(store.loose_ends_dir)
+    assert not listing.unreadable
+    earlier, latest = listing.entries
+    assert (earlier.cmd, earlier.stdout_path) == ("exit 3", str(store.tasks_dir / "x.out.1"))
+    assert earlier.wake is not None and "exit code 3" in earlier.wake.body
+    assert (latest.cmd, latest.state, latest.stdout_path) == (
+        "sleep 9",
+        "running",
+        str(store.tasks_dir / "x.out"),
+    )

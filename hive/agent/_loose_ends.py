@@ -3,7 +3,9 @@
 The daemon (``hive.bash``) keeps ``<state>/mcp-loose-ends/bash-task-<id>.json`` from a task's
 start until the agent has been told the task's end (its wake was acknowledged, or a `status`
 answer carrying it reached the agent), and the task's record beside it in
-``<state>/bash-tasks/<id>.json``. A loose end holding a wake is an ended task; one without, a
+``<state>/bash-tasks/<id>.json``. An earlier run still owed when a later one took its name
+keeps its own, ``bash-task-<id>@<serial>.json``, its files those of the generation whose record
+has that serial (``<id>.json.<n>``). A loose end holding a wake is an ended task; one without, a
 task still running. This module only reads: listing a loose end does not settle it.
 
 Tasks run as the daemon's user and can write into the state directory, so the files are read
@@ -116,7 +118,8 @@ def read_loose_ends(loose_ends_dir: Path) -> Listing:
     for name in names:
         path = loose_ends_dir / name
         try:
-            entry = _entry(path, name.removeprefix(_PREFIX).removesuffix(_SUFFIX), tasks_dir)
+            task_id, _, serial = name.removeprefix(_PREFIX).removesuffix(_SUFFIX).partition("@")
+            entry = _entry(path, task_id, serial or None, tasks_dir)
         except (OSError, ValueError, RecursionError) as exc:
             unreadable.append(Unreadable(_text(str(path)), _text(str(exc)) or type(exc).__name__))
             continue
@@ -126,14 +129,18 @@ def read_loose_ends(loose_ends_dir: Path) -> Listing:
     return Listing(tuple(entries), tuple(unreadable))
 
 
-def _entry(path: Path, task_id: str, tasks_dir: Path) -> Entry | None:
+def _entry(path: Path, task_id: str, serial: str | None, tasks_dir: Path) -> Entry | None:
+    """``serial``: the run the file's name gives, for an earlier run's loose end (a later run
+    took its name, so its files are the generation that has its record)."""
     data = _read_bounded(path)
     if data is None:
         return None
     loose_end = decode(data, LooseEnd)
     if loose_end.task_id != task_id:
         raise ValueError(f"it names task {loose_end.task_id!r}, not {task_id!r}")
-    record = _record(tasks_dir / f"{task_id}.json", loose_end.serial)
+    if serial is not None and loose_end.serial != serial:
+        raise ValueError(f"it names run {loose_end.serial!r} of {task_id!r}, not {serial!r}")
+    record, tail = _run_of(tasks_dir, task_id, loose_end.serial, earlier=serial is not None)
     if record is not None and record.state.final:
         state = record.state.value
     elif loose_end.wake is not None:
@@ -142,7 +149,7 @@ def _entry(path: Path, task_id: str, tasks_dir: Path) -> Entry | None:
         # A record is saved `pending` before the task's process starts and, while it runs, only
         # now and then: a task whose loose end holds no wake has started and not ended.
         state = "running"
-    cmd_path = tasks_dir / f"{task_id}.cmd"
+    cmd_path = tasks_dir / f"{task_id}.cmd{tail}"
     return Entry(
         id=_text(task_id),
         cmd=_shown_cmd(loose_end.cmd, cmd_path),
@@ -152,12 +159,34 @@ def _entry(path: Path, task_id: str, tasks_dir: Path) -> Entry | None:
         exit_code=None if record is None else record.exit_code,
         since=_finite(loose_end.since),
         ended_at=None if record is None else _finite(record.ended_at),
-        stdout_path=_text(str(tasks_dir / f"{task_id}.out")),
-        stderr_path=_text(str(tasks_dir / f"{task_id}.err")),
+        stdout_path=_text(str(tasks_dir / f"{task_id}.out{tail}")),
+        stderr_path=_text(str(tasks_dir / f"{task_id}.err{tail}")),
         wake=None
         if loose_end.wake is None
         else Wake(_text(loose_end.wake.sender), _text(loose_end.wake.body)),
     )
+
+
+def _run_of(tasks_dir: Path, task_id: str, serial: str, *, earlier: bool) -> tuple[TaskRecord | None, str]:
+    """The record of the run ``serial`` of ``task_id`` and the ending of its files' names: ``""``
+    for the latest run, ``.<n>`` for an earlier one moved aside (see hive.bash._store)."""
+    record = _record(tasks_dir / f"{task_id}.json", serial)
+    if record is not None or not earlier:
+        return record, ""
+    prefix = f"{task_id}.json."
+    try:
+        with os.scandir(tasks_dir) as found:
+            generations = sorted(
+                (int(g) for e in found if (g := e.name.removeprefix(prefix)) != e.name and g.isdigit()),
+                reverse=True,
+            )
+    except OSError:
+        return None, ""
+    for generation in generations:
+        record = _record(tasks_dir / f"{prefix}{generation}", serial)
+        if record is not None:
+            return record, f".{generation}"
+    return None, ""
 
 
 def _record(path: Path, serial: str) -> TaskRecord | None:

@@ -65,12 +65,15 @@ async def recover(manager: TaskManager) -> None:
     store = manager.store
     records = await trio.to_thread.run_sync(lambda: list(store.load_records()))
     loose_ends = await trio.to_thread.run_sync(lambda: list(store.load_loose_ends()))
-    by_id = {le.task_id: le for le in loose_ends}
+    by_id = {le.task_id: le for le, earlier in loose_ends if not earlier}
+    earlier_runs = {(le.task_id, le.serial): le for le, earlier in loose_ends if earlier}
     for record in records:
         task = manager._register(Task(record))
         loose_end = by_id.pop(record.id, None)
         if loose_end is not None and loose_end.serial != record.serial:
-            await trio.to_thread.run_sync(store.delete_loose_end, record.id, loose_end.serial)
+            # An earlier run's end, still owed: a later run took the name as it was set aside.
+            await trio.to_thread.run_sync(store.set_aside_loose_end, loose_end)
+            earlier_runs[loose_end.task_id, loose_end.serial] = loose_end
             loose_end = None
         if record.state.final:
             task.ended.set()
@@ -90,15 +93,22 @@ async def recover(manager: TaskManager) -> None:
     await _watch_leftovers(manager)
     for orphan in by_id.values():
         log.warning("loose end for %s has no task record; sending what it holds", orphan.task_id)
-        wake = orphan.wake or OwedWake(
-            sender=f"bash-task-{orphan.task_id}",
-            body=f"bash task {orphan.task_id} (`{orphan.cmd}`): its record was lost; its end is unknown",
-        )
-        manager.courier.enqueue(
-            orphan.task_id,
-            orphan.serial,
-            Wake(sender=wake.sender, body=wake.body, end_id=end_id(orphan.task_id, orphan.serial)),
-        )
+        _send_what_it_holds(manager, orphan, "its record was lost; its end is unknown")
+    for earlier in earlier_runs.values():
+        _send_what_it_holds(manager, earlier, "a later task took its name; its end is unknown")
+
+
+def _send_what_it_holds(manager: TaskManager, loose_end: LooseEnd, unknown: str) -> None:
+    """Owe the agent the end a loose end holds, with no task of its own to tell it by."""
+    wake = loose_end.wake or OwedWake(
+        sender=f"bash-task-{loose_end.task_id}",
+        body=f"bash task {loose_end.task_id} (`{loose_end.cmd}`): {unknown}",
+    )
+    manager.courier.enqueue(
+        loose_end.task_id,
+        loose_end.serial,
+        Wake(sender=wake.sender, body=wake.body, end_id=end_id(loose_end.task_id, loose_end.serial)),
+    )
 
 
 async def _adopt_unrecorded(manager: TaskManager, known: set[str], loose_ends: dict[str, LooseEnd]) -> None:

@@ -6,7 +6,9 @@
     <state>/bash-tasks/<id>.exit      the exit status, written by the task's wrapper shell
     <state>/bash-tasks/<id>.<ext>.<n> an earlier run of a reused name: `build.out.1` is the
                                       first run's stdout, `build.out.2` the second's, ...
-    <state>/mcp-loose-ends/bash-task-<id>.json   an end the agent is owed
+    <state>/mcp-loose-ends/bash-task-<id>.json   an end the agent is owed, of the id's latest run
+    <state>/mcp-loose-ends/bash-task-<id>@<serial>.json   ... of an earlier run, still owed when
+                                      a new run took its name (each run's end is owed on its own)
 
 Tasks run as the daemon's user and can write here, so nothing the daemon writes follows a
 symlink: a task's files are created with O_CREAT|O_EXCL|O_NOFOLLOW, a record or loose end
@@ -175,8 +177,12 @@ class TaskStore:
     def task_paths(self, task_id: str) -> list[Path]:
         return [self.tasks_dir / f"{task_id}{suffix}" for suffix in TASK_FILE_SUFFIXES]
 
-    def loose_end_path(self, task_id: str) -> Path:
-        return self.loose_ends_dir / f"bash-task-{task_id}.json"
+    def loose_end_path(self, task_id: str, serial: str | None = None) -> Path:
+        """Where the loose end of ``task_id``'s latest run is; with ``serial``, where that of an
+        earlier run is kept once a new run took the name (ids have no ``@``)."""
+        if serial is None:
+            return self.loose_ends_dir / f"bash-task-{task_id}.json"
+        return self.loose_ends_dir / f"bash-task-{task_id}@{serial}.json"
 
     def output_size(self, task_id: str) -> int:
         """The bytes in ``task_id``'s stdout and stderr together (0 for a file that is not there)."""
@@ -359,7 +365,7 @@ class TaskStore:
             for entry in entries:
                 name = entry.name
                 if name.startswith("bash-task-") and name.endswith(".json"):
-                    ids.add(name.removeprefix("bash-task-").removesuffix(".json"))
+                    ids.add(name.removeprefix("bash-task-").removesuffix(".json").partition("@")[0])
         return ids
 
     def _run_paths(self, task_id: str, generation: int) -> tuple[list[Path], Path]:
@@ -428,8 +434,11 @@ class TaskStore:
 
     # -- loose ends ------------------------------------------------------------------------------
 
-    def save_loose_end(self, loose_end: LooseEnd, *, durable: bool = True) -> None:
-        write_atomic(self.loose_end_path(loose_end.task_id), encode(loose_end), durable=durable)
+    def save_loose_end(self, loose_end: LooseEnd, *, earlier: bool = False, durable: bool = True) -> None:
+        """Save the loose end of the id's latest run, or with ``earlier`` of a run whose name a
+        later one took."""
+        serial = loose_end.serial if earlier else None
+        write_atomic(self.loose_end_path(loose_end.task_id, serial), encode(loose_end), durable=durable)
 
     def load_loose_end(self, task_id: str) -> LooseEnd | None:
         try:
@@ -439,22 +448,32 @@ class TaskStore:
             log.warning("unreadable loose end for %s: %s", task_id, exc)
             return None
 
-    def load_loose_ends(self) -> Iterator[LooseEnd]:
+    def load_loose_ends(self) -> Iterator[tuple[LooseEnd, bool]]:
+        """Every loose end, and whether it is an earlier run's (kept at its own path)."""
         for path in sorted(self.loose_ends_dir.glob("bash-task-*.json")):
             try:
                 data = read_regular(path)
                 if data is not None:
-                    yield decode(data, LooseEnd)
+                    yield decode(data, LooseEnd), "@" in path.name
             except (OSError, RecordError) as exc:
                 log.warning("skipping unreadable loose end %s: %s", path, exc)
+
+    def set_aside_loose_end(self, loose_end: LooseEnd) -> None:
+        """Keep ``loose_end``, an earlier run's, at that run's own path (durably), and remove it
+        from the latest run's path if it is still there."""
+        self.save_loose_end(loose_end, earlier=True)
+        current = self.load_loose_end(loose_end.task_id)
+        if current is not None and current.serial == loose_end.serial:
+            self.loose_end_path(loose_end.task_id).unlink(missing_ok=True)
+        fsync_dir(self.loose_ends_dir)
 
     def delete_loose_end(self, task_id: str, serial: str, *, durable: bool = True) -> None:
         """Remove the loose end of this run of ``task_id`` (not of a later task that reused the name).
 
         ``durable`` fsyncs the directory after (without it, the caller does so later)."""
+        self.loose_end_path(task_id, serial).unlink(missing_ok=True)
         current = self.load_loose_end(task_id)
-        if current is None or current.serial != serial:
-            return
-        self.loose_end_path(task_id).unlink(missing_ok=True)
+        if current is not None and current.serial == serial:
+            self.loose_end_path(task_id).unlink(missing_ok=True)
         if durable:
             fsync_dir(self.loose_ends_dir)

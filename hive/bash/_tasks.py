@@ -80,6 +80,8 @@ class Task:
     wake_queued: bool = False
     owed_wake: OwedWake | None = None
     """The wake for this task's end, composed once when it ends."""
+    earlier: bool = False
+    """A later run took its name while its end was owed: its loose end has a path of its own."""
 
     @property
     def id(self) -> str:
@@ -110,6 +112,8 @@ class TaskManager:
     """Ended tasks (by serial) whose final record is not fsynced yet (see `_sync_ends`)."""
     _removed_unsynced: bool = False
     """Loose ends were removed since the directory was last fsynced (see `_sync_ends`)."""
+    _earlier: dict[tuple[str, str], Task] = attrs.field(factory=dict)
+    """Runs whose name a later run took while their end was owed, by id and serial."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -181,9 +185,10 @@ class TaskManager:
 
     async def start(
         self, cmd: str, *, name: str | None = None, timeout_secs: float | None = None
-    ) -> tuple[Task, TaskRecord | None]:
-        """Start a task; returns it and, if a name was reused, the previous task's record when
-        its end had not reached the agent yet (the caller reports it, which tells the agent)."""
+    ) -> tuple[Task, Task | None]:
+        """Start a task; returns it and, if a name was reused, the previous task when its end
+        had not reached the agent yet. The caller holds both: its answer reports the previous
+        end too, and releases the previous task as told only if it reached a connected client."""
         if name is not None:
             if not NAME_PATTERN.fullmatch(name):
                 raise BadArgument(f"bad name {name!r}: use 1 to 64 ASCII letters, digits, '.', '_' or '-'")
@@ -215,14 +220,18 @@ class TaskManager:
         try:
             if previous is not None:
                 if previous.owed:
-                    unreported = previous.record
-                    await self.told(previous)
+                    # Still owed, on its own: this run's loose end must not replace its.
+                    self.hold(previous)
+                    unreported = previous
+                    await self._set_aside(previous)
                 # Its last state on disk before its files are moved aside for this run (see `_spawn`).
                 await self._persist(previous)
             loose_end = self._loose_end_of(task)
             child = await self.spawns.run(self._spawn, record, loose_end)
         except BaseException:
             self._forget(task, previous)
+            if unreported is not None:
+                self.release(unreported, told=False)
             raise
         # Its record and loose end were saved before its process started; its pid is saved
         # later (at its end, or by the timer). A daemon that dies before that finds it by its
@@ -317,6 +326,25 @@ class TaskManager:
                 log.warning("cannot save the record of task %s: %s", task.id, exc)
                 self._note(task, _disk_note("its record", exc))
 
+    async def _set_aside(self, task: Task) -> None:
+        """Move the owed loose end of ``task`` (ended: its name is being reused) to a path of its
+        own, with its wake, durably. A disk that cannot take it refuses the new run."""
+        async with task.loose_end_lock:
+            if task.owed_wake is None:
+                task.owed_wake = _wake(task.record, await self.reads.run(self._wake_tail, task.id))
+            loose_end = self._loose_end_of(task)
+            try:
+                await self.writes.run(self.store.set_aside_loose_end, loose_end)
+            except OSError as exc:
+                raise DiskError(
+                    f"cannot keep the unreported end of the previous task named {task.id} "
+                    f"({exc.strerror or exc}); nothing ran. Ask status({task.id!r}) first, or free space "
+                    f"in {self.store.loose_ends_dir}"
+                ) from None
+            task.earlier = True
+            task.saved_loose_end = loose_end
+            self._earlier[task.id, task.record.serial] = task
+
     def _loose_end_of(self, task: Task) -> LooseEnd:
         record = task.record
         return LooseEnd(
@@ -338,7 +366,9 @@ class TaskManager:
                     if task.final and task.owed_wake is None:
                         task.owed_wake = _wake(record, await self.reads.run(self._wake_tail, record.id))
                     loose_end = self._loose_end_of(task)
-                    await self.writes.run(store.save_loose_end, loose_end, durable=durable)
+                    await self.writes.run(
+                        store.save_loose_end, loose_end, earlier=task.earlier, durable=durable
+                    )
                     task.saved_loose_end = loose_end
                 else:
                     self._removed_unsynced = True
@@ -363,6 +393,7 @@ class TaskManager:
         if told and task.final:
             if task.owed:
                 task.owed = False
+                self._earlier.pop((task.id, task.record.serial), None)
                 self.courier.withdraw(task.id, task.record.serial)
                 assert self._nursery is not None
                 self._nursery.start_soon(self._sync_loose_end, task)
@@ -374,6 +405,7 @@ class TaskManager:
         if not task.owed:
             return
         task.owed = False
+        self._earlier.pop((task.id, task.record.serial), None)
         self.courier.withdraw(task.id, task.record.serial)
         await self._sync_loose_end(task)
 
@@ -390,7 +422,9 @@ class TaskManager:
 
     async def _on_acked(self, task_id: str, serial: str) -> None:
         task = self.tasks.get(task_id)
-        if task is not None and task.record.serial == serial:
+        if task is None or task.record.serial != serial:
+            task = self._earlier.pop((task_id, serial), None)
+        if task is not None:
             task.owed = False
             await self._sync_loose_end(task)
         else:
@@ -499,7 +533,11 @@ class TaskManager:
                 nursery.start_soon(functools.partial(self._sync_loose_end, task, durable=False))
         store = self.store
         paths = [store.record_path(t.id) for t in ended]
-        paths += [store.loose_end_path(t.id) for t in owed if t.owed and t.saved_loose_end is not None]
+        paths += [
+            store.loose_end_path(t.id, t.record.serial if t.earlier else None)
+            for t in owed
+            if t.owed and t.saved_loose_end is not None
+        ]
         removed, self._removed_unsynced = self._removed_unsynced, False
         if paths or removed:
             await self.writes.run(_make_durable, paths, store.loose_ends_dir if removed else None)

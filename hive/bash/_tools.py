@@ -389,8 +389,10 @@ class BashTools:
         try:
             await self.manager.wait(task, wait)
         except BaseException:
-            # The caller will never read this answer, so the end is owed to it as a wake.
+            # The caller will never read this answer, so the ends are owed to it as wakes.
             self.manager.release(task, told=False)
+            if previous is not None:
+                self.manager.release(previous, told=False)
             raise
         if task.final and wait > 0:
             result = await self._ended(task)
@@ -398,13 +400,26 @@ class BashTools:
             # wait_seconds=0 always answers at once; the end, even an immediate one, comes as a wake.
             result = _started(task, self.manager)
             self.manager.release(task, told=False)
-        if previous is not None:
-            result = _preceded(
+        if previous is None:
+            return result
+        told_of_this = result.delivered
+        manager = self.manager
+
+        def delivered(connected: bool) -> None:
+            # The previous end is told by this answer, if it reaches a client still connected.
+            manager.release(previous, told=connected)
+            if told_of_this is not None:
+                told_of_this(connected)
+
+        ended = previous.record
+        return attrs.evolve(
+            _preceded(
                 result,
-                f"(the previous task named {previous.id} had ended: {describe_end(previous)})",
-                previous={"id": previous.id, "state": previous.state.value, "exit_code": previous.exit_code},
-            )
-        return result
+                f"(the previous task named {ended.id} had ended: {describe_end(ended)})",
+                previous={"id": ended.id, "state": ended.state.value, "exit_code": ended.exit_code},
+            ),
+            delivered=delivered,
+        )
 
     async def status(self, args: dict[str, Any]) -> ToolResult:
         _check_keys(args, ("id", "wait_seconds"))
