@@ -20,11 +20,13 @@ never blocks the event loop. This module imports nothing of hive, so both ``hive
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import socket
 import stat
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -95,6 +97,37 @@ async def open_unix_listener(
         # can have that inode number, so an equal one is this socket, not a successor's.
         _remove_if_ours(path, identity)
         sock.close()
+
+
+def peer_uid(sock: trio.socket.SocketType) -> int:
+    """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+def uid_allowed(peer: int, own: int) -> bool:
+    """Only a server's own user and root may use its socket."""
+    return peer in (own, 0)
+
+
+REFUSAL_LINGER = 2.0
+
+
+async def refuse(stream: trio.SocketStream, line: bytes) -> None:
+    """Tell a refused peer why in ``line``, then end the connection.
+
+    The peer may already have written requests: they are read and dropped for a moment after
+    the line, since closing with unread input would reset the connection and lose the line.
+    """
+    with (
+        trio.move_on_after(REFUSAL_LINGER),
+        contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
+    ):
+        await stream.send_all(line)
+        await stream.send_eof()
+        while await stream.receive_some(65536):
+            pass
 
 
 class _Taken(Exception):

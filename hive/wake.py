@@ -29,7 +29,7 @@ import trio
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
 
-from hive._unix import open_unix_listener
+from hive._unix import open_unix_listener, peer_uid, refuse, uid_allowed
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +305,8 @@ async def serve_agent_socket(
     Each well-formed request is passed to ``handler`` and answered ``{"ok":true}`` once
     the handler returns (with ``"status"`` if it returns an :class:`AgentStatus`); a handler
     that raises, or a malformed line, is answered ``{"ok":false,"error":...}`` and the
-    connection stays usable.
+    connection stays usable. A peer of another uid (but root) is answered why it is refused,
+    and the connection closed.
 
     The socket is opened as :func:`hive._unix.open_unix_listener` opens it: a live socket at
     ``path`` (another harness's) raises ``SocketInUse`` and is left to it, a stale one is
@@ -313,8 +314,19 @@ async def serve_agent_socket(
     the server stops.
     """
 
+    own_uid = os.getuid()
+
     async def serve_connection(stream: trio.SocketStream) -> None:
         async with stream:
+            uid = peer_uid(stream.socket)
+            if not uid_allowed(uid, own_uid):
+                log.warning("refused a connection from uid %d (the harness runs as uid %d)", uid, own_uid)
+                reason = (
+                    f"refused: peer uid {uid} is neither the harness's uid {own_uid} nor root; "
+                    f"send to this agent as uid {own_uid} (or root)"
+                )
+                await refuse(stream, encode(AgentReply(ok=False, error=reason)))
+                return
             reader = LineReader(stream)
             while True:
                 try:

@@ -484,3 +484,50 @@ def test_random_bytes_never_stop_the_server(junk: bytes) -> None:
                     assert taken[-1] == Wake("after", "junk")
 
     trio.run(main)
+
+
+def _as_stranger(path: Path, line: bytes, uid: int) -> int:
+    """Fork a child that, as ``uid``, connects to ``path``, sends ``line`` and writes back what it
+    is answered, on the pipe whose reading end this returns."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: plain system calls, then out
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.connect(str(path))
+                sock.sendall(line)
+                while chunk := sock.recv(65536):
+                    os.write(write_end, chunk)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    return read_end
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a client of another uid needs root to make")
+async def test_the_agent_socket_refuses_another_uid_and_says_why(short_tmp: Path) -> None:
+    path = short_tmp / "agent.sock"
+    taken: list[AgentRequest] = []
+
+    async def handler(request: AgentRequest) -> None:
+        taken.append(request)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_agent_socket, path, handler)
+        # Only the peer check stands in the way: the socket and its directory are opened up.
+        os.chmod(short_tmp, 0o755)
+        os.chmod(path, 0o666)
+        answer = b""
+        async with trio.lowlevel.FdStream(_as_stranger(path, encode(Wake("intruder", "hi")), 65534)) as pipe:
+            with trio.fail_after(20):
+                while chunk := await pipe.receive_some():
+                    answer += chunk
+        nursery.cancel_scope.cancel()
+    reply = json.loads(answer)
+    assert reply["ok"] is False
+    assert f"peer uid 65534 is neither the harness's uid {os.getuid()} nor root" in reply["error"]
+    assert taken == []

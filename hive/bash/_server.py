@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import logging
 import os
-import socket
-import struct
 from typing import Any
 
 import mcp_types as types
@@ -15,7 +12,8 @@ import trio
 from mcp.server import Server
 
 from hive import __version__
-from hive.bash._framing import LINGER, Receipts, message_streams
+from hive._unix import peer_uid, refuse, uid_allowed
+from hive.bash._framing import Receipts, message_streams
 from hive.bash._tools import TOOLS, BashTools
 from hive.bash.relay import refusal_line
 
@@ -72,17 +70,6 @@ def make_mcp_server(tools: BashTools) -> Server[Any]:
     )
 
 
-def peer_uid(sock: trio.socket.SocketType) -> int:
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return int(uid)
-
-
-def uid_allowed(peer: int, own: int) -> bool:
-    """Only the daemon's own user and root may use its socket."""
-    return peer in (own, 0)
-
-
 def refusal(peer: int, own: int) -> str | None:
     """Why a peer of uid ``peer`` may not use the socket of a daemon running as ``own``; None if it may."""
     if uid_allowed(peer, own):
@@ -94,16 +81,8 @@ def refusal(peer: int, own: int) -> str | None:
 
 
 async def refuse_connection(stream: trio.SocketStream, reason: str) -> None:
-    """Tell a refused peer why, in the one line the relay recognises (:func:`refusal_line`).
-
-    The peer may already have written requests: they are read and dropped for a moment after
-    the line, since closing with unread input would reset the connection and lose the line.
-    """
-    with trio.move_on_after(LINGER), contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-        await stream.send_all(refusal_line(reason))
-        await stream.send_eof()
-        while await stream.receive_some(65536):
-            pass
+    """Tell a refused peer why, in the one line the relay recognises (:func:`refusal_line`)."""
+    await refuse(stream, refusal_line(reason))
 
 
 async def serve_mcp(
