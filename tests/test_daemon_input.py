@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
+from hive.bash._framing import misread
 from hive.bash._server import uid_allowed
 from hive.bash.relay import refusal_of
 from tests.conftest import DaemonHandle, call, structured, text_of
@@ -135,6 +138,50 @@ async def test_garbage_gets_a_parse_error_and_ends_only_its_connection(daemon: D
         assert await trio.to_thread.run_sync(answers_initialize, path)
 
 
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+INITIALIZED = _line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+LIST_CALL = _line(
+    {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "list", "arguments": {}}}
+)
+
+
+@pytest.mark.parametrize(
+    ("bad", "code", "answer_id", "says"),
+    [
+        (  # an object id: the SDK's model reads a notification, which is never answered
+            b'{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"run","arguments":{"cmd":"true"}}}',
+            -32600,
+            None,
+            "id must be a string or an integer",
+        ),
+        (  # a lone surrogate: valid JSON, not text
+            b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run","arguments":{"cmd":"echo \\ud800"}}}',
+            -32602,
+            3,
+            "lone surrogate",
+        ),
+    ],
+)
+async def test_a_request_the_sdk_misreads_is_answered_saying_why_and_the_session_goes_on(
+    daemon: DaemonHandle, bad: bytes, code: int, answer_id: object, says: str
+) -> None:
+    async with daemon.running(agent=False):
+        payload = INITIALIZE + INITIALIZED + bad + b"\n" + LIST_CALL
+        reply = await trio.to_thread.run_sync(raw_exchange, str(daemon.socket), payload)
+    answers = [json.loads(line) for line in reply.splitlines()]
+    (error,) = [a for a in answers if "error" in a]
+    assert error["id"] == answer_id
+    assert error["error"]["code"] == code
+    assert says in error["error"]["message"]
+    assert "nothing was done" in error["error"]["message"].lower()
+    results = {a["id"]: a["result"] for a in answers if "result" in a}
+    assert sorted(results) == [1, 9]
+    assert results[9]["structuredContent"]["total"] == 0  # no task was started
+
+
 async def test_an_oversized_message_ends_its_connection(daemon: DaemonHandle) -> None:
     async with daemon.running(agent=False):
         path = str(daemon.socket)
@@ -230,3 +277,19 @@ async def test_bad_flags_and_environment_are_refused_with_the_name_of_the_culpri
     for n, (args, env, message) in enumerate(cases):
         assert results[n].returncode != 0, (args, env)
         assert message in results[n].stderr, (args, env, results[n].stderr)
+
+
+json_like = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(st.binary(max_size=200) | json_like.map(lambda v: json.dumps(v).encode()))
+def test_misread_answers_only_a_line_that_is_json_and_never_raises(line: bytes) -> None:
+    answer = misread(line, None)
+    if answer is not None:
+        error = json.loads(answer)
+        assert error["error"]["code"] == -32602
+        assert error["id"] is None or isinstance(error["id"], str | int)

@@ -31,8 +31,51 @@ _CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError)
 
 
 def parse_error(reason: str) -> bytes:
-    error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": reason}}
+    return _error_line(None, -32700, reason)
+
+
+def _error_line(request_id: object, code: int, reason: str) -> bytes:
+    error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": reason}}
     return json.dumps(error).encode() + b"\n"
+
+
+def misread(line: bytes, message: types.JSONRPCMessage | None) -> bytes | None:
+    """The answer to a line the SDK's model reads wrongly or not at all, though it is JSON: a
+    request whose ``id`` is neither a string nor an integer (the model takes it for a
+    notification, which is never answered), or one holding a string that is not Unicode text
+    (a lone surrogate escape, which the model refuses as bad JSON). None for any other line."""
+    if message is not None and not isinstance(message, types.JSONRPCNotification):
+        return None
+    try:
+        raw = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    request_id = raw.get("id")
+    if message is not None:
+        if "id" not in raw:
+            return None
+        return _error_line(
+            None,
+            -32600,
+            f"Invalid Request: id must be a string or an integer, not {json.dumps(request_id)[:100]}; "
+            "nothing was done",
+        )
+    try:
+        json.dumps(raw, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        pass  # a lone surrogate: answered below
+    else:
+        return None  # the model refused it for another reason: not a JSON-RPC message
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
+    return _error_line(
+        request_id,
+        -32602,
+        "Invalid params: a string in the message holds a lone surrogate escape (such as \\ud800), which is "
+        "not Unicode text; send text that is valid UTF-8. Nothing was done",
+    )
 
 
 @attrs.define(eq=False)
@@ -127,14 +170,28 @@ class _Framer:
                     try:
                         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                     except ValueError as exc:
-                        await self._refuse(f"not a JSON-RPC message: {_first_line(exc)}")
-                        return
+                        answer = misread(line, None) if self.answer_garbage else None
+                        if answer is None:
+                            await self._refuse(f"not a JSON-RPC message: {_first_line(exc)}")
+                            return
+                        await self._answer_misread(answer)
+                        continue
+                    if self.answer_garbage and isinstance(message, types.JSONRPCNotification):
+                        answer = misread(line, message)
+                        if answer is not None:
+                            await self._answer_misread(answer)
+                            continue
                     if self.answer_garbage and isinstance(message, types.JSONRPCRequest):
                         self._unanswered.add(message.id)
                     await to_session.send(SessionMessage(message))
                 if len(buffer) > MAX_MESSAGE:
                     await self._refuse(f"message longer than {MAX_MESSAGE} bytes")
                     return
+
+    async def _answer_misread(self, answer: bytes) -> None:
+        log.info("answered a misread message: %s", answer[:200])
+        with contextlib.suppress(*_CLOSED):
+            await self._send(answer)
 
     async def _refuse(self, reason: str) -> None:
         log.info("closing a connection: %s", reason)
