@@ -319,3 +319,24 @@ async def test_a_reused_name_keeps_the_previous_runs_end_owed_across_a_sigkill(
     assert (status["state"], status["exit_code"]) == ("done", 4)
     (first_wake,) = [w for w in agent.wakes if w.end_id == f"x:{first}"]
     assert "done, exit code 3" in first_wake.body
+
+
+async def test_a_refusal_at_the_open_files_limit_blames_what_holds_the_files(daemon: DaemonHandle) -> None:
+    # 100 idle clients and no task: the files are the connections', and the refusal says so.
+    limit = ["prlimit", "--nofile=256:256", "--"]
+    async with (
+        contextlib.AsyncExitStack() as idle,
+        daemon.running(agent=False, wrapper=limit),
+        daemon.session() as session,
+    ):
+        for _ in range(100):
+            stream, _reader = await open_raw_session(daemon.socket)  # answered: accepted
+            await idle.enter_async_context(stream)
+        result = await call(session, "run", cmd="true", wait_seconds=0)
+        assert result.is_error, text_of(result)
+        refusal = text_of(result)
+        assert structured(result)["error"] == "TaskLimit"
+        assert "0 held by running tasks" in refusal
+        assert "client connections" in refusal
+        assert "Close MCP clients that are idle" in refusal
+        assert structured(await call(session, "list", limit=0))["total"] == 0

@@ -52,22 +52,29 @@ def misread(line: bytes, message: types.JSONRPCMessage | None) -> bytes | None:
         return None
     if not isinstance(raw, dict):
         return None
-    request_id = raw.get("id")
     if message is not None:
-        if "id" not in raw:
-            return None
-        return _error_line(
-            None,
-            -32600,
-            f"Invalid Request: id must be a string or an integer, not {json.dumps(request_id)[:100]}; "
-            "nothing was done",
-        )
+        return _bad_id(raw["id"]) if "id" in raw else None
+    return _not_text(raw.get("id")) if _holds_a_lone_surrogate(raw) else None
+
+
+def _bad_id(request_id: object) -> bytes:
+    return _error_line(
+        None,
+        -32600,
+        f"Invalid Request: id must be a string or an integer, not {json.dumps(request_id)[:100]}; "
+        "nothing was done",
+    )
+
+
+def _holds_a_lone_surrogate(raw: object) -> bool:
     try:
         json.dumps(raw, ensure_ascii=False).encode()
     except UnicodeEncodeError:
-        pass  # a lone surrogate: answered below
-    else:
-        return None  # the model refused it for another reason: not a JSON-RPC message
+        return True
+    return False
+
+
+def _not_text(request_id: object) -> bytes:
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
         request_id = None
     return _error_line(
