@@ -1,6 +1,7 @@
 """Crash consistency: the daemon SIGKILLed at random moments, with `run` calls in flight and
-sometimes again during its recovery; afterwards no task is lost, none ends in a wrong state, and
-every end the agent was not told inline reaches it as a wake (a repeat only with the same end id).
+sometimes again during its recovery, some of them reusing the names of earlier runs; afterwards
+no task is lost, none ends in a wrong state, and every run's end the agent was not told inline
+reaches it as a wake with that run's own end id (a repeat only with the same end id).
 
 The moments are drawn from a seeded random generator; the seed is printed (HIVE_CRASH_SEED=<seed>
 runs the same draw again). The sleeps below are those random moments, the experiment itself;
@@ -27,6 +28,8 @@ from tests.conftest import AgentListener, DaemonHandle, call, structured
 from tests.test_daemon_ends import answer, open_raw_session, run_request, send
 
 ROUNDS = 10
+SHARED_NAMES = ("n0", "n1", "n2")
+"""Names that runs of different rounds reuse: each run's end is owed on its own."""
 
 
 @attrs.define
@@ -45,7 +48,9 @@ def draw_run(rng: random.Random, tag: str, markers: Path) -> Run:
     seconds = {"quick": 0, "short": 0.2, "long": round(rng.uniform(0.4, 1.2), 2), "timed": 30}[kind]
     cmd = f"touch {markers}/{tag}; sleep {seconds}; exit {code}"
     arguments: dict[str, Any] = {"cmd": cmd, "wait_seconds": rng.choice([0, 0.1, 0.5, 3, 5])}
-    if rng.random() < 0.5:
+    if rng.random() < 0.3:
+        arguments["name"] = rng.choice(SHARED_NAMES)
+    elif rng.random() < 0.5:
         arguments["name"] = tag
     if kind == "timed":
         arguments["timeout_secs"] = rng.choice([0.3, 0.8])
@@ -89,9 +94,25 @@ class KillingListener(AgentListener):
             os.kill(self.daemon.pid, signal.SIGKILL)
 
 
-async def wait_for_senders(agent: AgentListener, senders: set[str]) -> None:
-    while not senders <= set(agent.senders()):
+async def wait_for_ends(agent: AgentListener, end_ids: set[str]) -> None:
+    while not end_ids <= {w.end_id for w in agent.wakes}:
         await agent.wait_for(len(agent.wakes) + 1)
+
+
+def every_run_on_disk(tasks_dir: Path) -> dict[str, dict[str, Any]]:
+    """The record of every run, the latest of a name and those moved aside (``<id>.json.<n>``), by command."""
+    found = {}
+    for path in tasks_dir.iterdir():
+        name, _, generation = path.name.partition(".json")
+        if name and (generation == "" or generation[1:].isdigit()) and path.name != name:
+            record = json.loads(path.read_text())
+            found[record["cmd"]] = record
+    return found
+
+
+def refused(run: Run) -> bool:
+    """Refused at once (a shared name still held by a running task): nothing ran, nothing is owed."""
+    return run.answer is not None and "error" in run.answer
 
 
 async def test_sigkills_at_random_moments_lose_no_task_and_no_end(daemon: DaemonHandle) -> None:
@@ -127,22 +148,41 @@ async def test_sigkills_at_random_moments_lose_no_task_and_no_end(daemon: Daemon
                 kills += 1
                 recovery_kills += 1
         async with daemon.running(), daemon.session() as session:
-            listing = structured(await call(session, "list", limit=0))["tasks"]
-            by_cmd = {task["cmd"]: task for task in listing}
-            told = {run.tag for run in runs if run.answer is not None and run.answer["state"] != "running"}
-            owed = {
-                f"bash-task-{by_cmd[run.cmd]['id']}"
+            structured(await call(session, "list", limit=0))  # recovered
+            on_disk = every_run_on_disk(daemon.state_dir / "bash-tasks")
+            told = {
+                run.tag
                 for run in runs
-                if run.cmd in by_cmd and run.tag not in told
+                if run.answer is not None and run.answer.get("state") not in (None, "running")
+            }
+            # An answer reusing a name reports the previous run's end too: told, if it matches one.
+            told_as_previous = {
+                (p["id"], p["state"], p["exit_code"])
+                for run in runs
+                if run.answer is not None and (p := run.answer.get("previous")) is not None
+            }
+            owed = {
+                f"{record['id']}:{record['serial']}"
+                for run in runs
+                if (record := on_disk.get(run.cmd)) is not None
+                and run.tag not in told
+                and (record["id"], record["state"], record["exit_code"]) not in told_as_previous
             }
             with trio.fail_after(45):
-                await wait_for_senders(agent, owed)
-            final = {t["cmd"]: t for t in structured(await call(session, "list", limit=0))["tasks"]}
+                await wait_for_ends(agent, owed)
+            # The final records: the latest runs' as `list` shows them, the earlier ones' as set aside.
+            listed = {t["cmd"]: t for t in structured(await call(session, "list", limit=0))["tasks"]}
+            recorded = every_run_on_disk(daemon.state_dir / "bash-tasks")
+            final = {**recorded, **listed}
 
     lost, wrong = [], []
     for run in runs:
         task = final.get(run.cmd)
         ran = (markers / run.tag).exists()
+        if refused(run):
+            if ran or task is not None:
+                wrong.append((run.tag, "refused", "yet it ran or was recorded"))
+            continue
         if task is None:
             if ran or run.answer is not None:
                 lost.append(run.tag)
@@ -158,18 +198,21 @@ async def test_sigkills_at_random_moments_lose_no_task_and_no_end(daemon: Daemon
             wrong.append(
                 (run.tag, (task["state"], task["exit_code"]), (run.expected_state, run.expected_code))
             )
-        if run.answer is not None and run.answer["state"] != "running":
+        if run.tag in told:
+            assert run.answer is not None
             assert (run.answer["state"], run.answer["exit_code"]) == (task["state"], task["exit_code"])
-    end_ids: dict[str, list[str | None]] = defaultdict(list)
+    # Every wake names a run that was: its sender, and its end id that run's own.
+    runs_of = {f"{r['id']}:{r['serial']}": r for r in recorded.values()}
+    wakes_of: dict[str, list[str]] = defaultdict(list)
     for wake in agent.wakes:
-        end_ids[wake.sender].append(wake.end_id)
-    for sender, ids in end_ids.items():
-        task_id = sender.removeprefix("bash-task-")
-        record = json.loads(daemon.task_file(task_id, ".json").read_text())
-        assert set(ids) == {f"{task_id}:{record['serial']}"}, (sender, ids)
-    repeats = len(agent.wakes) - len(end_ids)
+        assert wake.end_id in runs_of, (wake.sender, wake.end_id)
+        assert wake.sender == f"bash-task-{runs_of[wake.end_id]['id']}"
+        wakes_of[wake.end_id].append(wake.body)
+    repeats = len(agent.wakes) - len(wakes_of)
+    reused = sum(1 for r in final.values() if r["id"] in SHARED_NAMES)
     print(
-        f"crash consistency: {ROUNDS} rounds, {len(runs)} runs, {len(final)} tasks, "
+        f"crash consistency: {ROUNDS} rounds, {len(runs)} runs, {len(final)} tasks "
+        f"({reused} under reused names, {sum(refused(r) for r in runs)} refused as busy), "
         f"{kills + agent.kills} kills ({recovery_kills} during recovery, {agent.kills} on a wake), "
         f"{len(agent.wakes)} wakes, {repeats} repeats, "
         f"{len(told)} ends told inline, {len(owed)} owed"
