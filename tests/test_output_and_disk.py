@@ -51,9 +51,9 @@ class FlakyStore(TaskStore):
         self._check()
         super().save_record(record, durable=durable)
 
-    def save_loose_end(self, loose_end: object, *, durable: bool = True) -> None:  # type: ignore[override]
+    def save_loose_end(self, loose_end: object, *, earlier: bool = False, durable: bool = True) -> None:  # type: ignore[override]
         self._check()
-        super().save_loose_end(loose_end, durable=durable)  # type: ignore[arg-type]
+        super().save_loose_end(loose_end, earlier=earlier, durable=durable)  # type: ignore[arg-type]
 
 
 async def test_a_full_disk_is_reported_by_the_tasks_it_affects_and_does_not_stop_the_daemon(
