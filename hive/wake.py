@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
-from typing import Any, Literal, TypeVar
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
 
 import attrs
 import cattrs
@@ -356,3 +358,99 @@ async def _answer(stream: trio.SocketStream, reply: AgentReply) -> bool:
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return False
     return True
+
+
+# -- the courier: owed wakes to agent sockets -------------------------------------------------------
+
+K = TypeVar("K", bound=Hashable)
+_UNREACHABLE = (OSError, trio.BrokenResourceError, trio.TooSlowError, AgentRequestError, WakeRefused)
+
+
+@attrs.define(eq=False)
+class WakeCourier(Generic[K]):
+    """Sends each owed wake until its agent socket acknowledges it: at least once, and to each
+    socket in the order they were owed.
+
+    Each destination socket has a sender of its own (a task of :meth:`run`'s nursery, with its
+    own backoff while that socket is away), so a socket nobody listens on never holds up the
+    wakes to another. A wake with no socket (None) is held, never sent, and stays owed.
+    ``on_acked(key)`` runs once a wake is acknowledged.
+    """
+
+    retry_initial: float = 0.05
+    retry_max: float = 5.0
+    reply_timeout: float = 30.0
+    delivered: int = 0
+    _pending: dict[K, tuple[Path | None, Wake]] = attrs.field(factory=dict)
+    _senders: set[Path] = attrs.field(factory=set)
+    _nursery: trio.Nursery | None = None
+    _on_acked: Callable[[K], Awaitable[None]] | None = None
+
+    def send(self, key: K, socket: Path | None, wake: Wake) -> None:
+        """Deliver ``wake`` to ``socket`` in the background; ``key`` names it for :meth:`withdraw`."""
+        self._pending[key] = (socket, wake)
+        self._start_sender(socket)
+
+    def withdraw(self, key: K) -> None:
+        """Do not send it after all (the caller has been told the end otherwise)."""
+        self._pending.pop(key, None)
+
+    def pending(self) -> list[K]:
+        return list(self._pending)
+
+    async def run(
+        self,
+        on_acked: Callable[[K], Awaitable[None]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery, self._on_acked = nursery, on_acked
+            for socket, _wake in list(self._pending.values()):
+                self._start_sender(socket)
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+
+    def _start_sender(self, socket: Path | None) -> None:
+        if socket is None or self._nursery is None or socket in self._senders:
+            return
+        self._senders.add(socket)
+        self._nursery.start_soon(self._sender, socket)
+
+    def _next(self, socket: Path) -> tuple[K, tuple[Path | None, Wake]] | None:
+        for key, entry in self._pending.items():
+            if entry[0] == socket:
+                return key, entry
+        return None
+
+    async def _sender(self, socket: Path) -> None:
+        """Sends the wakes owed to ``socket`` until none is left, then ends."""
+        delay = self.retry_initial
+        try:
+            while self._next(socket) is not None:
+                try:
+                    await self._deliver(socket)
+                except _UNREACHABLE as exc:
+                    log.info("agent socket %s unavailable (%s); retrying in %.2f s", socket, exc, delay)
+                    await trio.sleep(delay)
+                    delay = min(self.retry_max, delay * 2)
+                else:
+                    delay = self.retry_initial
+        finally:
+            self._senders.discard(socket)
+
+    async def _deliver(self, socket: Path) -> None:
+        assert self._on_acked is not None
+        async with open_agent_connection(socket) as conn:
+            while (owed := self._next(socket)) is not None:
+                key, entry = owed
+                with trio.fail_after(self.reply_timeout if self.reply_timeout > 0 else math.inf):
+                    await conn.wake(entry[1])
+                # Withdrawn meanwhile (a status call told the agent): nothing left to do.
+                if self._pending.get(key) is entry:
+                    del self._pending[key]
+                self.delivered += 1
+                await self._on_acked(key)
