@@ -16,6 +16,7 @@ the tests share one parser.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -225,8 +226,22 @@ def _flatten(exc: BaseException) -> str:
     return str(exc)
 
 
+class LineTooLong(AgentRequestError):
+    """A line is longer than its reader's limit: the peer is answered why, then the connection ends."""
+
+
+class LineCut(AgentRequestError):
+    """The stream ended in the middle of a line."""
+
+
 class LineReader:
-    """Splits a byte stream into lines, refusing any longer than ``limit``."""
+    """Splits a byte stream into lines, refusing any longer than ``limit``.
+
+    The one line reader of hive's sockets (the agent socket, the bash daemon's MCP connections,
+    the subagent daemon's socket and its client): a line over the limit raises
+    :class:`LineTooLong`, which its server answers with an error before closing
+    (:func:`answer_then_close`), so no peer meets a bare reset.
+    """
 
     def __init__(self, stream: trio.abc.ReceiveStream, limit: int = MAX_LINE) -> None:
         self._stream = stream
@@ -237,18 +252,36 @@ class LineReader:
         """The next line without its newline, or None at a clean end of stream."""
         while True:
             end = self._buffer.find(b"\n")
+            if end > self._limit or (end < 0 and len(self._buffer) > self._limit):
+                raise LineTooLong(f"line longer than {self._limit} bytes")
             if end >= 0:
                 line = bytes(self._buffer[:end])
                 del self._buffer[: end + 1]
                 return line
-            if len(self._buffer) > self._limit:
-                raise AgentRequestError(f"line longer than {self._limit} bytes")
             data = await self._stream.receive_some(65536)
             if not data:
                 if self._buffer:
-                    raise AgentRequestError("connection closed in the middle of a line")
+                    raise LineCut("connection closed in the middle of a line")
                 return None
             self._buffer += data
+
+
+LINGER = 2.0
+"""How long a refused peer's input is read and dropped after the refusal (see :func:`answer_then_close`)."""
+
+
+async def answer_then_close(stream: trio.abc.Stream, data: bytes, *, linger: float = LINGER) -> None:
+    """Write ``data`` (a refusal), then end the connection without losing it.
+
+    Closing with unread input would reset the connection and lose the answer, so the sending
+    side is shut and what the peer still sends is read and dropped, for ``linger`` seconds at most.
+    """
+    with trio.move_on_after(linger), contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        await stream.send_all(data)
+        if isinstance(stream, trio.abc.HalfCloseableStream):
+            await stream.send_eof()
+        while await stream.receive_some(65536):
+            pass
 
 
 class AgentConnection:
@@ -321,6 +354,9 @@ async def serve_agent_socket(
             while True:
                 try:
                     line = await reader.readline()
+                except LineTooLong as exc:
+                    await answer_then_close(stream, encode(AgentReply(ok=False, error=str(exc))))
+                    return
                 except AgentRequestError as exc:
                     await _answer(stream, AgentReply(ok=False, error=str(exc)))
                     return

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import logging
 import os
@@ -15,9 +14,10 @@ import trio
 from mcp.server import Server
 
 from hive import __version__
-from hive.bash._framing import LINGER, Receipts, message_streams
+from hive.bash._framing import Receipts, message_streams
 from hive.bash._tools import TOOLS, BashTools
 from hive.bash.relay import refusal_line
+from hive.wake import answer_then_close
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +99,7 @@ async def refuse_connection(stream: trio.SocketStream, reason: str) -> None:
     The peer may already have written requests: they are read and dropped for a moment after
     the line, since closing with unread input would reset the connection and lose the line.
     """
-    with trio.move_on_after(LINGER), contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-        await stream.send_all(refusal_line(reason))
-        await stream.send_eof()
-        while await stream.receive_some(65536):
-            pass
+    await answer_then_close(stream, refusal_line(reason))
 
 
 async def serve_mcp(

@@ -118,8 +118,9 @@ class View:
 @attrs.frozen
 class Status:
     views: list[View]
-    delivered: Callable[[bool], None]
-    """Call once the answer has been written (True) or could not be (False)."""
+    delivered: Callable[[bool], None] | None
+    """Call once the answer has been written (True) or could not be (False); None when the
+    answer shows no end not yet told (nothing hangs on it)."""
 
 
 @attrs.frozen
@@ -375,7 +376,7 @@ class SubagentManager:
                 if not live.carriers and last is not None and last.turn == live.turn and not last.told:
                     self._tell(record)  # type: ignore[arg-type]
 
-        return Status(views, delivered)
+        return Status(views, delivered if carried or shown else None)
 
     def view(self, name: str) -> View:
         record = self.records.get(name)
