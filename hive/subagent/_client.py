@@ -18,6 +18,7 @@ from typing import IO
 import attrs
 import trio
 
+from hive._files import ensure_private_dir, open_append
 from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._wire import MAX_LINE, Answer, Call, Written, decode_answer, encode
 from hive.wake import AgentRequestError, LineReader, LineTooLong
@@ -36,9 +37,16 @@ async def _connect(socket: Path) -> trio.SocketStream | None:
 
 
 def _open_log(state_dir: Path) -> tuple[Path, IO[bytes]]:
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """The daemon's log, opened to append: created 0600 in a 0700 state dir, never through a symlink."""
     path = state_dir / "subagent-daemon.log"
-    return path, open(path, "ab")  # closed by the caller
+    try:
+        ensure_private_dir(state_dir)
+        return path, os.fdopen(open_append(path), "ab")  # closed by the caller
+    except OSError as exc:
+        raise DaemonUnavailable(
+            f"cannot start the subagent daemon: cannot open its log {path}: {exc}; move whatever is "
+            "there away (hive keeps its own log there), or give hive-subagent-mcp another --state-dir"
+        ) from None
 
 
 async def start_daemon(state_dir: Path, socket: Path) -> None:

@@ -25,6 +25,7 @@ import attrs
 import trio
 
 from hive import __version__, sdnotify
+from hive._files import open_lock
 from hive._unix import open_unix_listener
 from hive.subagent._convert import DecodeError
 from hive.subagent._manager import SubagentManager
@@ -53,9 +54,19 @@ class DaemonConfig:
     client (past it, the ends are told by wakes)."""
 
 
+class StateDirUnusable(RuntimeError):
+    """The lock file of the state directory cannot be opened (a symlink or a FIFO planted there)."""
+
+
 def _lock(store: Store) -> IO[bytes]:
     # Not truncated on open: a daemon that finds the lock held must not wipe its holder's pid.
-    fd = os.open(store.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fd = open_lock(store.lock)
+    except OSError as exc:
+        raise StateDirUnusable(
+            f"cannot open the lock file {store.lock}: {exc}; move whatever is there away "
+            "(hive keeps its own lock file there), or give this daemon another --state-dir"
+        ) from None
     lock = os.fdopen(fd, "r+b")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -65,9 +76,12 @@ def _lock(store: Store) -> IO[bytes]:
             f"another subagent daemon is using {store.state_dir}; use it, or give this one another --state-dir"
         ) from None
     # Who holds it, for an operator (and a test) to stop: SIGINT to this pid.
-    lock.truncate(0)
-    lock.write(f"{os.getpid()}\n".encode())
-    lock.flush()
+    try:
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n".encode())
+        lock.flush()
+    except OSError as exc:
+        log.warning("cannot write this daemon's pid into %s: %s", store.lock, exc)
     return lock
 
 
