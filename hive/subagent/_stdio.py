@@ -44,7 +44,6 @@ class Receipts:
     _waiting: dict[types.RequestId, OnWritten] = attrs.field(factory=dict)
     client_closed: bool = False
     """Set when stdin ends: the client has gone away."""
-    _over: bool = False
 
     def expect(self, request_id: types.RequestId, on_written: OnWritten) -> None:
         """Await ``on_written(delivered)`` once the answer to ``request_id`` is written, or cannot be."""
