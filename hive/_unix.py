@@ -20,7 +20,6 @@ never blocks the event loop. This module imports nothing of hive, so both ``hive
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
@@ -109,25 +108,6 @@ def peer_uid(sock: trio.socket.SocketType) -> int:
 def uid_allowed(peer: int, own: int) -> bool:
     """Only a server's own user and root may use its socket."""
     return peer in (own, 0)
-
-
-REFUSAL_LINGER = 2.0
-
-
-async def refuse(stream: trio.SocketStream, line: bytes) -> None:
-    """Tell a refused peer why in ``line``, then end the connection.
-
-    The peer may already have written requests: they are read and dropped for a moment after
-    the line, since closing with unread input would reset the connection and lose the line.
-    """
-    with (
-        trio.move_on_after(REFUSAL_LINGER),
-        contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
-    ):
-        await stream.send_all(line)
-        await stream.send_eof()
-        while await stream.receive_some(65536):
-            pass
 
 
 class _Taken(Exception):

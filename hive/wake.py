@@ -16,12 +16,15 @@ the tests share one parser.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
-from typing import Any, Literal, TypeVar
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
 
 import attrs
 import cattrs
@@ -29,7 +32,7 @@ import trio
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
 
-from hive._unix import open_unix_listener, peer_uid, refuse, uid_allowed
+from hive._unix import open_unix_listener, peer_uid, uid_allowed
 
 log = logging.getLogger(__name__)
 
@@ -223,8 +226,22 @@ def _flatten(exc: BaseException) -> str:
     return str(exc)
 
 
+class LineTooLong(AgentRequestError):
+    """A line is longer than its reader's limit: the peer is answered why, then the connection ends."""
+
+
+class LineCut(AgentRequestError):
+    """The stream ended in the middle of a line."""
+
+
 class LineReader:
-    """Splits a byte stream into lines, refusing any longer than ``limit``."""
+    """Splits a byte stream into lines, refusing any longer than ``limit``.
+
+    The one line reader of hive's sockets (the agent socket, the bash daemon's MCP connections,
+    the subagent daemon's socket and its client): a line over the limit raises
+    :class:`LineTooLong`, which its server answers with an error before closing
+    (:func:`answer_then_close`), so no peer meets a bare reset.
+    """
 
     def __init__(self, stream: trio.abc.ReceiveStream, limit: int = MAX_LINE) -> None:
         self._stream = stream
@@ -235,18 +252,36 @@ class LineReader:
         """The next line without its newline, or None at a clean end of stream."""
         while True:
             end = self._buffer.find(b"\n")
+            if end > self._limit or (end < 0 and len(self._buffer) > self._limit):
+                raise LineTooLong(f"line longer than {self._limit} bytes")
             if end >= 0:
                 line = bytes(self._buffer[:end])
                 del self._buffer[: end + 1]
                 return line
-            if len(self._buffer) > self._limit:
-                raise AgentRequestError(f"line longer than {self._limit} bytes")
             data = await self._stream.receive_some(65536)
             if not data:
                 if self._buffer:
-                    raise AgentRequestError("connection closed in the middle of a line")
+                    raise LineCut("connection closed in the middle of a line")
                 return None
             self._buffer += data
+
+
+LINGER = 2.0
+"""How long a refused peer's input is read and dropped after the refusal (see :func:`answer_then_close`)."""
+
+
+async def answer_then_close(stream: trio.abc.Stream, data: bytes, *, linger: float = LINGER) -> None:
+    """Write ``data`` (a refusal), then end the connection without losing it.
+
+    Closing with unread input would reset the connection and lose the answer, so the sending
+    side is shut and what the peer still sends is read and dropped, for ``linger`` seconds at most.
+    """
+    with trio.move_on_after(linger), contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        await stream.send_all(data)
+        if isinstance(stream, trio.abc.HalfCloseableStream):
+            await stream.send_eof()
+        while await stream.receive_some(65536):
+            pass
 
 
 class AgentConnection:
@@ -325,12 +360,15 @@ async def serve_agent_socket(
                     f"refused: peer uid {uid} is neither the harness's uid {own_uid} nor root; "
                     f"send to this agent as uid {own_uid} (or root)"
                 )
-                await refuse(stream, encode(AgentReply(ok=False, error=reason)))
+                await answer_then_close(stream, encode(AgentReply(ok=False, error=reason)))
                 return
             reader = LineReader(stream)
             while True:
                 try:
                     line = await reader.readline()
+                except LineTooLong as exc:
+                    await answer_then_close(stream, encode(AgentReply(ok=False, error=str(exc))))
+                    return
                 except AgentRequestError as exc:
                     await _answer(stream, AgentReply(ok=False, error=str(exc)))
                     return
@@ -340,22 +378,22 @@ async def serve_agent_socket(
                     return
                 if not line.strip():
                     continue
-                try:
-                    request = decode_request(line)
-                except AgentRequestError as exc:
-                    reply = AgentReply(ok=False, error=str(exc))
-                else:
-                    try:
-                        status = await handler(request)
-                    except Refused as exc:
-                        reply = AgentReply(ok=False, error=str(exc))
-                    except Exception as exc:
-                        log.exception("agent request handler failed")
-                        reply = AgentReply(ok=False, error=f"the harness failed to take it: {exc}")
-                    else:
-                        reply = AgentReply(ok=True, status=status)
-                if not await _answer(stream, reply):
+                if not await _answer(stream, await take(line)):
                     return
+
+    async def take(line: bytes) -> AgentReply:
+        try:
+            request = decode_request(line)
+        except AgentRequestError as exc:
+            return AgentReply(ok=False, error=str(exc))
+        try:
+            status = await handler(request)
+        except Refused as exc:
+            return AgentReply(ok=False, error=str(exc))
+        except Exception as exc:
+            log.exception("agent request handler failed")
+            return AgentReply(ok=False, error=f"the harness failed to take it: {exc}")
+        return AgentReply(ok=True, status=status)
 
     async with open_unix_listener(path, backlog=64, known_as=_KNOWN_AS) as listener:
         task_status.started(listener)
@@ -368,3 +406,99 @@ async def _answer(stream: trio.SocketStream, reply: AgentReply) -> bool:
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return False
     return True
+
+
+# -- the courier: owed wakes to agent sockets -------------------------------------------------------
+
+K = TypeVar("K", bound=Hashable)
+_UNREACHABLE = (OSError, trio.BrokenResourceError, trio.TooSlowError, AgentRequestError, WakeRefused)
+
+
+@attrs.define(eq=False)
+class WakeCourier(Generic[K]):
+    """Sends each owed wake until its agent socket acknowledges it: at least once, and to each
+    socket in the order they were owed.
+
+    Each destination socket has a sender of its own (a task of :meth:`run`'s nursery, with its
+    own backoff while that socket is away), so a socket nobody listens on never holds up the
+    wakes to another. A wake with no socket (None) is held, never sent, and stays owed.
+    ``on_acked(key)`` runs once a wake is acknowledged.
+    """
+
+    retry_initial: float = 0.05
+    retry_max: float = 5.0
+    reply_timeout: float = 30.0
+    delivered: int = 0
+    _pending: dict[K, tuple[Path | None, Wake]] = attrs.field(factory=dict)
+    _senders: set[Path] = attrs.field(factory=set)
+    _nursery: trio.Nursery | None = None
+    _on_acked: Callable[[K], Awaitable[None]] | None = None
+
+    def send(self, key: K, socket: Path | None, wake: Wake) -> None:
+        """Deliver ``wake`` to ``socket`` in the background; ``key`` names it for :meth:`withdraw`."""
+        self._pending[key] = (socket, wake)
+        self._start_sender(socket)
+
+    def withdraw(self, key: K) -> None:
+        """Do not send it after all (the caller has been told the end otherwise)."""
+        self._pending.pop(key, None)
+
+    def pending(self) -> list[K]:
+        return list(self._pending)
+
+    async def run(
+        self,
+        on_acked: Callable[[K], Awaitable[None]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery, self._on_acked = nursery, on_acked
+            for socket, _wake in list(self._pending.values()):
+                self._start_sender(socket)
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+
+    def _start_sender(self, socket: Path | None) -> None:
+        if socket is None or self._nursery is None or socket in self._senders:
+            return
+        self._senders.add(socket)
+        self._nursery.start_soon(self._sender, socket)
+
+    def _next(self, socket: Path) -> tuple[K, tuple[Path | None, Wake]] | None:
+        for key, entry in self._pending.items():
+            if entry[0] == socket:
+                return key, entry
+        return None
+
+    async def _sender(self, socket: Path) -> None:
+        """Sends the wakes owed to ``socket`` until none is left, then ends."""
+        delay = self.retry_initial
+        try:
+            while self._next(socket) is not None:
+                try:
+                    await self._deliver(socket)
+                except _UNREACHABLE as exc:
+                    log.info("agent socket %s unavailable (%s); retrying in %.2f s", socket, exc, delay)
+                    await trio.sleep(delay)
+                    delay = min(self.retry_max, delay * 2)
+                else:
+                    delay = self.retry_initial
+        finally:
+            self._senders.discard(socket)
+
+    async def _deliver(self, socket: Path) -> None:
+        assert self._on_acked is not None
+        async with open_agent_connection(socket) as conn:
+            while (owed := self._next(socket)) is not None:
+                key, entry = owed
+                with trio.fail_after(self.reply_timeout if self.reply_timeout > 0 else math.inf):
+                    await conn.wake(entry[1])
+                # Withdrawn meanwhile (a status call told the agent): nothing left to do.
+                if self._pending.get(key) is entry:
+                    del self._pending[key]
+                self.delivered += 1
+                await self._on_acked(key)

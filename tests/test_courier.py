@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from hive.bash import _courier
+from hive import wake as _courier
 from hive.bash._courier import WakeCourier
 from hive.wake import AgentRequest, Wake, serve_agent_socket
 
@@ -106,3 +106,33 @@ async def test_without_an_agent_socket_nothing_is_sent_and_wakes_stay_owed(
         await trio.sleep(3600)
         nursery.cancel_scope.cancel()
     assert courier.pending() == [("a", "1")]
+
+
+async def test_a_socket_nobody_listens_on_holds_up_no_wake_to_another(
+    short_tmp: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    from hive.subagent._courier import WakeCourier as SubagentCourier
+
+    absent, live = short_tmp / "absent.sock", short_tmp / "live.sock"
+    acked: list[str] = []
+    received: list[str] = []
+    arrived = trio.Event()
+
+    async def take(request: AgentRequest) -> None:
+        assert isinstance(request, Wake)
+        received.append(request.sender)
+        arrived.set()
+
+    courier = SubagentCourier(acked.append, retry_initial=0.1, retry_max=1.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_agent_socket, live, take)
+        await nursery.start(courier.run)
+        courier.send("a:1", absent, Wake(sender="subagent-a", body="to nobody"))
+        courier.send("b:1", live, Wake(sender="subagent-b", body="to the live one"))
+        with trio.fail_after(1.0):  # virtual: well before the absent socket's second retry
+            await arrived.wait()
+        await trio.sleep(30.0)
+        nursery.cancel_scope.cancel()
+    assert received == ["subagent-b"]
+    assert acked == ["b:1"]
+    assert courier.pending() == ["a:1"]

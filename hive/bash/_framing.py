@@ -23,10 +23,11 @@ from mcp.shared._context_streams import ContextReceiveStream, ContextSendStream,
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
+from hive.wake import LineCut, LineReader, LineTooLong, answer_then_close
+
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 16 * 1024 * 1024
-LINGER = 2.0
 _CLOSED = (trio.BrokenResourceError, trio.ClosedResourceError)
 
 
@@ -156,44 +157,42 @@ class _Framer:
             await self.stream.send_all(data)
 
     async def read_lines(self, to_session: ContextSendStream[SessionMessage | Exception]) -> None:
-        buffer = bytearray()
+        reader = LineReader(self.stream, MAX_MESSAGE)
         async with to_session:
             while True:
                 try:
-                    data = await self.stream.receive_some(65536)
+                    line = await reader.readline()
                 except _CLOSED:
                     self.receipts.peer_closed = True
                     return
-                if not data:
+                except LineTooLong:
+                    await self._refuse(f"message longer than {MAX_MESSAGE} bytes")
+                    return
+                except LineCut:
+                    line = None  # what came after the last newline is no message
+                if line is None:
                     self.receipts.peer_closed = True
                     await self._wait_for_answers()
                     return
-                buffer += data
-                while (end := buffer.find(b"\n")) >= 0:
-                    line = bytes(buffer[:end])
-                    del buffer[: end + 1]
-                    if not line.strip():
-                        continue
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as exc:
-                        answer = misread(line, None) if self.answer_garbage else None
-                        if answer is None:
-                            await self._refuse(f"not a JSON-RPC message: {_first_line(exc)}")
-                            return
+                if not line.strip():
+                    continue
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValueError as exc:
+                    answer = misread(line, None) if self.answer_garbage else None
+                    if answer is None:
+                        await self._refuse(f"not a JSON-RPC message: {_first_line(exc)}")
+                        return
+                    await self._answer_misread(answer)
+                    continue
+                if self.answer_garbage and isinstance(message, types.JSONRPCNotification):
+                    answer = misread(line, message)
+                    if answer is not None:
                         await self._answer_misread(answer)
                         continue
-                    if self.answer_garbage and isinstance(message, types.JSONRPCNotification):
-                        answer = misread(line, message)
-                        if answer is not None:
-                            await self._answer_misread(answer)
-                            continue
-                    if self.answer_garbage and isinstance(message, types.JSONRPCRequest):
-                        self._unanswered.add(message.id)
-                    await to_session.send(SessionMessage(message))
-                if len(buffer) > MAX_MESSAGE:
-                    await self._refuse(f"message longer than {MAX_MESSAGE} bytes")
-                    return
+                if self.answer_garbage and isinstance(message, types.JSONRPCRequest):
+                    self._unanswered.add(message.id)
+                await to_session.send(SessionMessage(message))
 
     async def _answer_misread(self, answer: bytes) -> None:
         log.info("answered a misread message: %s", answer[:200])
@@ -204,15 +203,8 @@ class _Framer:
         log.info("closing a connection: %s", reason)
         if not self.answer_garbage:
             return
-        with contextlib.suppress(*_CLOSED):
-            await self._send(parse_error(reason))
-            # Closing with unread input would reset the connection and lose the answer, so
-            # take (and drop) what the peer is still sending, for a moment.
-            if isinstance(self.stream, trio.abc.HalfCloseableStream):
-                await self.stream.send_eof()
-            with trio.move_on_after(LINGER):
-                while await self.stream.receive_some(65536):
-                    pass
+        async with self._send_lock:
+            await answer_then_close(self.stream, parse_error(reason))
 
     async def write_lines(self, from_session: ContextReceiveStream[SessionMessage]) -> None:
         async with from_session:

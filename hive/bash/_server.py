@@ -12,10 +12,11 @@ import trio
 from mcp.server import Server
 
 from hive import __version__
-from hive._unix import peer_uid, refuse, uid_allowed
+from hive._unix import peer_uid, uid_allowed
 from hive.bash._framing import Receipts, message_streams
 from hive.bash._tools import TOOLS, BashTools
 from hive.bash.relay import refusal_line
+from hive.wake import answer_then_close
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ def refusal(peer: int, own: int) -> str | None:
 
 async def refuse_connection(stream: trio.SocketStream, reason: str) -> None:
     """Tell a refused peer why, in the one line the relay recognises (:func:`refusal_line`)."""
-    await refuse(stream, refusal_line(reason))
+    await answer_then_close(stream, refusal_line(reason))
 
 
 async def serve_mcp(

@@ -8,16 +8,20 @@ the socket taken and exits, and its starter connects to the first.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import IO
 
+import attrs
 import trio
 
+from hive._files import ensure_private_dir, open_append
 from hive.subagent._errors import DaemonUnavailable
-from hive.subagent._wire import MAX_LINE, Answer, Call, decode_answer, encode
+from hive.subagent._wire import MAX_LINE, Answer, Call, Written, decode_answer, encode
+from hive.wake import AgentRequestError, LineReader, LineTooLong
 
 RACE_RETRIES = 40
 RACE_PAUSE = 0.05
@@ -33,9 +37,16 @@ async def _connect(socket: Path) -> trio.SocketStream | None:
 
 
 def _open_log(state_dir: Path) -> tuple[Path, IO[bytes]]:
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """The daemon's log, opened to append: created 0600 in a 0700 state dir, never through a symlink."""
     path = state_dir / "subagent-daemon.log"
-    return path, open(path, "ab")  # closed by the caller
+    try:
+        ensure_private_dir(state_dir)
+        return path, os.fdopen(open_append(path), "ab")  # closed by the caller
+    except OSError as exc:
+        raise DaemonUnavailable(
+            f"cannot start the subagent daemon: cannot open its log {path}: {exc}; move whatever is "
+            "there away (hive keeps its own log there), or give hive-subagent-mcp another --state-dir"
+        ) from None
 
 
 async def start_daemon(state_dir: Path, socket: Path) -> None:
@@ -91,28 +102,59 @@ async def connect(state_dir: Path, socket: Path, *, start: bool = True) -> trio.
     return stream
 
 
-async def call(state_dir: Path, socket: Path, request: Call) -> Answer:
-    """One tool call, answered by the daemon."""
+@attrs.define(eq=False)
+class Reply:
+    """The daemon's answer to a call; one with ``confirm`` waits for :meth:`confirm` (its
+    connection is held open till then)."""
+
+    answer: Answer
+    _stream: trio.SocketStream | None = None
+
+    async def confirm(self, written: bool) -> None:
+        """Tell the daemon whether the answer reached the MCP client, still connected (the ends
+        it shows are told by it only then; else by wakes). Closes the connection."""
+        stream, self._stream = self._stream, None
+        if stream is None:
+            return
+        async with stream:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.send_all(encode(Written(written)))
+
+
+async def request(state_dir: Path, socket: Path, call: Call) -> Reply:
+    """One tool call, answered by the daemon; :meth:`Reply.confirm` must follow if it asks."""
     stream = await connect(state_dir, socket)
-    async with stream:
+    held = False
+    try:
         try:
-            await stream.send_all(encode(request))
-            buffer = bytearray()
-            while b"\n" not in buffer:
-                data = await stream.receive_some(65536)
-                if not data:
-                    raise DaemonUnavailable(
-                        f"the subagent daemon at {socket} closed the connection before answering "
-                        f"(it may have been stopped; see {state_dir / 'subagent-daemon.log'})"
-                    )
-                buffer += data
-                if len(buffer) > MAX_LINE:
-                    raise DaemonUnavailable("the subagent daemon's answer is too long")
+            await stream.send_all(encode(call))
+            line = await LineReader(stream, MAX_LINE).readline()
         except trio.BrokenResourceError as exc:
             raise DaemonUnavailable(
                 f"the connection to the subagent daemon at {socket} broke: {exc}"
             ) from None
-    try:
-        return decode_answer(bytes(buffer[: buffer.index(b"\n")]))
-    except ValueError as exc:
-        raise DaemonUnavailable(f"the subagent daemon's answer cannot be read: {exc}") from None
+        except LineTooLong:
+            raise DaemonUnavailable("the subagent daemon's answer is too long") from None
+        except AgentRequestError:
+            line = None
+        if line is None:
+            raise DaemonUnavailable(
+                f"the subagent daemon at {socket} closed the connection before answering "
+                f"(it may have been stopped; see {state_dir / 'subagent-daemon.log'})"
+            )
+        try:
+            answer = decode_answer(line)
+        except ValueError as exc:
+            raise DaemonUnavailable(f"the subagent daemon's answer cannot be read: {exc}") from None
+        held = answer.confirm
+        return Reply(answer, stream if held else None)
+    finally:
+        if not held:
+            await stream.aclose()
+
+
+async def call(state_dir: Path, socket: Path, request_: Call) -> Answer:
+    """One tool call, answered by the daemon (and confirmed: the caller has the answer itself)."""
+    reply = await request(state_dir, socket, request_)
+    await reply.confirm(True)
+    return reply.answer

@@ -1,9 +1,9 @@
-"""Wakes to the parent agent's socket: each at least once, in order, with backoff while it is away."""
+"""Wakes to the parent agents' sockets: each at least once, in order per socket, with backoff while
+a socket is away (:class:`hive.wake.WakeCourier`, the bash daemon's courier too: a socket nobody
+listens on never holds up the wakes to another)."""
 
 from __future__ import annotations
 
-import logging
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -11,9 +11,8 @@ from typing import Protocol
 import attrs
 import trio
 
-from hive.wake import AgentRequestError, Wake, WakeRefused, send_wake
-
-log = logging.getLogger(__name__)
+from hive.wake import Wake
+from hive.wake import WakeCourier as Sender
 
 
 class Courier(Protocol):
@@ -30,49 +29,28 @@ class Courier(Protocol):
 
 @attrs.define(eq=False)
 class WakeCourier:
-    """Sends each wake until the agent socket acknowledges it; ``on_acked(key)`` then."""
+    """Sends each wake until its agent socket acknowledges it; ``on_acked(key)`` then."""
 
     on_acked: Callable[[str], None]
     retry_initial: float = 0.05
     retry_max: float = 5.0
     reply_timeout: float = 30.0
-    _pending: dict[str, tuple[Path, Wake]] = attrs.field(factory=dict)
-    _work: trio.Event = attrs.field(factory=trio.Event)
+    _sender: Sender[str] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._sender = Sender(self.retry_initial, self.retry_max, self.reply_timeout)
 
     def send(self, key: str, socket: Path, wake: Wake) -> None:
-        self._pending[key] = (socket, wake)
-        self._work.set()
+        self._sender.send(key, socket, wake)
 
     def withdraw(self, key: str) -> None:
-        self._pending.pop(key, None)
+        self._sender.withdraw(key)
 
     def pending(self) -> list[str]:
-        return list(self._pending)
+        return self._sender.pending()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        delay = self.retry_initial
-        while True:
-            if not self._pending:
-                self._work = trio.Event()
-                await self._work.wait()
-            key, (socket, wake) = next(iter(self._pending.items()))
-            try:
-                with trio.fail_after(self.reply_timeout if self.reply_timeout > 0 else math.inf):
-                    await send_wake(socket, wake)
-            except (
-                OSError,
-                trio.BrokenResourceError,
-                trio.TooSlowError,
-                AgentRequestError,
-                WakeRefused,
-            ) as exc:
-                log.info("agent socket %s unavailable (%s); retrying in %.2f s", socket, exc, delay)
-                # The next try starts from the oldest wake again (order is kept).
-                await trio.sleep(delay)
-                delay = min(self.retry_max, delay * 2)
-                continue
-            delay = self.retry_initial
-            if self._pending.get(key, (None, None))[1] is wake:
-                del self._pending[key]
+        async def acked(key: str) -> None:
             self.on_acked(key)
+
+        await self._sender.run(acked, task_status=task_status)

@@ -28,6 +28,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive._files import open_append
 from hive.runtime import (
     Backend,
     Config,
@@ -118,8 +119,9 @@ class View:
 @attrs.frozen
 class Status:
     views: list[View]
-    delivered: Callable[[bool], None]
-    """Call once the answer has been written (True) or could not be (False)."""
+    delivered: Callable[[bool], None] | None
+    """Call once the answer has been written (True) or could not be (False); None when the
+    answer shows no end not yet told (nothing hangs on it)."""
 
 
 @attrs.frozen
@@ -151,9 +153,42 @@ class SubagentManager:
     courier: Courier = attrs.field(init=False)
     _nursery: trio.Nursery | None = None
     _changed: trio.Event = attrs.field(factory=trio.Event)
+    _unsaved: set[str] = attrs.field(factory=set)
+    """The names whose record in memory is newer than on disk (a save failed: ENOSPC, EIO)."""
 
     def __attrs_post_init__(self) -> None:
         self.courier = self.courier_factory(self._acked)
+
+    # -- the records on disk ----------------------------------------------------------------------
+
+    def _save(self, record: SessionRecord) -> bool:
+        """Write ``record``; a failure (a full disk, an I/O error) is logged once, the record kept in
+        memory and written with the next save that works. Whether it is on disk now."""
+        try:
+            self.store.save(record)
+        except OSError as exc:
+            if not self._unsaved:
+                log.error(  # noqa: TRY400 - the message says what to do
+                    "cannot save subagent records in %s (%s): they are kept in memory and written once "
+                    "a save works again; free space there (or fix the disk)",
+                    self.store.sessions,
+                    exc,
+                )
+            self._unsaved.add(record.name)
+            return False
+        was_failing = bool(self._unsaved)
+        self._unsaved.discard(record.name)
+        for name in sorted(self._unsaved):
+            other = self.records.get(name)
+            try:
+                if other is not None:
+                    self.store.save(other)
+            except OSError:
+                return True
+            self._unsaved.discard(name)
+        if was_failing:
+            log.info("subagent records are saved again in %s", self.store.sessions)
+        return True
 
     # -- the daemon's life -----------------------------------------------------------------------
 
@@ -220,7 +255,7 @@ class SubagentManager:
             pid.signalled = True
             adopted.append(agent)
         record.agents = [pid for pid in record.agents if any(a.pid == pid.pid for a in adopted)]
-        self.store.save(record)
+        self._save(record)
         if adopted:
             turn = record.last.turn if record.last else "adopted"
             arm = Arm(record.backend)
@@ -235,7 +270,7 @@ class SubagentManager:
             await agent.wait()
         if self.records.get(record.name) is record:
             record.agents = []
-            self.store.save(record)
+            self._save(record)
         self._step(record.name, _slots.Exited(turn))
 
     # -- slots -----------------------------------------------------------------------------------
@@ -326,7 +361,7 @@ class SubagentManager:
             if live.arm is Arm.CLAUDE and record is not None and record.current is not None:
                 for pid in record.current.agents:
                     pid.signalled = True
-                self.store.save(record)
+                self._save(record)
             decision.cancel.cancel()
             if not live.opened:
                 live.setup.cancel()
@@ -375,7 +410,7 @@ class SubagentManager:
                 if not live.carriers and last is not None and last.turn == live.turn and not last.told:
                     self._tell(record)  # type: ignore[arg-type]
 
-        return Status(views, delivered)
+        return Status(views, delivered if carried or shown else None)
 
     def view(self, name: str) -> View:
         record = self.records.get(name)
@@ -466,9 +501,14 @@ class SubagentManager:
             self.records[name] = turn.record = record
             live.number = record.turns = record.turns + 1
             record.current = Current(live.turn, live.number, live.started_at)
-            self.store.save(record)
+            if not self._save(record):
+                # Its agent's pid could not be kept: no turn runs that a restart could not find.
+                raise _Failed(
+                    f"cannot save the record of subagent {name!r} in {self.store.sessions} "
+                    "(see the daemon's log): free space there (or fix the disk), then continue it"
+                )
             try:
-                out = JsonlSink.to_path(self.store.log_path(name))
+                out = JsonlSink(open_append(self.store.log_path(name)))
             except OSError as exc:
                 raise _Failed(f"cannot open the turn log {self.store.log_path(name)}: {exc}") from None
             turn.sink = TurnSink(out)
@@ -498,7 +538,7 @@ class SubagentManager:
             record = self.records[live.name]
             if record.current is not None and record.current.turn == live.turn:
                 record.current.agents.append(AgentPid(agent.pid, self.host.start_time(agent)))
-                self.store.save(record)
+                self._save(record)
         except Exception:
             log.exception("%s: could not note the agent pid %d", live.name, agent.pid)
 
@@ -518,10 +558,7 @@ class SubagentManager:
             record.session_id = session_id
         record.current, record.last = None, end
         record.agents = [AgentPid(a.pid, self.host.start_time(a), signalled=a.signalled) for a in alive]
-        try:
-            self.store.save(record)
-        except OSError as exc:
-            log.error("%s: cannot save the record of its turn's end: %s", live.name, exc)  # noqa: TRY400
+        self._save(record)
         live.ended.set()
         if not live.carriers:
             self._tell(record)
@@ -535,7 +572,7 @@ class SubagentManager:
             await agent.wait()
         record = self.records[live.name]
         record.agents = []
-        self.store.save(record)
+        self._save(record)
         self._step(live.name, _slots.Exited(live.turn))
 
     # -- telling the caller ----------------------------------------------------------------------
@@ -553,10 +590,7 @@ class SubagentManager:
             return
         record.last.told = True
         self.courier.withdraw(_key(name, turn))
-        try:
-            self.store.save(record)
-        except OSError as exc:
-            log.warning("%s: cannot save that its end was told: %s", name, exc)
+        self._save(record)
 
     def _acked(self, key: str) -> None:
         name, _, turn = key.partition(":")

@@ -8,12 +8,13 @@
 
 Records are small and written whole (temporary file, then rename: a crash leaves the old or
 the new one), synchronously: a write to the page cache outlives a daemon SIGKILL, which is
-the crash that matters; nothing is fsynced.
+the crash that matters; nothing is fsynced. Every file here is opened as ``hive._files`` opens
+state files: never through a symlink, created 0600 in 0700 directories; a write that fails
+(ENOSPC, EIO) leaves no temporary file behind.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -23,13 +24,13 @@ from pathlib import Path
 
 import attrs
 
+from hive._files import ensure_private_dir, read_regular, write_atomic
 from hive.subagent._convert import DecodeError, structure, unstructure
 from hive.subagent._records import SessionRecord
 
 log = logging.getLogger(__name__)
 
 NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
@@ -60,8 +61,8 @@ class Store:
         return self.state_dir / "subagent-daemon.log"
 
     def create_dirs(self) -> None:
-        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.sessions.mkdir(mode=0o700, exist_ok=True)
+        ensure_private_dir(self.state_dir)
+        ensure_private_dir(self.sessions)
 
     def record_path(self, name: str) -> Path:
         return self.sessions / f"{name}.json"
@@ -70,21 +71,16 @@ class Store:
         return self.sessions / f"{name}.jsonl"
 
     def save(self, record: SessionRecord) -> None:
-        path = self.record_path(record.name)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(tmp, _CREATE, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(unstructure(record), separators=(",", ":")).encode())
-        os.replace(tmp, path)
+        """Replace the record on disk; raises OSError (ENOSPC, EIO) with the old one left as it was."""
+        data = json.dumps(unstructure(record), separators=(",", ":")).encode()
+        write_atomic(self.record_path(record.name), data, durable=False)
 
     def load(self, name: str) -> SessionRecord | None:
         try:
-            with open(self.record_path(name), "rb") as f:
-                raw = json.loads(f.read())
-        except FileNotFoundError:
-            return None
+            data = read_regular(self.record_path(name))
+            if data is None:
+                return None
+            raw = json.loads(data)
         except (OSError, ValueError) as exc:
             raise DecodeError(f"cannot read the record of {name!r}: {exc}") from None
         return structure(raw, SessionRecord)

@@ -7,7 +7,18 @@
 (``Caller``: the working directory and environment the subagent's agent runs in, the agent
 socket its ends are told to); the daemon checks the arguments and answers with the tool's
 result. A line the daemon cannot read is answered ``is_error`` and the connection stays
-usable. A peer of another uid (not root) gets one refusal line, then the connection closes.
+usable; a line longer than 16 MiB (``MAX_LINE``) is answered ``is_error`` too, then the
+connection closes. A peer of another uid (not root) gets one refusal line, then the connection
+closes.
+
+An answer that shows turn ends not yet told carries ``"confirm":true``: those ends count as
+told only once the client says the answer reached its MCP client, still connected::
+
+    {"text":"...","structured":{...},"is_error":false,"confirm":true}
+    <- {"written":true}        (or false; no line, or the connection closing, counts as false)
+
+``hive-subagent-mcp`` says so once it wrote the answer to its stdout whole while its client's
+side (its stdin) was still open; otherwise the ends are told by wakes.
 """
 
 from __future__ import annotations
@@ -46,9 +57,18 @@ class Answer:
     text: str
     structured: dict[str, Any]
     is_error: bool = False
+    confirm: bool = False
+    """Turn ends are told by this answer only if the client answers :class:`Written` true."""
 
 
-def encode(message: Call | Answer) -> bytes:
+@attrs.frozen
+class Written:
+    """The client's word on an answer with ``confirm``: did it reach the MCP client, still there?"""
+
+    written: bool
+
+
+def encode(message: Call | Answer | Written) -> bytes:
     return json.dumps(unstructure(message), separators=(",", ":")).encode() + b"\n"
 
 
@@ -68,6 +88,10 @@ def decode_call(line: bytes) -> Call:
 
 def decode_answer(line: bytes) -> Answer:
     return structure(_load(line), Answer)
+
+
+def decode_written(line: bytes) -> Written:
+    return structure(_load(line), Written)
 
 
 def refusal(reason: str) -> Answer:

@@ -14,8 +14,6 @@ import fcntl
 import logging
 import os
 import signal
-import socket
-import struct
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,12 +23,14 @@ import attrs
 import trio
 
 from hive import __version__, sdnotify
-from hive._unix import open_unix_listener
+from hive._files import open_lock
+from hive._unix import open_unix_listener, peer_uid, uid_allowed
 from hive.subagent._convert import DecodeError
 from hive.subagent._manager import SubagentManager
 from hive.subagent._store import Store, default_state_dir
 from hive.subagent._tools import Result, SubagentTools
-from hive.subagent._wire import MAX_LINE, decode_call, encode, refusal
+from hive.subagent._wire import MAX_LINE, decode_call, decode_written, encode, refusal
+from hive.wake import AgentRequestError, LineReader, LineTooLong, answer_then_close
 
 log = logging.getLogger("hive.subagent.daemon")
 
@@ -47,11 +47,24 @@ class DaemonConfig:
     socket: Path
     ready_fd: int | None = None
     """A descriptor to write ``ready`` to (then close) once the socket is served."""
+    confirm_within: float = 60.0
+    """How long the daemon waits for a client's word that an answer showing ends reached its MCP
+    client (past it, the ends are told by wakes)."""
+
+
+class StateDirUnusable(RuntimeError):
+    """The lock file of the state directory cannot be opened (a symlink or a FIFO planted there)."""
 
 
 def _lock(store: Store) -> IO[bytes]:
     # Not truncated on open: a daemon that finds the lock held must not wipe its holder's pid.
-    fd = os.open(store.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fd = open_lock(store.lock)
+    except OSError as exc:
+        raise StateDirUnusable(
+            f"cannot open the lock file {store.lock}: {exc}; move whatever is there away "
+            "(hive keeps its own lock file there), or give this daemon another --state-dir"
+        ) from None
     lock = os.fdopen(fd, "r+b")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -61,15 +74,13 @@ def _lock(store: Store) -> IO[bytes]:
             f"another subagent daemon is using {store.state_dir}; use it, or give this one another --state-dir"
         ) from None
     # Who holds it, for an operator (and a test) to stop: SIGINT to this pid.
-    lock.truncate(0)
-    lock.write(f"{os.getpid()}\n".encode())
-    lock.flush()
+    try:
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n".encode())
+        lock.flush()
+    except OSError as exc:
+        log.warning("cannot write this daemon's pid into %s: %s", store.lock, exc)
     return lock
-
-
-def peer_uid(sock: trio.socket.SocketType) -> int:
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return int(struct.unpack("3i", creds)[1])
 
 
 async def serve_daemon(
@@ -90,7 +101,9 @@ async def serve_daemon(
             trio.open_nursery() as nursery,
         ):
             await nursery.start(manager.serve)
-            nursery.start_soon(trio.serve_listeners, _connection_handler(tools), [listener])
+            nursery.start_soon(
+                trio.serve_listeners, _connection_handler(tools, config.confirm_within), [listener]
+            )
             log.info("listening on %s (state in %s)", config.socket, config.state_dir)
             task_status.started(manager)
     finally:
@@ -100,13 +113,13 @@ async def serve_daemon(
         lock.close()
 
 
-def _connection_handler(tools: SubagentTools):  # type: ignore[no-untyped-def]
+def _connection_handler(tools: SubagentTools, confirm_within: float):  # type: ignore[no-untyped-def]
     own = os.getuid()
 
     async def serve_connection(stream: trio.SocketStream) -> None:
         async with stream:
             uid = peer_uid(stream.socket)
-            if uid not in (own, 0):
+            if not uid_allowed(uid, own):
                 reason = (
                     f"refused: peer uid {uid} is neither the subagent daemon's uid {own} nor root; run "
                     f"hive-subagent-mcp as uid {own}, or give it a --state-dir of its own"
@@ -114,12 +127,22 @@ def _connection_handler(tools: SubagentTools):  # type: ignore[no-untyped-def]
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await stream.send_all(encode(refusal(reason)))
                 return
-            buffer = bytearray()
+            reader = LineReader(stream, MAX_LINE)
+            line: bytes | None = None
             while True:
-                line = await _read_line(stream, buffer)
+                try:
+                    if line is None:
+                        line = await reader.readline()
+                except LineTooLong as exc:
+                    reason = f"the subagent daemon cannot read this request: {exc}; send a shorter one"
+                    await answer_then_close(stream, encode(refusal(reason)))
+                    return
+                except (AgentRequestError, trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
                 if line is None:
                     return
                 if not line.strip():
+                    line = None
                     continue
                 try:
                     call = decode_call(line)
@@ -127,41 +150,46 @@ def _connection_handler(tools: SubagentTools):  # type: ignore[no-untyped-def]
                     result = Result(refusal(f"the subagent daemon cannot read this request: {exc}"))
                 else:
                     result = await tools.call(call)
-                if not await _answer(stream, result):
+                goes_on, line = await _answer(stream, reader, result, confirm_within)
+                if not goes_on:
                     return
 
     return serve_connection
 
 
-async def _read_line(stream: trio.SocketStream, buffer: bytearray) -> bytes | None:
-    while True:
-        end = buffer.find(b"\n")
-        if end >= 0:
-            line = bytes(buffer[:end])
-            del buffer[: end + 1]
-            return line
-        if len(buffer) > MAX_LINE:
-            return None
-        try:
-            data = await stream.receive_some(65536)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return None
-        if not data:
-            return None
-        buffer += data
+async def _answer(
+    stream: trio.SocketStream, reader: LineReader, result: Result, confirm_within: float
+) -> tuple[bool, bytes | None]:
+    """Write the answer; for one that shows ends, wait for the client's word that it reached its
+    MCP client (a client that says nothing, or sends its next call instead, has not confirmed it).
 
-
-async def _answer(stream: trio.SocketStream, result: Result) -> bool:
-    ok = False
+    Whether the connection goes on, and the next call's line if it came instead of the word.
+    """
+    ok, goes_on, line = False, False, None
     try:
-        await stream.send_all(encode(result.answer))
-        ok = True
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
+        if result.delivered is None:
+            await stream.send_all(encode(result.answer))
+            goes_on = True
+        else:
+            await stream.send_all(encode(attrs.evolve(result.answer, confirm=True)))
+            goes_on = True
+            with trio.move_on_after(confirm_within):
+                line = await reader.readline()
+                if line is None:
+                    goes_on = False
+                else:
+                    with contextlib.suppress(DecodeError):
+                        ok, line = decode_written(line).written, None
+    except LineTooLong as exc:
+        reason = f"the subagent daemon cannot read this line: {exc}; send a shorter one"
+        await answer_then_close(stream, encode(refusal(reason)))
+        goes_on = False
+    except (trio.BrokenResourceError, trio.ClosedResourceError, AgentRequestError):
+        goes_on = False
     finally:
         if result.delivered is not None:
             result.delivered(ok)
-    return ok
+    return goes_on, line
 
 
 def _ready(fd: int | None) -> None:

@@ -21,12 +21,12 @@ from typing import Any
 import mcp_types as types
 import trio
 from mcp.server import Server
-from mcp.server.stdio import stdio_server
 
 from hive import __version__
 from hive.subagent import _client
 from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._specs import INSTRUCTIONS, TOOLS
+from hive.subagent._stdio import Receipts, process_stdio, stdio_streams
 from hive.subagent._store import Store, default_state_dir
 from hive.subagent._wire import Call, Caller
 
@@ -40,7 +40,12 @@ def caller_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in source.items() if k not in ("CLAUDECODE", "NOTIFY_SOCKET")}
 
 
-def make_server(state_dir: Path, socket: Path, caller: Caller) -> Server[Any]:
+def make_server(
+    state_dir: Path, socket: Path, caller: Caller, receipts: Receipts | None = None
+) -> Server[Any]:
+    """The MCP server of the tools, each call sent to the daemon. An answer that shows turn ends
+    tells them only once ``receipts`` reports it written to a client still there (without
+    ``receipts``, never: the ends are then told by wakes)."""
     listing = types.ListToolsResult(
         tools=[
             types.Tool(
@@ -58,7 +63,7 @@ def make_server(state_dir: Path, socket: Path, caller: Caller) -> Server[Any]:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
-            answer = await _client.call(
+            reply = await _client.request(
                 state_dir, socket, Call(params.name, dict(params.arguments or {}), caller)
             )
         except DaemonUnavailable as exc:
@@ -69,6 +74,13 @@ def make_server(state_dir: Path, socket: Path, caller: Caller) -> Server[Any]:
                 structured_content=structured,
                 is_error=True,
             )
+        answer = reply.answer
+        if answer.confirm:
+            # The ends it shows are told only if this answer reaches a client still there.
+            if receipts is None or ctx.request_id is None:
+                await reply.confirm(False)
+            else:
+                receipts.expect(ctx.request_id, reply.confirm)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=answer.text)],
             structured_content=answer.structured,
@@ -84,8 +96,11 @@ def make_server(state_dir: Path, socket: Path, caller: Caller) -> Server[Any]:
     )
 
 
-async def serve_stdio(server: Server[Any]) -> None:
-    async with stdio_server() as (read, write):
+async def serve_stdio(state_dir: Path, socket: Path, caller: Caller) -> None:
+    """Serve the tools on this process's stdin and stdout until the client goes away."""
+    receipts = Receipts()
+    server = make_server(state_dir, socket, caller, receipts)
+    async with process_stdio() as (stdin, stdout), stdio_streams(stdin, stdout, receipts) as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
@@ -173,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         idle_timeout=idle,
     )
     try:
-        trio.run(serve_stdio, make_server(state_dir, socket, caller))
+        trio.run(serve_stdio, state_dir, socket, caller)
     except KeyboardInterrupt:
         return 130
     return 0
