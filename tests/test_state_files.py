@@ -22,7 +22,7 @@ from hive.agent._queue import open_queue_file
 from hive.agent._session import SessionStore
 from hive.agent.harness import lock_state_dir
 from hive.bash.daemon import _lock_state_dir
-from hive.sink import JsonlSink
+from hive.sink import JsonlFile, JsonlSink
 
 PLANTED = b"someone else's file\n"
 
@@ -161,14 +161,17 @@ def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_pat
 async def test_a_turn_log_on_a_full_disk_is_reported_once_and_the_turns_go_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    full = TurnLog(tmp_path / "turns.jsonl", os.open("/dev/full", os.O_WRONLY | os.O_CLOEXEC))
-    with caplog.at_level(logging.ERROR, logger="hive.agent._log"):
+    path = tmp_path / "turns.jsonl"
+    full = TurnLog(
+        path, JsonlFile(path, os.open("/dev/full", os.O_WRONLY | os.O_CLOEXEC), known_as="the turn log")
+    )
+    with caplog.at_level(logging.ERROR, logger="hive.sink._sink"):
         for _ in range(3):
             await full.write(b'{"type":"assistant"}\n')
     await full.aclose()
     reports = [r for r in caplog.records if "cannot write the turn log" in r.getMessage()]
     assert len(reports) == 1
-    assert "turns go on unlogged" in reports[0].getMessage()
+    assert str(path) in reports[0].getMessage()
 
 
 def test_append_whole_writes_everything_it_is_given(tmp_path: Path) -> None:

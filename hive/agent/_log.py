@@ -12,9 +12,9 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive._files import append_whole, open_append, open_regular
+from hive._files import open_regular
 from hive.agent._wire import TurnRecord, encode
-from hive.sink import Batch, ContextUsage, SystemInit, first_message, last_message
+from hive.sink import Batch, ContextUsage, JsonlFile, SystemInit, first_message, last_message
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +27,12 @@ class TurnLog:
     """Appends to the turn log, each write whole or not at all (a full disk cuts no line in two)."""
 
     path: Path
-    _fd: int
+    _file: JsonlFile
     _lock: trio.Lock = attrs.field(factory=trio.Lock)
-    _failed: bool = False
 
     @classmethod
     def open(cls, path: Path) -> TurnLog:
-        return cls(path, open_append(path))
+        return cls(path, JsonlFile.open(path, known_as="the turn log", meanwhile="turns go on unlogged"))
 
     @staticmethod
     def last_turn(path: Path) -> int:
@@ -60,15 +59,7 @@ class TurnLog:
     async def write(self, data: bytes) -> None:
         """Append ``data``; a log that cannot be written is reported once and the turn goes on."""
         async with self._lock:
-            await trio.lowlevel.checkpoint()
-            try:
-                append_whole(self._fd, data)
-            except OSError as exc:
-                if not self._failed:
-                    log.error("cannot write the turn log %s (%s); turns go on unlogged", self.path, exc)  # noqa: TRY400
-                self._failed = True
-            else:
-                self._failed = False
+            await self._file.write_bytes(data)
 
     async def record(self, record: TurnRecord) -> None:
         await self.write(encode(record))
@@ -77,7 +68,7 @@ class TurnLog:
         return TurnSink(self, on_usage)
 
     async def aclose(self) -> None:
-        os.close(self._fd)
+        await self._file.aclose()
 
 
 @attrs.define(eq=False)

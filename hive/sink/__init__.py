@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         UserContent,
         UserMessage,
     )
-    from hive.sink._sink import FanOut, JsonlSink, MemorySink, Sink
+    from hive.sink._sink import FanOut, JsonlFile, JsonlSink, MemorySink, Sink
     from hive.sink._usage import ContextUsage
     from hive.sink._wire import (
         MessageError,
@@ -63,7 +63,7 @@ _MODULES = {
         "UserContent",
         "UserMessage",
     ),
-    "_sink": ("FanOut", "JsonlSink", "MemorySink", "Sink"),
+    "_sink": ("FanOut", "JsonlFile", "JsonlSink", "MemorySink", "Sink"),
     "_usage": ("ContextUsage",),
     # The cattrs converter is built on first use (see _wire).
     "_wire": (
@@ -86,6 +86,7 @@ __all__ = [
     "Dropped",
     "FanOut",
     "JsonObject",
+    "JsonlFile",
     "JsonlSink",
     "LineFramer",
     "MemorySink",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,10 +11,12 @@ from typing import Protocol
 import attrs
 import trio
 
-from hive._files import open_append
+from hive._files import append_whole, open_append
 from hive.sink._batch import Batch
 from hive.sink._messages import StreamMessage
 from hive.sink._usage import ContextUsage
+
+log = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
@@ -37,8 +40,9 @@ class JsonlSink:
         self._lock = trio.Lock()
 
     @classmethod
-    def to_path(cls, path: str | os.PathLike[str]) -> JsonlSink:
-        return cls(open_append(Path(path)))
+    def to_path(cls, path: str | os.PathLike[str]) -> JsonlFile:
+        """A sink appending to the file at ``path`` (see :class:`JsonlFile`)."""
+        return JsonlFile.open(Path(path), known_as="the turn log", meanwhile="the turn goes on unlogged")
 
     async def write(self, batch: Batch) -> None:
         async with self._lock:
@@ -49,6 +53,51 @@ class JsonlSink:
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+class JsonlFile:
+    """Appends each batch to a log file, whole or not at all: a full disk (ENOSPC) or a failing
+    one (EIO) cuts no line in two, is reported once, and stops nothing; the writes go on, and
+    the next that works is reported too.
+
+    The file is opened as every state file is (created 0600, never through a symlink: see
+    :mod:`hive._files`); an OSError from that is the caller's.
+    """
+
+    def __init__(self, path: Path, fd: int, *, known_as: str = "the log", meanwhile: str = "") -> None:
+        self.path = path
+        self._fd = fd
+        self._failed = False
+        self._known_as = known_as
+        self._meanwhile = meanwhile or "what it would hold is not kept until it can be written"
+
+    @classmethod
+    def open(cls, path: Path, *, known_as: str = "the log", meanwhile: str = "") -> JsonlFile:
+        return cls(path, open_append(path), known_as=known_as, meanwhile=meanwhile)
+
+    async def write(self, batch: Batch) -> None:
+        await self.write_bytes(batch.data)
+
+    async def write_bytes(self, data: bytes) -> None:
+        await trio.lowlevel.checkpoint()
+        try:
+            append_whole(self._fd, data)
+        except OSError as exc:
+            if not self._failed:
+                log.error("cannot write %s %s (%s); %s", self._known_as, self.path, exc, self._meanwhile)  # noqa: TRY400
+            self._failed = True
+        else:
+            if self._failed:
+                log.warning(
+                    "%s %s can be written again; what came meanwhile is not in it", self._known_as, self.path
+                )
+            self._failed = False
+
+    async def context_usage(self, usage: ContextUsage) -> None:
+        """Not part of the stream-json shape, so not written."""
+
+    async def aclose(self) -> None:
+        os.close(self._fd)
 
 
 @attrs.define(eq=False)

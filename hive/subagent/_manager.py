@@ -28,7 +28,6 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive._files import open_append
 from hive.runtime import (
     Backend,
     Config,
@@ -508,7 +507,7 @@ class SubagentManager:
                     "(see the daemon's log): free space there (or fix the disk), then continue it"
                 )
             try:
-                out = JsonlSink(open_append(self.store.log_path(name)))
+                out = JsonlSink.to_path(self.store.log_path(name))
             except OSError as exc:
                 raise _Failed(f"cannot open the turn log {self.store.log_path(name)}: {exc}") from None
             turn.sink = TurnSink(out)
