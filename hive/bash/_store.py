@@ -41,7 +41,7 @@ from pathlib import Path
 
 import attrs
 
-from hive._files import create_new, fsync_dir, open_regular, read_regular, write_atomic
+from hive._files import create_new, fsync_dir, open_regular, read_regular, truncate_regular, write_atomic
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._wire import RecordError, decode, encode
 
@@ -236,16 +236,24 @@ class TaskStore:
 
     def read_exit_status(self, task_id: str) -> int | None:
         """The status the wrapper wrote, or None if it never wrote one (the file is created
-        blank: `EXIT_PLACEHOLDER`, or empty by an earlier daemon)."""
+        blank: `EXIT_PLACEHOLDER`, or empty by an earlier daemon). The blanks after a status are
+        cut off, so the file then holds the status alone."""
         try:
             text = read_regular(self.exit_path(task_id))
         except OSError as exc:
             log.warning("unreadable exit status of task %s: %s", task_id, exc)
             return None
         try:
-            return None if text is None else int(text)
+            status = None if text is None else int(text)
         except ValueError:
             return None
+        if text is not None and len(text) > len(f"{status}\n"):
+            # The blanks that held the room for it are not part of it.
+            try:
+                truncate_regular(self.exit_path(task_id), len(f"{status}\n"))
+            except OSError as exc:
+                log.warning("cannot trim the exit file of task %s: %s", task_id, exc)
+        return status
 
     # -- a run's files ---------------------------------------------------------------------------
 
