@@ -6,8 +6,10 @@ settled (ended while the daemon was down: its exit status is read from ``<id>.ex
 without one: ``interrupted``); a live wrapper with no record is adopted by its mark; a
 task's files with no record (``<id>.cmd``, ``.out``, ``.err``, ``.exit``) become a record
 again; and every end the agent has not been told is owed once more and its wake resent.
-The processes that ended tasks left behind are found by their tag and watched by the
-stopper (see `hive.bash._stopping`), as they were before the restart. A loose end is always
+The processes that ended tasks left behind are found in their task's cgroup (or by their
+tag, for a task the subreaper held) and watched by the stopper (see `hive.bash._stopping`),
+as they were before the restart; a task cgroup that no task owns any more is emptied and
+removed. A loose end is always
 written before the final record it goes with, so a crash between the two leaves the end
 owed, never forgotten. Each wake carries its end's id (``<id>:<serial>``), so a receiver
 can drop the repeat that a crash during recovery may cause.

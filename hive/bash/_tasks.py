@@ -287,8 +287,9 @@ class TaskManager:
         finally:
             if cgroup_fd is not None:
                 os.close(cgroup_fd)
-                if not started:
-                    _cgroups.remove(self.settings.cgroup_parent / record.serial)  # type: ignore[operator]
+                cgroup = self.settings.cgroup_of(record)
+                if cgroup is not None and not started:
+                    _cgroups.remove(cgroup)
 
     def _make_cgroup(self, record: TaskRecord) -> int | None:
         """The task's own cgroup, made now: its ``cgroup.procs`` open for the wrapper to enter.
