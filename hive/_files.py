@@ -165,6 +165,23 @@ def open_regular(path: Path) -> int | None:
     return _regular(fd, path)
 
 
+def truncate_regular(path: Path, length: int) -> None:
+    """Cut a regular file (not through a symlink) down to ``length`` bytes, if it is longer.
+
+    A file that is not there is left so; anything else there raises OSError, as `open_regular` does.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    _regular(fd, path)
+    try:
+        if os.fstat(fd).st_size > length:
+            os.ftruncate(fd, length)
+    finally:
+        os.close(fd)
+
+
 def read_regular(path: Path) -> bytes | None:
     """The whole of a regular file (see :func:`open_regular`); None if it is not there."""
     fd = open_regular(path)

@@ -341,6 +341,9 @@ let
       # --signal=SIGINT` reaches the tasks too, for an agent that is going away.
       KillMode = "process";
       KillSignal = "SIGINT";
+      # The daemon's cgroup subtree is its own: each task gets a cgroup v2 below it, which
+      # holds every process the task starts (setsid, double forks, a cleared environment).
+      Delegate = true;
     };
   };
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import shutil
 import sys
 import tempfile
@@ -18,6 +20,7 @@ import trio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from hive.bash import _cgroups
 from hive.bash._launch import running_daemon
 from hive.wake import AgentRequest, Wake, serve_agent_socket
 
@@ -90,13 +93,51 @@ class DaemonHandle:
 
 
 @pytest.fixture
-def daemon(short_tmp: Path) -> DaemonHandle:
-    return DaemonHandle(
+def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
+    handle = DaemonHandle(
         root=short_tmp,
         state_dir=short_tmp / "state",
         socket=short_tmp / "bash.sock",
         agent_socket=short_tmp / "agent.sock",
     )
+    yield handle
+    remove_task_cgroups(handle.state_dir)
+
+
+def task_cgroup_parent(state_dir: Path) -> Path | None:
+    """Where a daemon started by this test process puts the cgroups of ``state_dir``'s tasks."""
+    own = _cgroups.own_cgroup_dir()
+    return None if own is None else own / _cgroups.task_parent_name(state_dir)
+
+
+def remove_task_cgroups(state_dir: Path) -> None:
+    """What a test's daemon left of its task cgroups (a crashed daemon, a task left running)
+    is killed and removed, so that no test leaves cgroups behind on the machine."""
+    parent = task_cgroup_parent(state_dir)
+    if parent is None or not parent.is_dir():
+        return
+    for name in _cgroups.leftovers(parent):
+        cgroup = parent / name
+        while killed := _cgroups.kill_all(cgroup):
+            _wait_exits(killed)
+        _cgroups.remove(cgroup)
+    _cgroups.remove(parent)
+
+
+def _wait_exits(pids: list[int]) -> None:
+    """Wait (up to 10 s) for these processes to exit, on their pidfds."""
+    poller = select.poll()
+    fds = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fds.append(os.pidfd_open(pid))
+            poller.register(fds[-1], select.POLLIN)
+    try:
+        for _fd, _event in poller.poll(10_000):
+            pass
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 @attrs.define

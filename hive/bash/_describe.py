@@ -5,11 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hive.bash._model import StopReason, TaskState
+from hive.bash._model import HeldBy, StopReason, TaskState
 from hive.bash._records import TaskRecord
 from hive.bash._store import Tail, last_lines
 
 WAKE_STDOUT_LINES = 20
+HELD_BY = {
+    HeldBy.CGROUP: "cgroup (a cgroup v2 of its own holds every process it starts)",
+    HeldBy.SUBREAPER: "subreaper (its process group, its HIVE_BASH_TASK tag and the daemon as subreaper)",
+}
 CMD_SHOWN = 2000
 """A command longer than this many characters is shown cut, with where the whole of it is."""
 
@@ -37,6 +41,8 @@ def still_running(task_id: str, *, wakes: bool = True) -> str:
 
 
 def describe_signals(record: TaskRecord) -> str:
+    if not record.signals and record.stop_reason is StopReason.OUTPUT_CAP:
+        return "no signal sent: its writer met the file size limit a little past the cap"
     if not record.signals:
         return "no signal sent"
     if record.signals == ("SIGINT",):
@@ -107,6 +113,7 @@ def describe_status(
         "stop_reason": r.stop_reason.value if r.stop_reason else None,
         "signals": list(r.signals),
         "notes": list(r.notes),
+        "held_by": r.held_by.value if r.held_by else None,
         "created_at": r.created_at,
         "started_at": r.started_at,
         "ended_at": r.ended_at,
@@ -117,6 +124,8 @@ def describe_status(
     if cmd_path is not None:
         structured["cmd_path"] = cmd_path
     lines = [guidance[0], f"$ {cmd}", *guidance[1:]]
+    if r.held_by is not None:
+        lines.insert(2, f"held by: {HELD_BY[r.held_by]}")
     for label, tail in (("stdout", out), ("stderr", err)):
         scope = (
             f"last {len(tail.text.encode())} of {tail.size} bytes" if tail.truncated else f"{tail.size} bytes"

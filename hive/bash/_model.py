@@ -31,6 +31,15 @@ class TaskState(enum.Enum):
 _FINAL = frozenset({TaskState.DONE, TaskState.TIMED_OUT, TaskState.STOPPED, TaskState.INTERRUPTED})
 
 
+class HeldBy(enum.Enum):
+    """What holds every process of a task, so that a stop reaches them all."""
+
+    CGROUP = "cgroup"
+    """A cgroup v2 of its own (see `hive.bash._cgroups`)."""
+    SUBREAPER = "subreaper"
+    """Its process group, its environment tag and the daemon as subreaper (see `hive.bash._procs`)."""
+
+
 class StopReason(enum.Enum):
     TIMEOUT = "timeout"
     REQUESTED = "requested"

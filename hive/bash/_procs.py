@@ -1,17 +1,19 @@
 """Process-level helpers for bash tasks: the wrapper, a task's processes, pid identity, exit waits.
 
-A task's processes are all of its descendants, not only its process group: a process that
-`setsid`s, moves to a new group or double-forks leaves the group but keeps the task's tag
-(``HIVE_BASH_TASK=<id>:<serial>`` in its environment, inherited by every descendant and
-readable in ``/proc/<pid>/environ`` by the same uid, even after a daemon restart). The
-daemon is also the child subreaper (`become_subreaper`), so such a process, once orphaned,
-is re-parented to the daemon rather than to init, and the daemon reaps it
-(`reap_orphans`). Everything here that reads ``/proc`` is blocking: run it in a worker
-thread.
-
-(A cgroup v2 per task would hold every descendant without a scan; it needs a writable v2
-hierarchy, which these machines do not have: /sys/fs/cgroup is v1. The tag and the
-subreaper are the path that is built and tested.)
+Where the daemon can make cgroups, each task runs in a cgroup v2 of its own, which holds
+every descendant whatever it does (see `hive.bash._cgroups`): the wrapper moves itself in
+before it reads the command. Everywhere else (no writable v2 hierarchy, or ``--no-cgroups``)
+this module's fallback holds the task: its processes are all of its descendants, not only
+its process group. A process that `setsid`s, moves to a new group or double-forks leaves the
+group but keeps the task's tag (``HIVE_BASH_TASK=<id>:<serial>`` in its environment,
+inherited by every descendant and readable in ``/proc/<pid>/environ`` by the same uid, even
+after a daemon restart), and so do its descendants, found by their parent. The daemon is
+also the child subreaper (`become_subreaper`), so such a process, once orphaned, is
+re-parented to the daemon rather than to init, and the daemon reaps it (`reap_orphans`).
+What the fallback cannot hold: an orphan that also cleared its environment (``setsid env -i
+...`` whose parent has exited) is a child of the daemon with no tag, and no task can be told
+as its own. The tag is set in both cases. Everything here that reads ``/proc`` is blocking:
+run it in a worker thread.
 """
 
 from __future__ import annotations
@@ -55,11 +57,27 @@ from hive.bash._errors import BashError
 # one small write is enough. $1 (the exit file's path) and $3 (a mark) are unused by the
 # script: they are how a restarted daemon finds the wrapper and its task (`find_wrappers`).
 # The variables the wrapper sets are unset before the command runs.
+#
+# Before anything else, two things that every process of the task inherits: where the daemon
+# made the task a cgroup, the wrapper moves itself into it (``0`` written to the descriptor
+# of its ``cgroup.procs`` whose number is in ``__hive_cgroup_fd``), and it sets RLIMIT_FSIZE
+# (``ulimit -f``, KiB, in ``__hive_fsize``), so that no process of the task, escaped or not,
+# can grow a file (its output among them) far past the output cap, however fast it writes.
+# A wrapper that cannot enter its cgroup runs nothing and exits 125. The `.exit` file is
+# created with placeholder bytes (`hive.bash._store.EXIT_PLACEHOLDER`), so the status written over them needs
+# no new room on the disk; the wrapper exits with the command's status as well, which the
+# daemon takes when the file could not be written anyway.
 WRAPPER = (
+    'if [ -n "${__hive_cgroup_fd-}" ]; then { printf 0 >&"$__hive_cgroup_fd"; } 2>/dev/null || '
+    '{ echo "hive-bash-daemon: cannot move the task into its cgroup; nothing ran" >&2; '
+    "printf '125\\n' >&\"$2\"; exit 125; }; exec {__hive_cgroup_fd}>&-; fi; "
+    '[ -z "${__hive_fsize-}" ] || ulimit -f "$__hive_fsize" 2>/dev/null; '
+    "unset -v __hive_cgroup_fd __hive_fsize; "
     "trap : INT; IFS= read -r -d '' __hive_cmd; exec </dev/null; __hive_fd=$2; "
     '(exec {__hive_fd}>&-; eval "set --; unset -v __hive_cmd __hive_fd; $__hive_cmd"); '
-    'rc=$?; printf \'%s\\n\' "$rc" >&"$__hive_fd"'
+    'rc=$?; printf \'%s\\n\' "$rc" >&"$__hive_fd"; exit "$rc"'
 )
+
 WRAPPER_ARGV0 = "bash"
 TASK_TAG = "HIVE_BASH_TASK"
 """The environment variable that marks every process of a task: ``<id>:<serial>``."""
@@ -157,15 +175,26 @@ def spawn_task(
     cwd: Path,
     stdout: int,
     stderr: int,
+    cgroup_fd: int | None = None,
+    fsize_limit: int | None = None,
 ) -> Child:
     """Start the command that ``cmd_fd`` holds under the wrapper, leading a new session.
 
     ``cmd_fd`` is read from its current offset to its end; ``exit_fd`` receives the exit
     status; the output goes to ``stdout`` and ``stderr``. Blocking (fork and exec): call it
     from a worker thread, as trio's own open_process does. A failure is a :class:`SpawnError`.
-    ``tag`` goes into the environment as ``HIVE_BASH_TASK`` (see `task_tag`).
+    ``tag`` goes into the environment as ``HIVE_BASH_TASK`` (see `task_tag`). ``cgroup_fd``:
+    the task's ``cgroup.procs``, open for writing, which the wrapper enters before anything
+    runs; ``fsize_limit``: the RLIMIT_FSIZE of every process of the task, in bytes.
     """
     bash = bash_path()
+    env = {**os.environb, TASK_TAG.encode(): os.fsencode(tag)}
+    fds = [exit_fd]
+    if cgroup_fd is not None:
+        env[b"__hive_cgroup_fd"] = str(cgroup_fd).encode()
+        fds.append(cgroup_fd)
+    if fsize_limit is not None:
+        env[b"__hive_fsize"] = str(-(-fsize_limit // 1024)).encode()
     with _wrappers.lock:
         _wrappers.starting += 1
     popen = None
@@ -175,9 +204,9 @@ def spawn_task(
             stdin=cmd_fd,
             stdout=stdout,
             stderr=stderr,
-            pass_fds=(exit_fd,),
+            pass_fds=fds,
             cwd=cwd,
-            env={**os.environb, TASK_TAG.encode(): os.fsencode(tag)},
+            env=env,
             start_new_session=True,
         )
     except OSError as exc:
@@ -275,6 +304,25 @@ def snapshot(*, read_tags: bool = True) -> list[ProcInfo]:
                 tag=tag,
             )
         )
+    return found
+
+
+def proc_infos(pids: Iterable[int]) -> list[ProcInfo]:
+    """These processes as ``/proc`` shows them now, the live ones only, without their tags."""
+    found = []
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields is not None and fields[0] != b"Z":
+            found.append(
+                ProcInfo(
+                    pid=pid,
+                    ppid=int(fields[1]),
+                    pgid=int(fields[2]),
+                    zombie=False,
+                    start_time=int(fields[19]),
+                    tag=None,
+                )
+            )
     return found
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from hive.bash._model import Phase, StopReason, TaskState
+from hive.bash._model import HeldBy, Phase, StopReason, TaskState
 
 
 @attrs.frozen
@@ -28,6 +28,8 @@ class TaskRecord:
     stop_started_at: float | None = None
     signals: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    held_by: HeldBy | None = None
+    """What holds its processes (None: a record of a daemon that did not say)."""
 
     @property
     def phase(self) -> Phase:

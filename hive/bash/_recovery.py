@@ -6,8 +6,10 @@ settled (ended while the daemon was down: its exit status is read from ``<id>.ex
 without one: ``interrupted``); a live wrapper with no record is adopted by its mark; a
 task's files with no record (``<id>.cmd``, ``.out``, ``.err``, ``.exit``) become a record
 again; and every end the agent has not been told is owed once more and its wake resent.
-The processes that ended tasks left behind are found by their tag and watched by the
-stopper (see `hive.bash._stopping`), as they were before the restart. A loose end is always
+The processes that ended tasks left behind are found in their task's cgroup (or by their
+tag, for a task the subreaper held) and watched by the stopper (see `hive.bash._stopping`),
+as they were before the restart; a task cgroup that no task owns any more is emptied and
+removed. A loose end is always
 written before the final record it goes with, so a crash between the two leaves the end
 owed, never forgotten. Each wake carries its end's id (``<id>:<serial>``), so a receiver
 can drop the repeat that a crash during recovery may cause.
@@ -44,8 +46,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from hive.bash import _procs
-from hive.bash._model import Exited, Spawned, StopBegun, StopReason, TaskState, Vanished
+from hive.bash import _cgroups, _procs
+from hive.bash._model import Exited, HeldBy, Spawned, StopBegun, StopReason, TaskState, Vanished
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.wake import Wake, end_id
 
@@ -174,9 +176,43 @@ async def _watch_leftovers(manager: TaskManager) -> None:
     stopper, as an end seen by this daemon is: a stopped task's leftovers are stopped, and
     the output cap holds on the files of a finished one's for as long as they write them.
 
-    One scan of ``/proc`` finds them by their tag (the wrappers are gone: no group to go by).
+    Those held by a cgroup are found in it; the others by their tag, in one scan of ``/proc``
+    (the wrappers are gone: no group to go by). A task cgroup left by the previous daemon that
+    no task of this state directory owns any more is emptied (SIGKILL) and removed; an empty
+    one of an ended task is removed.
     """
-    ended = {_procs.task_tag(t.id, t.record.serial): t for t in manager.tasks.values() if t.final}
+    settings = manager.settings
+    parent = settings.cgroup_parent
+    if parent is not None:
+        serials = {t.record.serial: t for t in manager.tasks.values()}
+        for name in await trio.to_thread.run_sync(_cgroups.leftovers, parent):
+            task = serials.get(name)
+            cgroup = parent / name
+            if task is not None:
+                if task.record.held_by is not HeldBy.CGROUP:
+                    # Its record was lost (or written by a daemon that did not say): the
+                    # cgroup named by its serial holds it.
+                    manager._apply(task, held_by=HeldBy.CGROUP)
+                if task.final:
+                    if await trio.to_thread.run_sync(_cgroups.populated, cgroup):
+                        log.info(
+                            "task %s ended before this daemon started and left processes behind", task.id
+                        )
+                        manager.stopper.ended(task)
+                    else:
+                        await trio.to_thread.run_sync(_cgroups.remove, cgroup)
+                continue
+            killed = await trio.to_thread.run_sync(_cgroups.kill_all, cgroup)
+            if killed:
+                log.warning("killed %d processes in cgroup %s, which no known task owns", len(killed), cgroup)
+                with trio.move_on_after(5):
+                    await _cgroups.wait_empty(cgroup)
+            await trio.to_thread.run_sync(_cgroups.remove, cgroup)
+    ended = {
+        _procs.task_tag(t.id, t.record.serial): t
+        for t in manager.tasks.values()
+        if t.final and settings.cgroup_of(t.record) is None
+    }
     if not ended:
         return
     procs = await trio.to_thread.run_sync(_procs.snapshot)
@@ -221,6 +257,11 @@ async def _resume(manager: TaskManager, task: Task) -> None:
         manager._note(task, "it ended while the daemon was down; its exit status was recovered")
     else:
         manager._apply(task, Vanished(), ended_at=manager.clock())
+        manager._note(
+            task,
+            "it was gone when the daemon started and left no exit status: its wrapper shell ended "
+            "before writing one (killed, or the machine went down)",
+        )
     task.ended.set()
     task.exited.set()
     # The loose end (with the wake) before the final record: a crash between the two leaves

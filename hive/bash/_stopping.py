@@ -3,17 +3,25 @@
 This module owns every signal the daemon sends to a task. A stop (requested, at the
 deadline, or at the output cap) is saved in the task's record before any signal, then
 reaches every process of the task, wherever it went: its process group gets SIGINT, the
-processes that left the group (found by their ``HIVE_BASH_TASK`` tag, see
-`hive.bash._procs`) get it from a worker thread moments later, and whatever of the task is
-still alive when the grace ends gets SIGKILL. The task ends (``stopped``, ``timed_out``)
-only after that, so a stopped task has no process left.
+processes that left the group get it from a worker thread moments later, and whatever of
+the task is still alive when the grace ends gets SIGKILL. Where the task has a cgroup of its
+own (``held_by: cgroup``, see `hive.bash._cgroups`) the processes are its members, the
+SIGKILL is ``cgroup.kill``, and the stop is over once the cgroup is empty; elsewhere
+(``held_by: subreaper``) they are found by their ``HIVE_BASH_TASK`` tag and their parents
+(see `hive.bash._procs`). The task ends (``stopped``, ``timed_out``) only after that, so a
+stopped task has no process left.
 
 A task that ends by itself may leave processes behind (a server started with `setsid`,
 say); they are left running, but its output files stay under the cap for as long as they
 write them: each interval, the tasks that ended since the last one are looked for in one
 scan of ``/proc``, and those with processes left are watched until none is. A leftover of
 a stopped task is stopped at once; a leftover of a finished task is stopped once the
-output passes the cap. The notes of the task say what was signalled and why.
+output passes the cap. A task's cgroup is removed once it is empty. The notes of the task
+say what was signalled and why.
+
+The output cap is also held by the kernel: every process of a task has RLIMIT_FSIZE at the
+cap plus `FSIZE_MARGIN`, so no writer, however fast, and whether the task still runs or not,
+grows an output file further than that between two checks (see `hive.bash._procs.WRAPPER`).
 
 Everything that blocks (``stat``, ``statvfs``, reads of ``/proc``) runs in a worker
 thread, batched: one hop per interval for all tasks.
@@ -25,12 +33,13 @@ import contextlib
 import logging
 import signal
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from hive.bash import _procs
+from hive.bash import _cgroups, _procs
 from hive.bash._model import StopBegun, StopReason
 
 if TYPE_CHECKING:
@@ -41,7 +50,14 @@ log = logging.getLogger(__name__)
 CAP_MARGIN = 1024**2
 """How far past its size at the stop a task's output may grow in the grace of a stop for the cap
 (or a tenth of the cap, if that is more) before SIGKILL comes early."""
+FSIZE_MARGIN = 4 * 1024**2
+"""How far past the output cap a file of a task may grow (RLIMIT_FSIZE, in every process of the
+task); a process that writes past it gets SIGXFSZ (or EFBIG)."""
 FILLED_UP = "the disk holding {} filled up while it ran; its output may be cut short"
+
+
+KILL_SETTLE = 5.0
+"""How long a stop waits for the processes of a cgroup to die after ``cgroup.kill``."""
 
 
 def tag_of(task: Task) -> str:
@@ -51,6 +67,12 @@ def tag_of(task: Task) -> str:
 def _pids(pids: Sequence[int]) -> str:
     shown = ", ".join(str(p) for p in pids[:10])
     return shown + (f" and {len(pids) - 10} more" if len(pids) > 10 else "")
+
+
+def _signal_members(cgroup: Path, pgid: int, sig: signal.Signals) -> list[int]:
+    """Send ``sig`` to the processes in the cgroup outside the group ``pgid`` (the group had it)."""
+    procs = _procs.proc_infos(_cgroups.members(cgroup))
+    return _procs.signal_processes((p for p in procs if p.pgid != pgid), sig)
 
 
 @attrs.frozen
@@ -127,7 +149,11 @@ class Stopper:
         if not task.exited.is_set() and _procs.signal_group(pgid, signal.SIGINT):
             self._signalled(task, "SIGINT")
         tag = tag_of(task)
-        escaped = await trio.to_thread.run_sync(_procs.signal_escaped, tag, pgid, signal.SIGINT)
+        cgroup = self._cgroup(task)
+        if cgroup is not None:
+            escaped = await trio.to_thread.run_sync(_signal_members, cgroup, pgid, signal.SIGINT)
+        else:
+            escaped = await trio.to_thread.run_sync(_procs.signal_escaped, tag, pgid, signal.SIGINT)
         if escaped:
             self._signalled(task, "SIGINT")
             manager._note(
@@ -139,10 +165,14 @@ class Stopper:
         all_gone = False
         with self._grace(task, max(0.0, grace_ends - manager.clock())):
             await task.exited.wait()
-            left = await trio.to_thread.run_sync(_procs.task_processes, tag, pgid)
             # The wrapper is gone but some of the task may linger: it gets the rest of the grace.
-            await _procs.wait_gone(left)
-            all_gone = not left
+            if cgroup is not None:
+                await _cgroups.wait_empty(cgroup)
+                all_gone = True
+            else:
+                left = await trio.to_thread.run_sync(_procs.task_processes, tag, pgid)
+                await _procs.wait_gone(left)
+                all_gone = not left
         if not all_gone:
             await self._kill(task, "still alive when the grace ended")
 
@@ -158,7 +188,14 @@ class Stopper:
                 del self._graces[serial]
                 self._cap_sizes.pop(serial, None)
 
+    def _cgroup(self, task: Task) -> Path | None:
+        return self.manager.settings.cgroup_of(task.record)
+
     async def _kill(self, task: Task, why: str, *, by_group: bool = True) -> None:
+        cgroup = self._cgroup(task)
+        if cgroup is not None:
+            await self._kill_cgroup(task, cgroup, why)
+            return
         pgid = task.record.pid if by_group else None
         group, killed = await trio.to_thread.run_sync(_procs.kill_task, tag_of(task), pgid)
         if group or killed:
@@ -166,6 +203,25 @@ class Stopper:
         if killed:
             self.manager._note(
                 task, f"SIGKILL went to {len(killed)} of its processes {why} (pids {_pids(killed)})"
+            )
+
+    async def _kill_cgroup(self, task: Task, cgroup: Path, why: str) -> None:
+        """SIGKILL to every process in the task's cgroup at once, then wait (a while: a process
+        in uninterruptible sleep dies only when it wakes) until the cgroup is empty."""
+        killed = await trio.to_thread.run_sync(_cgroups.kill_all, cgroup)
+        if not killed:
+            return
+        self._signalled(task, "SIGKILL")
+        self.manager._note(
+            task, f"SIGKILL went to {len(killed)} of its processes {why} (pids {_pids(killed)})"
+        )
+        with trio.move_on_after(KILL_SETTLE) as waited:
+            await _cgroups.wait_empty(cgroup)
+        if waited.cancelled_caught:
+            left = await trio.to_thread.run_sync(_cgroups.members, cgroup)
+            self.manager._note(
+                task,
+                f"{len(left)} of its processes were still dying {KILL_SETTLE:g} s after SIGKILL (pids {_pids(left)})",
             )
 
     def _signalled(self, task: Task, name: str) -> None:
@@ -196,19 +252,27 @@ class Stopper:
         # Everything the thread needs is read here, on the loop.
         measure = [(t.record.serial, t.id) for t in (*running, *ended, *capped)]
         unstarted = [(t.record.serial, t.record.pid) for t in running if t.record.pid_start_time is None]
-        # By tag alone: an ended task's wrapper is reaped, and its pid (the group's id) may be
-        # anyone's by now.
-        tags = {t.record.serial: (tag_of(t), None) for t in ended}
+        # By cgroup, or by tag alone: an ended task's wrapper is reaped, and its pid (the
+        # group's id) may be anyone's by now.
+        cgroups = {t.record.serial: c for t in ended if (c := self._cgroup(t)) is not None}
+        tags = {t.record.serial: (tag_of(t), None) for t in ended if t.record.serial not in cgroups}
+        # A cgroup is removed once empty, unless a stop (which waits on it) is still under way.
+        removable = {serial for serial in cgroups if serial not in self._graces}
         reap = manager.settings.reap_orphans
 
         def work() -> _Survey:
             found = _procs.scan_tasks(dict(tags.values()), reap=reap)
+            leftovers = {serial: found.get(tag, []) for serial, (tag, _pgid) in tags.items()}
+            for serial, cgroup in cgroups.items():
+                leftovers[serial] = _procs.proc_infos(_cgroups.members(cgroup))
+                if not leftovers[serial] and serial in removable:
+                    _cgroups.remove(cgroup)
             return _Survey(
                 disk_full=not store.has_space(),
                 sizes={serial: store.output_size(task_id) for serial, task_id in measure},
                 # Off the spawn path: reading /proc/<pid>/stat can wait on the child's exec.
                 start_times={s: None if pid is None else _procs.start_time(pid) for s, pid in unstarted},
-                leftovers={serial: found.get(tag, []) for serial, (tag, _pgid) in tags.items()},
+                leftovers=leftovers,
             )
 
         survey = await trio.to_thread.run_sync(work)
@@ -282,10 +346,14 @@ class Stopper:
 
     async def _stop_leftovers(self, task: Task, left: list[_procs.ProcInfo]) -> None:
         """SIGINT to what an ended task left behind, SIGKILL to what is left of it after the grace."""
+        cgroup = self._cgroup(task)
         try:
             await trio.to_thread.run_sync(_procs.signal_processes, left, signal.SIGINT)
             with self._grace(task, self.manager.settings.kill_grace):
-                await _procs.wait_gone(left)
+                if cgroup is not None:
+                    await _cgroups.wait_empty(cgroup)
+                else:
+                    await _procs.wait_gone(left)
             await self._kill(task, "left behind and still alive when the grace ended", by_group=False)
         finally:
             self._cleaning.discard(task.record.serial)

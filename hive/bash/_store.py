@@ -43,13 +43,24 @@ from pathlib import Path
 
 import attrs
 
-from hive._files import create_new, ensure_private_dir, fsync_dir, open_regular, read_regular, write_atomic
+from hive._files import (
+    create_new,
+    ensure_private_dir,
+    fsync_dir,
+    open_regular,
+    read_regular,
+    truncate_regular,
+    write_atomic,
+)
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._wire import RecordError, decode, encode
 
 log = logging.getLogger(__name__)
 
 TAIL_BYTES = 4096
+EXIT_PLACEHOLDER = b" " * 16
+"""What a new `.exit` file holds until the wrapper writes the status over it: the room that
+write needs, taken while the disk still has it. Blank: it reads as no status."""
 TASK_FILE_SUFFIXES = (".json", ".cmd", ".out", ".err", ".exit")
 _GENERATION = re.compile(r"\.(?:json|cmd|out|err|exit)\.([0-9]+)")
 _RUN_FILE = re.compile(r"(.+)\.(json|cmd|out|err|exit)(?:\.([0-9]+))?")
@@ -238,16 +249,25 @@ class TaskStore:
         return None if data is None else data.decode(errors="surrogateescape")
 
     def read_exit_status(self, task_id: str) -> int | None:
-        """The status the wrapper wrote, or None if it never wrote one (the file is created empty)."""
+        """The status the wrapper wrote, or None if it never wrote one (the file is created
+        blank: `EXIT_PLACEHOLDER`, or empty by an earlier daemon). The blanks after a status are
+        cut off, so the file then holds the status alone."""
         try:
             text = read_regular(self.exit_path(task_id))
         except OSError as exc:
             log.warning("unreadable exit status of task %s: %s", task_id, exc)
             return None
         try:
-            return None if text is None else int(text)
+            status = None if text is None else int(text)
         except ValueError:
             return None
+        if text is not None and len(text) > len(f"{status}\n"):
+            # The blanks that held the room for it are not part of it.
+            try:
+                truncate_regular(self.exit_path(task_id), len(f"{status}\n"))
+            except OSError as exc:
+                log.warning("cannot trim the exit file of task %s: %s", task_id, exc)
+        return status
 
     # -- a run's files ---------------------------------------------------------------------------
 
@@ -324,7 +344,7 @@ class TaskStore:
                 cmd=cmd_fd,
                 out=create(self.out_path(task_id)),
                 err=create(self.err_path(task_id)),
-                exit=create(self.exit_path(task_id)),
+                exit=self._reserved_exit(create(self.exit_path(task_id))),
             )
         except BaseException:
             for path in created:
@@ -335,6 +355,16 @@ class TaskStore:
         finally:
             for fd in fds:
                 os.close(fd)
+
+    @staticmethod
+    def _reserved_exit(fd: int) -> int:
+        """The new `.exit` file with the room its status needs taken now (see `EXIT_PLACEHOLDER`):
+        a disk that fills up while the task runs cannot then refuse the wrapper's write."""
+        view = memoryview(EXIT_PLACEHOLDER)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
 
     # -- retention -------------------------------------------------------------------------------
 

@@ -24,15 +24,15 @@ import attrs
 import trio
 
 from hive._files import fsync_dir, open_regular
-from hive.bash import _limits, _procs
+from hive.bash import _cgroups, _limits, _procs
 from hive.bash._batches import Batcher
 from hive.bash._courier import WakeCourier
 from hive.bash._describe import wake_body
 from hive.bash._errors import BadArgument, DiskError, NameBusy, TaskLimit, UnknownTask
-from hive.bash._model import Event, Exited, Spawned, advance
+from hive.bash._model import Event, Exited, HeldBy, Spawned, StopBegun, StopReason, advance
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._recovery import recover
-from hive.bash._stopping import FILLED_UP, Stopper
+from hive.bash._stopping import FILLED_UP, FSIZE_MARGIN, Stopper
 from hive.bash._store import Tail, TaskStore, read_tail
 from hive.wake import Wake, end_id
 
@@ -54,6 +54,15 @@ class TaskSettings:
     output_check_interval: float = 1.0
     reap_orphans: bool = False
     """The daemon is the child subreaper: reap the orphans re-parented to it (see `_procs`)."""
+    cgroup_parent: Path | None = None
+    """Where each task gets a cgroup of its own (see `_cgroups`); None: the subreaper and the
+    tag hold the tasks."""
+
+    def cgroup_of(self, record: TaskRecord) -> Path | None:
+        """The task's cgroup, if one holds it."""
+        if self.cgroup_parent is None or record.held_by is not HeldBy.CGROUP:
+            return None
+        return self.cgroup_parent / record.serial
 
 
 @attrs.define(eq=False)
@@ -227,7 +236,7 @@ class TaskManager:
                 # Its last state on disk before its files are moved aside for this run (see `_spawn`).
                 await self._persist(previous)
             loose_end = self._loose_end_of(task)
-            child = await self.spawns.run(self._spawn, record, loose_end)
+            child, held_by = await self.spawns.run(self._spawn, record, loose_end)
         except BaseException:
             self._forget(task, previous)
             if unreported is not None:
@@ -237,14 +246,15 @@ class TaskManager:
         # later (at its end, or by the timer). A daemon that dies before that finds it by its
         # wrapper's mark (see `_recovery`).
         task.saved_loose_end = loose_end
-        self._apply(task, Spawned(), started_at=self.clock(), pid=child.pid)
+        self._apply(task, Spawned(), started_at=self.clock(), pid=child.pid, held_by=held_by)
         assert self._nursery is not None
         self._nursery.start_soon(self._supervise, task, child.wait)
         return task, unreported
 
-    def _spawn(self, record: TaskRecord, loose_end: LooseEnd) -> _procs.Child:
+    def _spawn(self, record: TaskRecord, loose_end: LooseEnd) -> tuple[_procs.Child, HeldBy]:
         """Create the task's files, an earlier run's moved aside, save its record and loose end,
-        and start it (blocking: run in a worker thread). A file that cannot be written is a
+        make its cgroup (where one can be made) and start it in it (blocking: run in a worker
+        thread); the child and what holds it. A file that cannot be written is a
         :class:`DiskError`; a process that cannot be started, a :class:`~hive.bash._procs.SpawnError`.
         Either way nothing is left on disk, and nothing ran."""
         store = self.store
@@ -252,13 +262,17 @@ class TaskManager:
         if not store.has_space():
             full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             raise DiskError(_cannot_create(full, store.tasks_dir))
+        cgroup_fd = self._make_cgroup(record)
+        held_by = HeldBy.SUBREAPER if cgroup_fd is None else HeldBy.CGROUP
+        record = attrs.evolve(record, held_by=held_by)
+        started = False
         try:
             with store.new_run(record.id, record.cmd.encode()) as files, self._unsaved_unless_started(record):
                 # On disk before the process starts, so that no crash of the daemon can lose a
                 # task that ran; not fsynced (see `_recovery` for what a power loss keeps).
                 store.save_record(record, durable=False)
                 store.save_loose_end(loose_end, durable=False)
-                return _procs.spawn_task(
+                child = _procs.spawn_task(
                     cmd_fd=files.cmd,
                     exit_fd=files.exit,
                     exit_file=store.exit_path(record.id),
@@ -267,7 +281,11 @@ class TaskManager:
                     cwd=self.settings.workdir,
                     stdout=files.out,
                     stderr=files.err,
+                    cgroup_fd=cgroup_fd,
+                    fsize_limit=self.settings.max_output_bytes + FSIZE_MARGIN,
                 )
+                started = True
+                return child, held_by
         except OSError as exc:
             fds = _limits.out_of_descriptors(exc)
             if fds is not None:
@@ -275,6 +293,25 @@ class TaskManager:
             if isinstance(exc, _procs.SpawnError):
                 raise
             raise DiskError(_cannot_create(exc, store.tasks_dir)) from None
+        finally:
+            if cgroup_fd is not None:
+                os.close(cgroup_fd)
+                cgroup = self.settings.cgroup_of(record)
+                if cgroup is not None and not started:
+                    _cgroups.remove(cgroup)
+
+    def _make_cgroup(self, record: TaskRecord) -> int | None:
+        """The task's own cgroup, made now: its ``cgroup.procs`` open for the wrapper to enter.
+        None where there is no task-parent cgroup, or this one cannot be made (then the task
+        is held as it would be without cgroups, and the log says why)."""
+        parent = self.settings.cgroup_parent
+        if parent is None:
+            return None
+        try:
+            return _cgroups.create(parent / record.serial)
+        except OSError as exc:
+            log.warning("cannot make a cgroup for task %s (%s): the subreaper holds it", record.id, exc)
+            return None
 
     @contextlib.contextmanager
     def _unsaved_unless_started(self, record: TaskRecord) -> Iterator[None]:
@@ -318,13 +355,16 @@ class TaskManager:
             if not task.record_dirty:
                 return
             task.record_dirty = False
-            record = task.record
+            # A note that an earlier save failed is not true of the record that gets saved.
+            record = _without_unsaved_notes(task.record)
             try:
                 await self.writes.run(self.store.save_record, record, durable=durable)
             except OSError as exc:
                 task.record_dirty = True
                 log.warning("cannot save the record of task %s: %s", task.id, exc)
                 self._note(task, _disk_note("its record", exc))
+            else:
+                task.record = _without_unsaved_notes(task.record)
 
     async def _set_aside(self, task: Task) -> None:
         """Move the owed loose end of ``task`` (ended: its name is being reused) to a path of its
@@ -486,17 +526,31 @@ class TaskManager:
         store = self.store
         task_id = task.id
 
-        def read_end() -> tuple[int | None, bool, str]:
-            return store.read_exit_status(task_id), store.has_space(), self._wake_tail(task_id)
+        def read_end() -> tuple[int | None, bool, str, int]:
+            return (
+                store.read_exit_status(task_id),
+                store.has_space(),
+                self._wake_tail(task_id),
+                store.output_size(task_id),
+            )
 
-        exit_code, has_space, stdout = await self.reads.run(read_end)
+        exit_code, has_space, stdout, size = await self.reads.run(read_end)
         if not has_space:
             self._note(task, FILLED_UP.format(store.tasks_dir))
+        cap = self.settings.max_output_bytes
+        if size > cap and task.record.stop_reason is None:
+            # Past the cap before a check saw it: its writer met the file size limit (SIGXFSZ,
+            # see `_procs.WRAPPER`), and the task ended of that. Stopped for the cap, as a
+            # check would have stopped it.
+            self._note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
+            self._note(
+                task,
+                f"its writer met the file size limit ({cap + FSIZE_MARGIN} bytes a file) before a "
+                "check stopped it",
+            )
+            self._apply(task, StopBegun(StopReason.OUTPUT_CAP), stop_started_at=self.clock())
         if exit_code is None:
-            if returncode is not None and returncode < 0:
-                self._note(task, f"its wrapper shell was killed by {signal.Signals(-returncode).name}")
-            else:
-                self._note(task, "it left no exit status (its wrapper could not write the .exit file)")
+            exit_code = self._exit_without_file(task, returncode)
         self._apply(task, Exited(), exit_code=exit_code, ended_at=self.clock())
         task.owed_wake = _wake(task.record, stdout)
         task.ended.set()
@@ -515,6 +569,39 @@ class TaskManager:
         await self._persist(task, durable=False)
         self._unsynced[task.record.serial] = task
         task.recorded.set()
+
+    def _exit_without_file(self, task: Task, returncode: int | None) -> int | None:
+        """The exit code of a task whose `.exit` holds no status, and a note on why it has none."""
+        if returncode is not None and returncode < 0:
+            self._note(task, f"its wrapper shell was killed by {signal.Signals(-returncode).name}")
+            return None
+        if returncode is not None:
+            # The wrapper exits with the command's status: only the file was lost.
+            self._note(
+                task,
+                "its wrapper shell could not write the .exit file; the exit code is the one the "
+                "wrapper exited with",
+            )
+            return returncode
+        # Re-adopted after a restart: this daemon is not the wrapper's parent, and never saw
+        # how it exited.
+        if "SIGKILL" in task.record.signals:
+            self._note(
+                task, "it left no exit status: its wrapper shell was killed (SIGKILL) before writing one"
+            )
+        elif task.record.stop_reason is not None:
+            self._note(
+                task,
+                "it left no exit status: its wrapper shell ended during the stop without writing one "
+                "(it was re-adopted after a daemon restart, so how it ended is not known)",
+            )
+        else:
+            self._note(
+                task,
+                "it left no exit status: its wrapper shell ended without writing one (it was "
+                "re-adopted after a daemon restart, so how it ended is not known)",
+            )
+        return None
 
     async def _sync_ends(self) -> None:
         """Make the ends since the last interval durable: the final records fsynced, the loose
@@ -581,6 +668,15 @@ def _cannot_create(exc: OSError, tasks_dir: Path) -> str:
     return (
         f"{what}; its files go in {tasks_dir}: fix that directory (permissions, file system) and run it again"
     )
+
+
+_UNSAVED_RECORD = re.compile(r"(?:the disk is full: )?its record could not be saved\b")
+
+
+def _without_unsaved_notes(record: TaskRecord) -> TaskRecord:
+    """The record without the notes that its saving failed (see `_disk_note`)."""
+    notes = tuple(n for n in record.notes if not _UNSAVED_RECORD.match(n))
+    return record if notes == record.notes else attrs.evolve(record, notes=notes)
 
 
 def _disk_note(what: str, exc: OSError) -> str:

@@ -15,7 +15,7 @@ import attrs
 
 from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running
 from hive.bash._errors import BadArgument, BashError
-from hive.bash._model import StopReason, TaskState
+from hive.bash._model import HeldBy, StopReason, TaskState
 from hive.bash._tasks import Task, TaskManager
 
 MAX_WAIT = 30.0
@@ -82,6 +82,13 @@ _STATUS_PROPERTIES: dict[str, Any] = {
     "stop_reason": {"type": ["string", "null"], "enum": [*(r.value for r in StopReason), None]},
     "signals": {"type": "array", "items": {"type": "string"}},
     "notes": {"type": "array", "items": {"type": "string"}},
+    "held_by": {
+        "type": ["string", "null"],
+        "enum": [*(h.value for h in HeldBy), None],
+        "description": "What holds every process of the task, so that a stop reaches them all: "
+        "`cgroup` (a cgroup v2 of its own) or `subreaper` (its group, its environment tag, the daemon "
+        "as subreaper); null for a task recorded by a daemon that did not say.",
+    },
     "created_at": {"type": "number"},
     "started_at": {"type": ["number", "null"]},
     "ended_at": {"type": ["number", "null"]},

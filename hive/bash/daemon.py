@@ -19,6 +19,8 @@ import trio
 from hive import __version__, sdnotify
 from hive._files import try_lock
 from hive._unix import open_unix_listener
+from hive.bash import _cgroups
+from hive.bash._cgroups import open_task_parent
 from hive.bash._courier import WakeCourier
 from hive.bash._limits import raise_open_files_limit
 from hive.bash._procs import become_subreaper
@@ -45,6 +47,9 @@ class DaemonConfig:
     wake_retry_max: float = 5.0
     subreaper: bool = False
     """The daemon is the child subreaper (`main` makes it one): it reaps the orphans it adopts."""
+    cgroups: bool = True
+    """Give each task a cgroup v2 of its own where one can be made (see `hive.bash._cgroups`);
+    False: the subreaper and the tag hold every task, as where none can be made."""
     retain_days: float = 7.0
     retain_bytes: int | None = None
     """None: no limit on the bytes kept (only the age counts)."""
@@ -82,14 +87,17 @@ async def serve_daemon(
     store = TaskStore(config.state_dir)
     store.create_dirs()
     lock = _lock_state_dir(config.state_dir)
+    cgroup_parent = None
     try:
         courier = WakeCourier(config.agent_socket, retry_max=config.wake_retry_max)
+        cgroup_parent = open_task_parent(config.state_dir) if config.cgroups else None
         settings = TaskSettings(
             workdir=config.workdir,
             kill_grace=config.kill_grace,
             max_output_bytes=config.max_output_bytes,
             output_check_interval=config.output_check_interval,
             reap_orphans=config.subreaper,
+            cgroup_parent=cgroup_parent,
         )
         manager = TaskManager(store, settings, courier)
         # The socket goes at a clean stop (a client then finds no socket, not a refusal); a live
@@ -110,6 +118,12 @@ async def serve_daemon(
             log.info("listening on %s (state in %s)", config.socket, config.state_dir)
             task_status.started(manager)
     finally:
+        if cgroup_parent is not None:
+            # The empty ones go, and the parent if no task is left in it; the next start finds
+            # the others again.
+            for name in _cgroups.leftovers(cgroup_parent):
+                _cgroups.remove(cgroup_parent / name)
+            _cgroups.remove(cgroup_parent)
         os.close(lock)
 
 
@@ -224,6 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
         "[HIVE_BASH_OUTPUT_CHECK_SECS; default 1]",
     )
     parser.add_argument(
+        "--no-cgroups",
+        action="store_true",
+        default=None,
+        help="hold tasks by the subreaper and their environment tag alone, not by a cgroup v2 per "
+        "task (the way used anyway where no cgroup can be made) [HIVE_BASH_NO_CGROUPS=1]",
+    )
+    parser.add_argument(
         "--wake-retry-max",
         type=_seconds,
         help="the longest wait between attempts to reach an absent agent socket "
@@ -284,11 +305,20 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[DaemonConfig, s
         output_check_interval=max(
             0.01, pick(args.output_check_secs, "HIVE_BASH_OUTPUT_CHECK_SECS", _seconds, 1.0)
         ),
+        cgroups=not pick(args.no_cgroups, "HIVE_BASH_NO_CGROUPS", _flag, False),
         wake_retry_max=max(0.01, pick(args.wake_retry_max, "HIVE_BASH_WAKE_RETRY_MAX", _seconds, 5.0)),
         retain_days=pick(args.retain_days, "HIVE_BASH_RETAIN_DAYS", _days, 7.0),
         retain_bytes=pick(args.retain_bytes, "HIVE_BASH_RETAIN_BYTES", _retained_size, UNLIMITED) or None,
     )
     return config, args.log_level
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes"):
+        return True
+    if text.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not 1 or 0")
 
 
 def _optional_path(env: str) -> Path | None:

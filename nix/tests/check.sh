@@ -166,6 +166,8 @@ for a in scribe reviewer; do
     expect example "$a: the daemon unit is Type=notify (the daemon says READY=1)" "$d.serviceConfig.Type == \"notify\""
     expect example "$a: the daemon unit stops the daemon alone (KillMode=process), with SIGINT" \
         "$d.serviceConfig.KillMode == \"process\" and $d.serviceConfig.KillSignal == \"SIGINT\""
+    expect example "$a: the daemon unit delegates its cgroup subtree (a cgroup per task)" \
+        "$d.serviceConfig.Delegate == true"
     expect example "$a: the agent unit runs hive-agent of the package with its MCP config" \
         "$g.serviceConfig.ExecStart | only_words and (argv[0:3] == [\"\\(\$root | pkg)/bin/hive-agent\", \"--mcp-config\", \"/etc/hyperhive/$a/mcp.json\"])"
     expect example "$a: the agent unit requires the daemon unit and starts after it" \
