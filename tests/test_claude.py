@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+from fixtures import fake_claude
 from hive.claude import _session
 from hive.runtime import (
     SIGNALS_SENT,
@@ -277,6 +278,33 @@ async def test_a_result_with_another_key_first_ends_the_turn_while_claude_keeps_
         StopReason.COMPLETED,
         False,
         False,
+    )
+    assert outcome.session_id == fake.starts()[0]["session_id"]
+    assert signals_at_the_end_of_the_turn == []
+    assert fake.signals() == ["SIGINT"]
+
+
+@pytest.mark.parametrize("spelling", fake_claude.SPELLINGS)
+async def test_a_result_in_any_json_spelling_ends_the_turn_while_claude_stays_until_sigint(
+    fake: FakeClaude, spelling: str
+) -> None:
+    # Issue 20, item 6: a claude-compatible CLI that writes ordinary JSON (a space after the
+    # colon, another key order, escapes) and then stays: the turn ends at its result, and
+    # claude is sent SIGINT (here by the runtime's close, before its linger is up).
+    fake.script([{"init": {}}, {"text": "done"}, {"result": {}, "spelling": spelling}, {"linger": True}])
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", sink)
+            signals_at_the_end_of_the_turn = fake.signals()
+            (stayer,) = (start["pid"] for start in fake.starts())
+        await wait_exited(stayer)
+    assert b'"type":"result"' not in sink.lines()[-1]
+    assert (outcome.stop_reason, outcome.synthesized, outcome.is_error, outcome.result) == (
+        StopReason.COMPLETED,
+        False,
+        False,
+        "done",
     )
     assert outcome.session_id == fake.starts()[0]["session_id"]
     assert signals_at_the_end_of_the_turn == []
