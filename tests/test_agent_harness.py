@@ -240,6 +240,24 @@ async def test_an_acp_agent_without_http_mcp_is_refused_before_anything_is_serve
     assert not (root / "state" / "agent.sock").exists()
 
 
+async def test_a_missing_claude_exits_2_at_start_as_a_missing_acp_agent_does(root: Path) -> None:
+    # Issue 20, item 18: not found at each turn and retried forever, but at start, saying why.
+    for env, says in (
+        ({"HIVE_RUNTIME": "claude", "HIVE_CLAUDE_COMMAND": "/nonexistent/claude"}, b"/nonexistent/claude"),
+        ({"HIVE_RUNTIME": "acp", "HIVE_ACP_COMMAND": "/nonexistent/acp-agent"}, b"/nonexistent/acp-agent"),
+    ):
+        with trio.fail_after(GUARD):
+            done = await trio.run_process(
+                [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state")],
+                env={**os.environ, **env},
+                capture_stderr=True,
+                check=False,
+            )
+        assert done.returncode == 2, done.stderr
+        assert b"no such executable" in done.stderr and says in done.stderr
+        assert not (root / "state" / "agent.sock").exists()
+
+
 async def test_a_signal_while_the_agent_starts_stops_it_with_sigint_and_exits_0(root: Path) -> None:
     env = acp_env(root, ["default"])
     script = json.loads((root / "acp-script.json").read_text())

@@ -460,15 +460,14 @@ async def test_the_command_line_environment_and_directory(
     assert not first["unknown_flags"]
 
 
-async def test_a_missing_claude_is_a_clear_error(fake: FakeClaude) -> None:
+async def test_a_missing_claude_is_a_clear_error_when_the_runtime_opens(fake: FakeClaude) -> None:
     from hive.claude import open_claude_runtime
     from hive.runtime import AgentUnavailable, RuntimeSpec
 
-    async with open_claude_runtime(
-        RuntimeSpec(claude_command=str(fake.root / "nope")), fake.config()
-    ) as runtime:
-        with pytest.raises(AgentUnavailable, match="no such executable"):
-            await runtime.run("go", MemorySink())
+    for missing in (str(fake.root / "nope"), "hive-test-no-such-claude"):
+        with pytest.raises(AgentUnavailable, match=r"no such executable.*HIVE_CLAUDE_COMMAND"):
+            async with open_claude_runtime(RuntimeSpec(claude_command=missing), fake.config()):
+                raise AssertionError("opened a runtime without its claude")
 
 
 # 11 ----------------------------------------------------------------------------------------------

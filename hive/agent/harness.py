@@ -202,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = parse_options(argv)
         spec = RuntimeSpec.from_env()
+        spec.check_executable()  # a missing agent is a bad setting: exit 2 now, not at each turn
     except (OptionsError, HiveRuntimeError) as exc:
         print(f"hive-agent: {exc}", file=sys.stderr)
         return 2

@@ -398,7 +398,9 @@ async def open_claude_runtime(
     spec: RuntimeSpec, config: Config, session_id: str | None = None, *, progress: Progress | None = None
 ) -> AsyncIterator[InfiniteSession]:
     """The claude runtime. Leaving the block sends SIGINT to every claude of it still running
-    and waits at most ``config.close_grace`` for them; one that ignores SIGINT is left running."""
+    and waits at most ``config.close_grace`` for them; one that ignores SIGINT is left running.
+    Raises AgentUnavailable at once if ``spec.claude_command`` is no executable."""
+    spec.check_executable(turn_env(config))
     with one_error():
         async with trio.open_nursery() as background:
             session = InfiniteSession(spec.claude_command, config, background, session_id)
