@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
-from hive.claude._argv import turn_argv, turn_env
+from hive.claude._argv import turn_argv, turn_env, turn_stdin, write_mcp_config
 from hive.runtime import (
     AgentGroup,
     AgentProcess,
@@ -167,9 +167,11 @@ class InfiniteSession:
         await self._agents.close(self.config.close_grace)
 
     async def _turn(self, prompt: str, sink: Sink) -> TurnOutcome:
-        argv = turn_argv(self.command, self.config, prompt, self._session_id)
+        argv = turn_argv(self.command, self.config, self._session_id, write_mcp_config(self.config))
         with self.progress.waiting("claude to start"):
-            agent = await start_agent(argv, cwd=self.config.cwd, env=turn_env(self.config))
+            agent = await start_agent(
+                argv, cwd=self.config.cwd, env=turn_env(self.config), stdin_data=turn_stdin(prompt)
+            )
         self._agents.add(agent)
         turn = _Turn(agent, agent.stdout, self._session_id, self._session_id)
         over = trio.Event()
@@ -368,6 +370,7 @@ async def _tend(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stderr.drain, process.stderr)
+            nursery.start_soon(agent.feed_stdin)
             await over.wait()
             nursery.start_soon(_discard, process.stdout)
             with trio.move_on_after(linger):
@@ -381,6 +384,8 @@ async def _tend(
         with trio.move_on_after(settle, shield=True):
             await over.wait()
         with trio.CancelScope(shield=True):
+            if process.stdin is not None:
+                await process.stdin.aclose()
             await process.stdout.aclose()
             await process.stderr.aclose()
 
