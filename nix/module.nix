@@ -335,6 +335,9 @@ let
       User = agent.user;
       WorkingDirectory = workdirOf agent;
       UMask = "0077";
+      # Other users' processes are invisible here (and this unit's to other such units): a
+      # task or an agent cannot read another's command line or environment from /proc.
+      ProtectProc = "invisible";
       Restart = "on-failure";
       # The daemon alone is stopped, with SIGINT: its tasks go on running, and the next start
       # re-adopts them (a restart loses no task). `systemctl kill --kill-whom=all
@@ -361,6 +364,9 @@ let
       User = agent.user;
       WorkingDirectory = workdirOf agent;
       UMask = "0077";
+      # As for the daemon. hive itself puts no secret on a command line (claude's prompt goes
+      # to its stdin, the MCP configuration to a 0600 file in the state dir).
+      ProtectProc = "invisible";
       Restart = "on-failure";
       # SIGINT to hive-agent alone: it stops the running turn the SIGINT way itself (an ACP
       # agent is sent session/cancel first), which a signal to the whole group would cut short.

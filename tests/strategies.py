@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import strategies as st
 
 from hive.bash._model import Event, Exited, Spawned, StopBegun, StopReason, TaskState, Vanished
@@ -145,3 +147,92 @@ stream_messages = st.one_of(
         data=st.just({}),
     ).map(lambda m: UnknownMessage(m.type, {"type": m.type})),
 )
+
+
+# -- JSON as any writer may spell it -------------------------------------------------------------
+
+_SPACES = st.sampled_from(["", " ", "\t", "  ", " \t "])
+_MUST_ESCAPE = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+@st.composite
+def _spelled_string(draw: st.DrawFn, text: str) -> str:
+    """``text`` as a JSON string, the characters a mask picks as ``\\u`` escapes (in either case),
+    the others as themselves (or as the short escape JSON requires)."""
+    mask = draw(st.integers(0, (1 << len(text)) - 1)) if text else 0
+    hex_digits = "{:04X}" if draw(st.booleans()) else "{:04x}"
+    out = ['"']
+    for position, char in enumerate(text):
+        code = ord(char)
+        if mask >> position & 1:
+            if code > 0xFFFF:
+                code -= 0x10000
+                out.append("\\u" + hex_digits.format(0xD800 + (code >> 10)))
+                out.append("\\u" + hex_digits.format(0xDC00 + (code & 0x3FF)))
+            else:
+                out.append("\\u" + hex_digits.format(code))
+        elif char in _MUST_ESCAPE:
+            out.append(_MUST_ESCAPE[char])
+        elif code < 0x20:
+            out.append("\\u" + hex_digits.format(code))
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+@st.composite
+def spelled_json(draw: st.DrawFn, value: object) -> str:
+    """One line of JSON for ``value`` as some writer may spell it: any whitespace between
+    tokens, any key order, any characters of any string escaped (no newline outside a string)."""
+    if isinstance(value, dict | list):
+        inside, colon, comma = draw(st.tuples(_SPACES, _SPACES, _SPACES))
+        if isinstance(value, dict):
+            keys = draw(st.permutations(list(value)))
+            items = [
+                draw(_spelled_string(key)) + colon + ":" + colon + draw(spelled_json(value[key]))
+                for key in keys
+            ]
+            opening, closing = "{", "}"
+        else:
+            items = [draw(spelled_json(item)) for item in value]
+            opening, closing = "[", "]"
+        return opening + inside + ("," + comma).join(items) + inside + closing
+    if isinstance(value, str):
+        return draw(_spelled_string(value))
+    return json.dumps(value)
+
+
+result_objects = st.fixed_dictionaries(
+    {
+        "type": st.just("result"),
+        "subtype": st.sampled_from(["success", "error_during_execution", "error_max_turns"]),
+        "is_error": st.booleans(),
+        "session_id": st.text(max_size=12),
+        "uuid": st.text(max_size=12),
+    },
+    optional={
+        "result": st.text(max_size=20),
+        "usage": st.fixed_dictionaries(
+            {"input_tokens": st.integers(0, 9), "output_tokens": st.integers(0, 9)}
+        ),
+        "duration_ms": st.integers(0, 10**6),
+        "x_note": st.sampled_from(["result", '"type":"result"', "tool_result", "\\u0075"]),
+    },
+)
+"""Result lines as a claude-compatible CLI may write them (spell them with ``spelled_json``)."""
+other_objects = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(
+                ["stream_event", "assistant", "user", "system", "tool_result", "Result", "results"]
+            ),
+            "text": st.sampled_from(["result", '{"type":"result"}', '"result"', "plain"])
+            | st.text(max_size=10),
+        },
+        optional={"subtype": st.sampled_from(["init", "result"]), "result": st.text(max_size=5)},
+    ),
+    st.fixed_dictionaries({"message": st.fixed_dictionaries({"type": st.just("result")})}),
+    json_objects,
+)
+"""Lines that are not results, some of them full of the word."""

@@ -240,6 +240,24 @@ async def test_an_acp_agent_without_http_mcp_is_refused_before_anything_is_serve
     assert not (root / "state" / "agent.sock").exists()
 
 
+async def test_a_missing_claude_exits_2_at_start_as_a_missing_acp_agent_does(root: Path) -> None:
+    # Issue 20, item 18: not found at each turn and retried forever, but at start, saying why.
+    for env, says in (
+        ({"HIVE_RUNTIME": "claude", "HIVE_CLAUDE_COMMAND": "/nonexistent/claude"}, b"/nonexistent/claude"),
+        ({"HIVE_RUNTIME": "acp", "HIVE_ACP_COMMAND": "/nonexistent/acp-agent"}, b"/nonexistent/acp-agent"),
+    ):
+        with trio.fail_after(GUARD):
+            done = await trio.run_process(
+                [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state")],
+                env={**os.environ, **env},
+                capture_stderr=True,
+                check=False,
+            )
+        assert done.returncode == 2, done.stderr
+        assert b"no such executable" in done.stderr and says in done.stderr
+        assert not (root / "state" / "agent.sock").exists()
+
+
 async def test_a_signal_while_the_agent_starts_stops_it_with_sigint_and_exits_0(root: Path) -> None:
     env = acp_env(root, ["default"])
     script = json.loads((root / "acp-script.json").read_text())
@@ -282,7 +300,12 @@ async def test_claude_gets_bash_and_hyperhive_and_no_builtin_bash(root: Path, fa
             start = await claude_start(fake, 1)
             await agent.hive_line()
     options = start["options"]
-    config = json.loads(options["mcp_config"][0])["mcpServers"]
+    (mcp_file,) = options["mcp_config"]
+    assert Path(mcp_file) == root / "state" / "claude-mcp.json"
+    assert os.stat(mcp_file).st_mode & 0o777 == 0o600
+    config = json.loads(Path(mcp_file).read_text())["mcpServers"]
+    token = config["hyperhive"]["headers"]["Authorization"]
+    assert not any(token in arg or "x ended" in arg for arg in start["argv"])
     assert set(config) == {"bash", "hyperhive"}
     assert config["bash"]["type"] == "stdio"
     assert config["hyperhive"]["type"] == "http"
@@ -290,6 +313,21 @@ async def test_claude_gets_bash_and_hyperhive_and_no_builtin_bash(root: Path, fa
     assert options["disallowed_tools"] == ["Bash"]
     assert set(options["allowed_tools"][0].split(",")) == {"mcp__bash", "mcp__hyperhive"}
     assert start["prompt"] == "[wake from bash-task-x]\nx ended"
+
+
+async def test_a_300_kb_message_reaches_claude_whole(root: Path, fake: FakeClaude) -> None:
+    # Issue 20, item 12: the prompt goes to claude's stdin, so the 100 KB cut (for Linux's
+    # 128 KiB limit on one argument) is gone.
+    fake.script([{"default_turn": True}])
+    text = "the first words " + "m" * 300_000 + " the last words"
+    with trio.fail_after(GUARD):
+        async with running_agent(root, claude_env(fake)) as agent:
+            async with open_agent_connection(agent.socket) as conn:
+                assert (await conn.request(Prompt(text))).ok
+            start = await claude_start(fake, 1)
+            await agent.hive_line()
+    assert start["prompt"] == f"[message from operator]\n{text}"
+    assert not any("the first words" in arg for arg in start["argv"])
 
 
 async def test_what_arrives_during_a_turn_is_carried_by_the_next_in_order(
@@ -337,7 +375,7 @@ async def test_the_operators_compact_and_the_agents_compact_tool_reach_the_runti
             # The agent's compact tool, called during its turn, with the token it was given.
             await send_wake(agent.socket, Wake("bash-task-b", "2"))
             held = await claude_start(fake, 3)
-            given = json.loads(held["options"]["mcp_config"][0])["mcpServers"]["hyperhive"]
+            given = json.loads(Path(held["options"]["mcp_config"][0]).read_text())["mcpServers"]["hyperhive"]
             hyperhive = Hyperhive(given["url"], given["headers"]["Authorization"].removeprefix("Bearer "))
             refused = await raw_post(hyperhive, {}, tool_call("compact"))
             assert refused.status_code == 401

@@ -6,6 +6,8 @@ Every stop test asserts, from the fake's own record, that only SIGINT was ever s
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,10 +15,12 @@ import pytest
 import trio
 import trio.testing
 
+from fixtures import fake_claude
 from hive.claude import _session
 from hive.runtime import (
     SIGNALS_SENT,
     CompactionPolicy,
+    HttpServer,
     IdleKilled,
     Permission,
     SessionNotFound,
@@ -283,6 +287,33 @@ async def test_a_result_with_another_key_first_ends_the_turn_while_claude_keeps_
     assert fake.signals() == ["SIGINT"]
 
 
+@pytest.mark.parametrize("spelling", fake_claude.SPELLINGS)
+async def test_a_result_in_any_json_spelling_ends_the_turn_while_claude_stays_until_sigint(
+    fake: FakeClaude, spelling: str
+) -> None:
+    # Issue 20, item 6: a claude-compatible CLI that writes ordinary JSON (a space after the
+    # colon, another key order, escapes) and then stays: the turn ends at its result, and
+    # claude is sent SIGINT (here by the runtime's close, before its linger is up).
+    fake.script([{"init": {}}, {"text": "done"}, {"result": {}, "spelling": spelling}, {"linger": True}])
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with fake.runtime() as runtime:
+            outcome = await runtime.run("go", sink)
+            signals_at_the_end_of_the_turn = fake.signals()
+            (stayer,) = (start["pid"] for start in fake.starts())
+        await wait_exited(stayer)
+    assert b'"type":"result"' not in sink.lines()[-1]
+    assert (outcome.stop_reason, outcome.synthesized, outcome.is_error, outcome.result) == (
+        StopReason.COMPLETED,
+        False,
+        False,
+        "done",
+    )
+    assert outcome.session_id == fake.starts()[0]["session_id"]
+    assert signals_at_the_end_of_the_turn == []
+    assert fake.signals() == ["SIGINT"]
+
+
 async def test_a_stopped_turn_ends_at_a_result_with_another_key_first_while_claude_keeps_its_output_open(
     fake: FakeClaude,
 ) -> None:
@@ -404,8 +435,16 @@ async def test_the_command_line_environment_and_directory(
             await runtime.run("second", MemorySink())
     first, second = fake.starts()
     options = first["options"]
-    assert first["argv"][1:5] == ["--print", "--output-format", "stream-json", "--verbose"]
-    assert first["prompt"] == "-starts with a dash"
+    assert first["argv"][1:7] == [
+        "--print",
+        "--input-format",
+        "text",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]
+    assert (first["prompt"], first["prompt_from"]) == ("-starts with a dash", "stdin")
+    assert (second["prompt"], second["prompt_from"]) == ("second", "stdin")
     assert (options["model"], options["effort"], options["append_system_prompt"]) == (
         "sonnet",
         "high",
@@ -413,7 +452,8 @@ async def test_the_command_line_environment_and_directory(
     )
     assert options["allowed_tools"] == ["Read,mcp__bash"]
     assert options["disallowed_tools"] == ["Bash"]
-    assert json.loads(options["mcp_config"][0]) == {
+    (mcp_file,) = options["mcp_config"]
+    assert json.loads(Path(mcp_file).read_text()) == {
         "mcpServers": {
             "bash": {
                 "type": "stdio",
@@ -424,7 +464,7 @@ async def test_the_command_line_environment_and_directory(
         }
     }
     assert options["strict_mcp_config"] is True
-    assert first["stdin_is_devnull"] and second["stdin_is_devnull"]
+    assert first["stdin"] == second["stdin"] == "pipe"
     assert first["cwd"] == second["cwd"] == str(fake.root)
     assert first["env"]["HOME"] == second["env"]["HOME"]
     assert first["env"].get("CLAUDECODE") is None
@@ -432,15 +472,54 @@ async def test_the_command_line_environment_and_directory(
     assert not first["unknown_flags"]
 
 
-async def test_a_missing_claude_is_a_clear_error(fake: FakeClaude) -> None:
+async def test_neither_the_token_nor_the_prompt_is_on_claudes_command_line(fake: FakeClaude) -> None:
+    # Issue 20, item 12: any local user reads /proc/<pid>/cmdline. The MCP configuration goes
+    # to a 0600 file in the state dir, the prompt (300 KB: past the old 100 KB cut) to stdin.
+    token = "Bearer hive-test-token-0123456789abcdef"
+    prompt = "the first words " + "p" * 300_000 + " the last words"
+    hyperhive = HttpServer(
+        name="hyperhive", url="http://127.0.0.1:9/mcp", headers=(("Authorization", token),)
+    )
+    state = fake.root / "state"
+    state.mkdir(mode=0o700)
+    fake.script([{"init": {}}, {"wait_for_signal": "SIGUSR1"}, {"text": "done"}, {"result": {}}])
+    sink = MemorySink()
+    outcomes = []
+    with trio.fail_after(GUARD):
+        async with (
+            fake.runtime(mcp_servers=(hyperhive,), state_dir=state) as runtime,
+            trio.open_nursery() as nursery,
+        ):
+
+            async def turn() -> None:
+                outcomes.append(await runtime.run(prompt, sink))
+
+            nursery.start_soon(turn)
+            await sink.wait_for_lines(1)  # the init: claude runs, and has read all its stdin
+            (start,) = fake.starts()
+            cmdline = Path(f"/proc/{start['pid']}/cmdline").read_bytes().split(b"\0")
+            os.kill(start["pid"], signal.SIGUSR1)
+    assert b"hive-test-token" not in b" ".join(cmdline)
+    assert not any(b"first words" in arg or b"last words" in arg for arg in cmdline)
+    mcp_file = state / "claude-mcp.json"
+    assert cmdline[cmdline.index(b"--mcp-config") + 1] == bytes(mcp_file)
+    assert os.stat(mcp_file).st_mode & 0o777 == 0o600
+    assert json.loads(mcp_file.read_text())["mcpServers"]["hyperhive"]["headers"] == {"Authorization": token}
+    assert (start["prompt"], start["prompt_from"]) == (prompt, "stdin")
+    (stdin,) = fake.events("stdin")
+    assert (stdin["bytes"], stdin["timed_out"]) == (len(prompt), False)
+    assert outcomes[0].stop_reason is StopReason.COMPLETED
+    assert fake.signals() == ["SIGUSR1"]
+
+
+async def test_a_missing_claude_is_a_clear_error_when_the_runtime_opens(fake: FakeClaude) -> None:
     from hive.claude import open_claude_runtime
     from hive.runtime import AgentUnavailable, RuntimeSpec
 
-    async with open_claude_runtime(
-        RuntimeSpec(claude_command=str(fake.root / "nope")), fake.config()
-    ) as runtime:
-        with pytest.raises(AgentUnavailable, match="no such executable"):
-            await runtime.run("go", MemorySink())
+    for missing in (str(fake.root / "nope"), "hive-test-no-such-claude"):
+        with pytest.raises(AgentUnavailable, match=r"no such executable.*HIVE_CLAUDE_COMMAND"):
+            async with open_claude_runtime(RuntimeSpec(claude_command=missing), fake.config()):
+                raise AssertionError("opened a runtime without its claude")
 
 
 # 11 ----------------------------------------------------------------------------------------------

@@ -399,6 +399,20 @@ def test_emit_many(fake: Fake) -> None:
     assert json.loads(lines[0])["session_id"] == fake.events("start")[0]["session_id"]
 
 
+def test_a_result_spelled_as_other_json_writers_write_it(fake: Fake) -> None:
+    fake.turns(
+        *([{"text": "done"}, {"result": {}, "spelling": spelling}] for spelling in fake_claude.SPELLINGS)
+    )
+    spaced, type_last, escaped = (fake.run(*STREAM, "hi").stdout.splitlines()[-1] for _ in range(3))
+    for line in (spaced, type_last, escaped):
+        result = json.loads(line)
+        assert (result["type"], result["subtype"], result["result"]) == ("result", "success", "done")
+        assert b'"type":"result"' not in line
+    assert spaced.startswith(b'{"type": "result", ')
+    assert type_last.endswith(b', "type": "result"}')
+    assert escaped.startswith(b'{"t\\u0079pe":"res\\u0075\\u006ct",')
+
+
 def test_stderr_flood_does_not_block_a_reader_that_drains_it(fake: Fake) -> None:
     fake.turns([{"stderr_bytes": 1_000_000}, {"default_turn": True}])
     done = fake.run(*STREAM, "hi")

@@ -35,7 +35,8 @@ def test_hive_run_spawns_its_agent_before_it_imports_trio(backend: str) -> None:
         "args = build_parser('run').parse_args(['run', 'hello'])\n"
         "env = {'HIVE_RUNTIME': sys.argv[1], 'HIVE_ACP_COMMAND': 'agent'}\n"
         "command = first_command(RuntimeSpec.from_env(env), hive.turn.config_from(args), 'hello', None)\n"
-        "assert command.argv[-1 if sys.argv[1] == 'claude' else 0] in ('hello', 'agent'), command\n"
+        "claude = sys.argv[1] == 'claude'\n"
+        "assert command.stdin_data == b'hello' if claude else command.argv[0] == 'agent', command\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe, backend], check=True, capture_output=True).stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,7 +57,7 @@ async def test_start_agent_adopts_the_prestarted_agent_for_exactly_its_command(a
     assert agent.signals() == ["SIGINT"]
 
 
-@pytest.mark.parametrize("differs", ["argv", "env", "cwd", "stdin"])
+@pytest.mark.parametrize("differs", ["argv", "env", "cwd", "stdin", "stdin_data"])
 def test_a_prestarted_agent_matches_only_its_own_command(tmp_path: Path, differs: str) -> None:
     command = AgentCommand(("agent", "--flag"), {"A": "1"}, stdin_pipe=True)
     waiting = Prestart(Spawned(None, command.argv, None, -1, -1), tmp_path, command)  # type: ignore[arg-type]
@@ -66,6 +67,10 @@ def test_a_prestarted_agent_matches_only_its_own_command(tmp_path: Path, differs
         "env": (AgentCommand(command.argv, {"A": "2"}, stdin_pipe=True), tmp_path),
         "cwd": (command, tmp_path / "elsewhere"),
         "stdin": (AgentCommand(command.argv, {"A": "1"}, stdin_pipe=False), tmp_path),
+        "stdin_data": (
+            AgentCommand(command.argv, {"A": "1"}, stdin_pipe=True, stdin_data=b"a prompt"),
+            tmp_path,
+        ),
     }[differs]
     assert not waiting.matches(other[1], other[0])
 
@@ -149,3 +154,31 @@ def test_an_agent_that_cannot_be_spawned_is_left_to_the_runtime_to_report(tmp_pa
     missing = AgentCommand((str(tmp_path / "no-such-agent"),), dict(os.environ))
     assert prestart(missing, cwd=tmp_path) is None
     assert unclaimed() == []
+
+
+@pytest.mark.parametrize("size", [0, 300_000, 3 << 20])
+async def test_stdin_data_arrives_whole_and_then_stdin_closes(tmp_path: Path, size: int) -> None:
+    # Issue 20, item 12: claude's prompt goes to its stdin. What the pipe takes is written at
+    # the spawn (1 MiB), the rest by feed_stdin beside the reading of the output: no deadlock
+    # with an agent that writes while it reads.
+    data = bytes(range(256)) * (size // 256)
+    script = "import sys; data = sys.stdin.buffer.read(); sys.stdout.buffer.write(data)"
+    with trio.fail_after(GUARD):
+        agent = await start_agent(
+            [sys.executable, "-c", script], cwd=tmp_path, env=dict(os.environ), stdin_data=data
+        )
+        assert (agent.stdin is None) == (size <= 1 << 20)
+        out = bytearray()
+
+        async def read() -> None:
+            while chunk := await agent.stdout.receive_some(1 << 20):
+                out.extend(chunk)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.feed_stdin)
+            nursery.start_soon(read)
+        assert await agent.wait() == 0
+        await agent.stdout.aclose()
+        await agent.stderr.aclose()
+    assert bytes(out) == data
+    assert not agent.signalled

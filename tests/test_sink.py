@@ -30,11 +30,14 @@ from hive.sink import (
     UnknownMessage,
     UserMessage,
     encode_message,
+    first_message,
+    last_message,
     parse_line,
     structure_message,
+    typed_lines,
     unstructure_message,
 )
-from tests.strategies import json_objects, stream_messages
+from tests.strategies import json_objects, other_objects, result_objects, spelled_json, stream_messages
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "claude_samples"
 
@@ -229,3 +232,76 @@ async def test_jsonl_sink_to_a_pipe_whose_reader_is_slow() -> None:
         await sink.write(big)  # larger than the pipe's buffer: must not block the event loop
     await sink.aclose()
     assert bytes(received) == big.data
+
+
+# -- the result line, by what it means (issue 20, item 6) ----------------------------------------
+
+
+def framed(lines: list[str], pads: list[str]) -> Batch:
+    """The lines as the framer hands them on, each with some whitespace around it."""
+    data = "".join(pad + line + pad + "\n" for line, pad in zip(lines, pads, strict=True)).encode()
+    batch, dropped = LineFramer().feed(data)
+    assert dropped == []
+    assert batch is not None
+    return batch
+
+
+pads = st.sampled_from(["", " ", "\t", " \r"])
+
+
+@given(st.data(), result_objects, st.lists(other_objects, max_size=4), st.lists(other_objects, max_size=4))
+@settings(max_examples=80, deadline=None)
+def test_a_result_is_found_however_it_is_spelled(
+    data: st.DataObject,
+    result: dict[str, object],
+    before: list[dict[str, object]],
+    after: list[dict[str, object]],
+) -> None:
+    objects = [*before, result, *after]
+    lines = [data.draw(spelled_json(obj)) for obj in objects]
+    batch = framed(lines, data.draw(st.lists(pads, min_size=len(lines), max_size=len(lines))))
+    assert [json.loads(line) for line in batch.lines()] == objects
+    results = [index for index, obj in enumerate(objects) if obj.get("type") == "result"]
+    found = first_message(batch, b'"result"', "result")
+    assert found is not None
+    index, message = found
+    assert index == results[0]
+    assert isinstance(message, ResultMessage)
+    assert (message.subtype, message.is_error, message.session_id) == (
+        objects[index]["subtype"],
+        objects[index]["is_error"],
+        objects[index]["session_id"],
+    )
+    last = last_message(batch, b'"result"', "result")
+    assert isinstance(last, ResultMessage)
+    assert last.uuid == objects[results[-1]]["uuid"]
+
+
+@given(st.data(), st.lists(result_objects | other_objects, min_size=1, max_size=8))
+@settings(max_examples=80, deadline=None)
+def test_the_lines_taken_for_results_are_exactly_the_results(
+    data: st.DataObject, objects: list[dict[str, object]]
+) -> None:
+    lines = [data.draw(spelled_json(obj)) for obj in objects]
+    batch = framed(lines, [""] * len(lines))
+    taken = [index for index, _, _ in typed_lines(batch, {"result": b'"result"'})]
+    assert taken == [index for index, obj in enumerate(objects) if obj.get("type") == "result"]
+    inits = [index for index, _, _ in typed_lines(batch, {"system/init": b'"init"'})]
+    assert inits == [
+        index
+        for index, obj in enumerate(objects)
+        if obj.get("type") == "system" and obj.get("subtype") == "init"
+    ]
+
+
+def test_the_spellings_of_the_issue_are_results() -> None:
+    for line in (
+        b'{"type": "result", "subtype": "success", "is_error": false, "session_id": "s"}',
+        b'{"session_id":"s","is_error":false,"subtype":"success","type":"result"}',
+        b'{"type":"res\\u0075lt","subtype":"success","is_error":false,"session_id":"s"}',
+        b'{"t\\u0079pe":"\\u0072esult","subtype":"success","is_error":false,"session_id":"s"}',
+    ):
+        found = first_message(
+            Batch(b'{"type":"user","message":{"content":"result"}}\n' + line + b"\n"), b'"result"', "result"
+        )
+        assert found is not None and found[0] == 1, line

@@ -49,9 +49,10 @@ from hive.wake import Refused, serve_agent_socket
 
 log = logging.getLogger("hive.agent")
 
-PROMPT_BUDGET = {Backend.CLAUDE: 100_000, Backend.ACP: 1 << 20}
-"""The most bytes of messages one turn carries. claude takes its prompt as one argument, and
-Linux refuses an argument past 128 KiB."""
+PROMPT_BUDGET = {Backend.CLAUDE: 1 << 20, Backend.ACP: 1 << 20}
+"""The most bytes of messages one turn carries. claude reads its prompt on stdin and an ACP
+agent gets it in a JSON-RPC message: neither is bound by Linux's limit on an argument (128 KiB),
+which claude's prompt, once its last argument, was cut to fit."""
 LOCK_FILE = "agent.lock"
 SESSION_FILE = "session"
 LOOSE_ENDS = "mcp-loose-ends"
@@ -89,6 +90,7 @@ def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | 
         allowed_tools=options.allowed_tools,
         # The seed: all shell execution goes through the bash tools.
         disallowed_tools=("Bash",) if spec.backend is Backend.CLAUDE else (),
+        state_dir=options.state_dir,
     )
 
 
@@ -197,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = parse_options(argv)
         spec = RuntimeSpec.from_env()
+        spec.check_executable()  # a missing agent is a bad setting: exit 2 now, not at each turn
     except (OptionsError, HiveRuntimeError) as exc:
         print(f"hive-agent: {exc}", file=sys.stderr)
         return 2

@@ -1,14 +1,28 @@
-"""The command line and environment of one `claude --print` turn."""
+"""The command line, stdin and environment of one `claude --print` turn.
+
+Neither the prompt nor the MCP servers' configuration is on the command line, which any local
+user can read (``ps``, ``/proc/<pid>/cmdline``): the prompt goes to claude's stdin, which is then
+closed, and the configuration (the hyperhive token is in its headers) to a 0600 file in the
+state directory, whose path is given with ``--mcp-config``.
+"""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
+from hive._files import write_atomic
 from hive.runtime import AgentCommand, Config, HttpServer, Permission, RuntimeSpec, StdioServer
 
-BASE_FLAGS = ("--print", "--output-format", "stream-json", "--verbose")
+BASE_FLAGS = ("--print", "--input-format", "text", "--output-format", "stream-json", "--verbose")
+"""With no prompt argument, ``--print`` in text input mode reads its prompt from stdin to EOF."""
+MCP_CONFIG_FILE = "claude-mcp.json"
 PERMISSION_MODES = {
     Permission.DEFAULT: None,
     Permission.ACCEPT_EDITS: "acceptEdits",
@@ -40,12 +54,38 @@ def allowed_tools(config: Config) -> list[str]:
     return allowed
 
 
-def turn_argv(command: str, config: Config, prompt: str, session_id: str | None) -> list[str]:
-    """``claude --print --output-format stream-json --verbose [...] -- PROMPT``.
+def mcp_config_path(config: Config) -> Path:
+    """Where the ``--mcp-config`` file of ``config`` is kept: in its state directory, or in a
+    private temporary directory of this process."""
+    return (config.state_dir or _scratch_dir()) / MCP_CONFIG_FILE
+
+
+@functools.cache
+def _scratch_dir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="hive-claude-"))  # 0700, made for this process alone
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def write_mcp_config(config: Config) -> Path | None:
+    """Write ``--mcp-config``'s file for the configured servers (0600, replaced whole, never
+    through a symlink); its path, or None without servers."""
+    if not config.mcp_servers:
+        return None
+    path = mcp_config_path(config)
+    write_atomic(path, mcp_config(config).encode(), durable=False)
+    return path
+
+
+def turn_argv(
+    command: str, config: Config, session_id: str | None, mcp_file: Path | None = None
+) -> list[str]:
+    """``claude --print --input-format text --output-format stream-json --verbose [...]``:
+    no prompt (it goes to stdin, see ``turn_stdin``); the MCP servers from ``mcp_file``
+    (``write_mcp_config``), if given.
 
     The session is resumed with ``--resume=<id>`` (the equals form: the option's value is
-    optional, so a value starting with ``-`` would read as another flag). The prompt comes
-    after ``--`` so that one starting with ``-`` stays a prompt.
+    optional, so a value starting with ``-`` would read as another flag).
     """
     argv = [command, *BASE_FLAGS]
     if session_id is not None:
@@ -59,14 +99,19 @@ def turn_argv(command: str, config: Config, prompt: str, session_id: str | None)
     mode = PERMISSION_MODES[config.permission]
     if mode is not None:
         argv += ["--permission-mode", mode]
-    if config.mcp_servers:
-        argv += ["--mcp-config", mcp_config(config), "--strict-mcp-config"]
+    if mcp_file is not None:
+        argv += ["--mcp-config", str(mcp_file), "--strict-mcp-config"]
     allowed = allowed_tools(config)
     if allowed:
         argv.append("--allowedTools=" + ",".join(allowed))
     if config.disallowed_tools:
         argv.append("--disallowedTools=" + ",".join(config.disallowed_tools))
-    return [*argv, "--", prompt]
+    return argv
+
+
+def turn_stdin(prompt: str) -> bytes:
+    """What claude reads on stdin: the prompt, whole (no size bound: it is not an argument)."""
+    return prompt.encode()
 
 
 def turn_env(config: Config, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -79,5 +124,7 @@ def turn_env(config: Config, base: Mapping[str, str] | None = None) -> dict[str,
 
 
 def first_command(spec: RuntimeSpec, config: Config, prompt: str, session_id: str | None) -> AgentCommand:
-    """The claude a first turn starts: ``prompt`` on ``session_id`` (a new session if None)."""
-    return AgentCommand(tuple(turn_argv(spec.claude_command, config, prompt, session_id)), turn_env(config))
+    """The claude a first turn starts: ``prompt`` on ``session_id`` (a new session if None).
+    Writes the ``--mcp-config`` file it names, as the runtime's turn does."""
+    argv = turn_argv(spec.claude_command, config, session_id, write_mcp_config(config))
+    return AgentCommand(tuple(argv), turn_env(config), stdin_data=turn_stdin(prompt))

@@ -7,12 +7,11 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from itertools import compress, repeat
 
 import attrs
 import trio
 
-from hive.claude._argv import turn_argv, turn_env
+from hive.claude._argv import turn_argv, turn_env, turn_stdin, write_mcp_config
 from hive.runtime import (
     AgentGroup,
     AgentProcess,
@@ -36,21 +35,32 @@ from hive.sink import (
     MessageError,
     ResultMessage,
     Sink,
+    StreamMessage,
     SystemInit,
     SystemMessage,
-    first_message,
     parse_line,
+    structured,
+    typed_lines,
 )
 
 log = logging.getLogger(__name__)
 
 READ_SIZE = 1 << 20
-_NOTABLE = (
-    b'{"type":"result"',
-    b'{"type":"system","subtype":"init"',
-    b'{"type":"system","subtype":"compact_boundary"',
-)
-_RESULT = b'"type":"result"'
+_WANTED = {
+    (init_seen, result_seen): {
+        kind: marker
+        for kind, marker, wanted in (
+            ("result", b'"result"', not result_seen),
+            ("system/init", b'"init"', not init_seen),
+            ("system/compact_boundary", b'"compact_boundary"', True),
+        )
+        if wanted
+    }
+    for init_seen in (False, True)
+    for result_seen in (False, True)
+}
+"""The lines a turn looks for (kind: a JSON string such a line holds), by whether it has
+seen its init and its result."""
 EXIT_AFTER_EOF = 2.0
 """How long to wait for an exit status once stdout has closed without a result."""
 SINK_GRACE = 2.0
@@ -86,7 +96,6 @@ class _Turn:
     stderr: StderrTail = attrs.field(factory=StderrTail)
     result: ResultMessage | None = None
     last_assistant: bytes | None = None
-    last_batch: Batch | None = None
     compacted_to: int | None = None
     eof: bool = False
     init_seen: bool = False
@@ -158,9 +167,11 @@ class InfiniteSession:
         await self._agents.close(self.config.close_grace)
 
     async def _turn(self, prompt: str, sink: Sink) -> TurnOutcome:
-        argv = turn_argv(self.command, self.config, prompt, self._session_id)
+        argv = turn_argv(self.command, self.config, self._session_id, write_mcp_config(self.config))
         with self.progress.waiting("claude to start"):
-            agent = await start_agent(argv, cwd=self.config.cwd, env=turn_env(self.config))
+            agent = await start_agent(
+                argv, cwd=self.config.cwd, env=turn_env(self.config), stdin_data=turn_stdin(prompt)
+            )
         self._agents.add(agent)
         turn = _Turn(agent, agent.stdout, self._session_id, self._session_id)
         over = trio.Event()
@@ -223,46 +234,32 @@ class InfiniteSession:
             if batch is not None:
                 self._observe(batch, turn)
                 await sink.write(batch)
-                turn.last_batch = batch
             if turn.eof:
-                if turn.result is None and turn.last_batch is not None:
-                    # A result whose first key is not its type: look at the last lines as a whole.
-                    found = first_message(turn.last_batch, b'"result"', "result")
-                    if found is not None:
-                        self._note(turn.last_batch.lines()[found[0]], turn)
                 return
 
     def _observe(self, batch: Batch, turn: _Turn) -> None:
         """Note what the turn needs from this batch, touching as few of its lines as it can.
 
-        claude writes compact JSON with ``type`` as the first key of most lines, so the lines
-        that matter (system lines and the result) are found by their first bytes in one C-level
-        pass. A result written otherwise is found as the last line of a batch, or failing that
-        at the end of the output (see ``_read``).
+        The result, the init and ``compact_boundary`` lines are found by what their JSON
+        says, whatever its spelling (whitespace, key order, escapes; claude 2.1.318 writes its
+        result with another key before ``type``): one C-level pass leaves out the lines that
+        begin with another type as claude writes them, and of the rest only those that may
+        spell one of the wanted kinds are parsed (see ``hive.sink.typed_lines``). The first
+        result ends the turn.
         """
-        lines = batch.lines()
-        for line in compress(lines, map(bytes.startswith, lines, repeat(_NOTABLE))):
-            self._note(line, turn)
+        wanted = _WANTED[turn.init_seen, turn.result is not None]
+        for _, _, obj in typed_lines(batch, wanted):
+            message = structured(obj)
+            if message is not None:
+                self._noted(message, turn)
         # In compact JSON this can only be a message's own type (a quote inside a string is
         # escaped): the last one is kept whole, and read at the turn's end.
         at = batch.data.rfind(b'"type":"assistant"')
         if at >= 0:
             turn.last_assistant = batch.line_at(at)
-        # claude (2.1.318 at least) writes its result with another key first, as the last line
-        # of its turn: the last line of each batch is looked at whole, so that the turn ends at
-        # the result even if claude keeps its output open after it.
-        if turn.result is None and batch.data:
-            last = batch.line_at(len(batch.data) - 1)
-            if _RESULT in last and not last.startswith(_NOTABLE[0]):
-                self._note(last, turn)
 
     @staticmethod
-    def _note(line: bytes, turn: _Turn) -> None:
-        try:
-            message = parse_line(line)
-        except MessageError as exc:
-            log.warning("claude wrote a line hive cannot read: %s", exc)
-            return
+    def _noted(message: StreamMessage, turn: _Turn) -> None:
         if isinstance(message, SystemInit):
             turn.init_seen = True
             if turn.session_id is None:
@@ -373,6 +370,7 @@ async def _tend(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stderr.drain, process.stderr)
+            nursery.start_soon(agent.feed_stdin)
             await over.wait()
             nursery.start_soon(_discard, process.stdout)
             with trio.move_on_after(linger):
@@ -386,6 +384,8 @@ async def _tend(
         with trio.move_on_after(settle, shield=True):
             await over.wait()
         with trio.CancelScope(shield=True):
+            if process.stdin is not None:
+                await process.stdin.aclose()
             await process.stdout.aclose()
             await process.stderr.aclose()
 
@@ -403,7 +403,9 @@ async def open_claude_runtime(
     spec: RuntimeSpec, config: Config, session_id: str | None = None, *, progress: Progress | None = None
 ) -> AsyncIterator[InfiniteSession]:
     """The claude runtime. Leaving the block sends SIGINT to every claude of it still running
-    and waits at most ``config.close_grace`` for them; one that ignores SIGINT is left running."""
+    and waits at most ``config.close_grace`` for them; one that ignores SIGINT is left running.
+    Raises AgentUnavailable at once if ``spec.claude_command`` is no executable."""
+    spec.check_executable(turn_env(config))
     with one_error():
         async with trio.open_nursery() as background:
             session = InfiniteSession(spec.claude_command, config, background, session_id)

@@ -116,3 +116,8 @@ class Config:
     """What happens to a tool call the agent would ask about (see ``Permission``)."""
     env: tuple[tuple[str, str], ...] = ()
     """Variables added to the agent's environment (over the harness's own)."""
+    state_dir: Path | None = None
+    """A private directory (0700) where the runtime may keep files of its own: claude's
+    ``--mcp-config`` file (0600; it holds the MCP servers' headers, tokens included, which on
+    claude's command line any local user could read). None: a private temporary directory,
+    made when first needed and removed when the process exits."""

@@ -28,12 +28,14 @@ PIPE_SIZE = 1 << 20
 
 @attrs.frozen
 class AgentCommand:
-    """How an agent is spawned: its argv and environment, and whether its stdin is a pipe to
-    hive (ACP) or ``/dev/null`` (claude)."""
+    """How an agent is spawned: its argv and environment, and its stdin: a pipe to hive (ACP,
+    ``stdin_pipe``), a pipe that carries ``stdin_data`` and is then closed (claude's prompt:
+    on its command line any local user could read it), or ``/dev/null``."""
 
     argv: tuple[str, ...]
     env: Mapping[str, str]
     stdin_pipe: bool = False
+    stdin_data: bytes | None = None
 
 
 @attrs.define(eq=False)
@@ -45,6 +47,9 @@ class Spawned:
     stdin: int | None
     stdout: int
     stderr: int
+    stdin_rest: bytes = b""
+    """What of ``stdin_data`` the pipe could not take at once: the runtime writes it, then
+    closes ``stdin`` (which is None when all of it went, and the pipe is closed already)."""
 
 
 @attrs.define(eq=False)
@@ -61,19 +66,31 @@ class Prestart:
             and self.command.argv == command.argv
             and dict(self.command.env) == dict(command.env)
             and self.command.stdin_pipe == command.stdin_pipe
+            and self.command.stdin_data == command.stdin_data
         )
 
 
 _WAITING: list[Prestart] = []
 
 
-def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin_pipe: bool) -> Spawned:
+def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin_pipe: bool,
+    stdin_data: bytes | None = None,
+) -> Spawned:
     """Start ``argv`` in a new session (so it leads its process group), stdout and stderr
-    piped, stdin a pipe or ``/dev/null``. Raises what ``subprocess.Popen`` raises."""
+    piped, stdin a pipe, a pipe carrying ``stdin_data``, or ``/dev/null``. Of ``stdin_data``,
+    what the pipe takes without blocking is written here (the pipe is widened to 1 MiB first),
+    and the pipe closed if that was all; the rest is left in ``Spawned.stdin_rest``. Raises
+    what ``subprocess.Popen`` raises."""
     ours: list[int] = []
     theirs: list[int] = []
+    piped = stdin_pipe or stdin_data is not None
     try:
-        if stdin_pipe:
+        if piped:
             child_in, parent_in = os.pipe()
             ours.append(parent_in)
             theirs.append(child_in)
@@ -84,11 +101,15 @@ def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin_pipe:
         with contextlib.suppress(OSError):
             # 1 MiB rather than 64 KiB: a fast writer wakes the reader a sixteenth as often.
             fcntl.fcntl(out_read, F_SETPIPE_SZ, PIPE_SIZE)
+        if stdin_data is not None:
+            with contextlib.suppress(OSError):
+                # So that a prompt of up to 1 MiB is written whole here, before Trio.
+                fcntl.fcntl(parent_in, F_SETPIPE_SZ, PIPE_SIZE)
         popen = subprocess.Popen(
             list(argv),
             cwd=cwd,
             env=dict(env),
-            stdin=child_in if stdin_pipe else subprocess.DEVNULL,
+            stdin=child_in if piped else subprocess.DEVNULL,
             stdout=out_write,
             stderr=err_write,
             start_new_session=True,
@@ -100,14 +121,41 @@ def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin_pipe:
     finally:
         for fd in theirs:
             os.close(fd)
-    return Spawned(popen, tuple(argv), parent_in if stdin_pipe else None, out_read, err_read)
+    if stdin_data is None:
+        return Spawned(popen, tuple(argv), parent_in if piped else None, out_read, err_read)
+    rest = _write_what_fits(parent_in, stdin_data)
+    if not rest:
+        os.close(parent_in)
+        return Spawned(popen, tuple(argv), None, out_read, err_read)
+    return Spawned(popen, tuple(argv), parent_in, out_read, err_read, rest)
+
+
+def _write_what_fits(fd: int, data: bytes) -> bytes:
+    """Write ``data`` to the pipe ``fd`` as far as it goes without blocking; the rest (nothing
+    also when the reader has gone: it will not read the rest either)."""
+    os.set_blocking(fd, False)
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except BlockingIOError:
+        pass
+    except BrokenPipeError:
+        return b""
+    return bytes(view)
 
 
 def prestart(command: AgentCommand, *, cwd: Path) -> Prestart | None:
     """Spawn ``command`` now, for ``start_agent`` to adopt. None if it cannot be spawned:
     ``start_agent`` will try again, and say why."""
     try:
-        spawned = spawn(command.argv, cwd=cwd, env=command.env, stdin_pipe=command.stdin_pipe)
+        spawned = spawn(
+            command.argv,
+            cwd=cwd,
+            env=command.env,
+            stdin_pipe=command.stdin_pipe,
+            stdin_data=command.stdin_data,
+        )
     except OSError:
         return None
     waiting = Prestart(spawned, cwd, command)

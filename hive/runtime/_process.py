@@ -52,6 +52,7 @@ class AgentProcess:
     stdout: trio.lowlevel.FdStream
     stderr: trio.lowlevel.FdStream
     _pidfd: int
+    _stdin_rest: bytes = b""
     signalled: bool = False
     """Whether it has been sent SIGINT (it is sent at most once: a second SIGINT makes some
     agents quit at once, without their own end of the turn)."""
@@ -68,6 +69,7 @@ class AgentProcess:
             trio.lowlevel.FdStream(spawned.stdout),
             trio.lowlevel.FdStream(spawned.stderr),
             pidfd,
+            spawned.stdin_rest,
         )
 
     @property
@@ -82,6 +84,21 @@ class AgentProcess:
             os.close(self._pidfd)
             self._pidfd = -1
         return status
+
+    async def feed_stdin(self) -> None:
+        """Write what of its stdin data the spawn could not, then close its stdin (nothing to
+        do when the spawn wrote it all). Run beside the reading of its output, which a big
+        write would otherwise wait on; an agent that goes away without reading it all ends it."""
+        if not self._stdin_rest or self.stdin is None:
+            return
+        rest, self._stdin_rest = self._stdin_rest, b""
+        try:
+            await self.stdin.send_all(rest)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.stdin.aclose()
 
     def interrupt(self) -> bool:
         """SIGINT to the agent's process group, once; False if it was sent before or the
@@ -156,17 +173,24 @@ class AgentGroup:
 
 
 async def start_agent(
-    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin_pipe: bool = False
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin_pipe: bool = False,
+    stdin_data: bytes | None = None,
 ) -> AgentProcess:
     """Start an agent in a new session (so it leads its process group), its stdout and stderr
-    piped, its stdin a pipe or ``/dev/null``; or adopt the one prestarted with exactly this
-    command."""
-    command = AgentCommand(tuple(argv), env, stdin_pipe)
+    piped, its stdin a pipe, a pipe carrying ``stdin_data`` and then closed, or ``/dev/null``;
+    or adopt the one prestarted with exactly this command. With ``stdin_data``, the caller runs
+    ``feed_stdin`` beside its reading of the output (it returns at once when the spawn could
+    write it all, up to 1 MiB)."""
+    command = AgentCommand(tuple(argv), env, stdin_pipe, stdin_data)
     spawned = claim(command, cwd=cwd)
     if spawned is None:
         try:
             spawned = await trio.to_thread.run_sync(
-                functools.partial(spawn, argv, cwd=cwd, env=env, stdin_pipe=stdin_pipe)
+                functools.partial(spawn, argv, cwd=cwd, env=env, stdin_pipe=stdin_pipe, stdin_data=stdin_data)
             )
         except FileNotFoundError:
             raise AgentUnavailable(

@@ -6,6 +6,7 @@ import enum
 import importlib
 import json
 import os
+import shutil
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 import attrs
 
 from hive.runtime._config import Config
-from hive.runtime._errors import SpecError
+from hive.runtime._errors import AgentUnavailable, SpecError
 from hive.runtime._prestart import AgentCommand
 from hive.runtime._protocol import Progress, Runtime
 
@@ -52,6 +53,23 @@ class RuntimeSpec:
                 "HIVE_ACP_COMMAND", "is required when HIVE_RUNTIME=acp: the ACP agent's executable"
             )
         return cls(backend=backend, claude_command=claude_command, command=command, args=args, env=agent_env)
+
+    def check_executable(self, env: Mapping[str, str] | None = None) -> None:
+        """Raise AgentUnavailable unless the agent's command names an executable, looked for as
+        its spawn looks for it: on the PATH of ``env`` (default: hive's own environment with,
+        for ACP, the spec's additions). So a missing agent is found at start, not at a turn."""
+        if self.backend is Backend.CLAUDE:
+            command, variable = self.claude_command, "HIVE_CLAUDE_COMMAND"
+        else:
+            command, variable = self.command or "", "HIVE_ACP_COMMAND"
+        if env is None:
+            env = {**os.environ, **dict(self.env)} if self.backend is Backend.ACP else os.environ
+        if not command or shutil.which(command, path=env.get("PATH", os.defpath)) is None:
+            where = "" if "/" in command else " on PATH"
+            raise AgentUnavailable(
+                f"cannot start {command!r}: no such executable{where}; install the "
+                f"{self.backend.value} agent, or set {variable} to its path"
+            )
 
 
 def _string_list(env: Mapping[str, str], name: str) -> tuple[str, ...]:

@@ -9,7 +9,15 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hive.sink._batch import Batch, Dropped, LineFramer, first_message, last_message
+    from hive.sink._batch import (
+        Batch,
+        Dropped,
+        LineFramer,
+        first_message,
+        last_message,
+        structured,
+        typed_lines,
+    )
     from hive.sink._messages import (
         ApiMessage,
         AssistantMessage,
@@ -42,7 +50,15 @@ if TYPE_CHECKING:
     )
 
 _MODULES = {
-    "_batch": ("Batch", "Dropped", "LineFramer", "first_message", "last_message"),
+    "_batch": (
+        "Batch",
+        "Dropped",
+        "LineFramer",
+        "first_message",
+        "last_message",
+        "structured",
+        "typed_lines",
+    ),
     "_messages": (
         "ApiMessage",
         "AssistantMessage",
@@ -110,6 +126,8 @@ __all__ = [
     "encode_message",
     "first_message",
     "last_message",
+    "structured",
+    "typed_lines",
     "parse_line",
     "structure_message",
     "unstructure_message",

@@ -8,13 +8,14 @@ fails the check is split, and only the lines a reader asks for are parsed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
-from itertools import repeat
+import operator
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import compress, repeat
 
 import attrs
 
 from hive.sink._messages import JsonObject, StreamMessage
-from hive.sink._wire import MessageError, encode_message, parse_line
+from hive.sink._wire import MessageError, encode_message, parse_line, structure_message
 
 DEFAULT_MAX_LINE = 64 * 1024 * 1024
 
@@ -126,7 +127,7 @@ class LineFramer:
             return Batch(data, lines)
         kept = []
         for line in lines:
-            stripped = line.rstrip(b"\r")
+            stripped = line.strip(b" \t\r")  # JSON's whitespace around the object
             if stripped.startswith(b"{") and stripped.endswith(b"}"):
                 kept.append(stripped)
             elif stripped.strip():
@@ -134,37 +135,80 @@ class LineFramer:
         return Batch(b"".join(line + b"\n" for line in kept), kept) if kept else None
 
 
+ESCAPE = b"\\u"
+"""How JSON writes a character other than as itself (a letter of a type, say): ``\\uXXXX``."""
+_TYPED = {
+    kind: b'{"type":"' + kind.encode() + b'"'
+    for kind in ("stream_event", "assistant", "user", "system", "result")
+}
+"""The first bytes of a line of each type as claude writes most of its lines: compact, ``type`` first."""
+
+
+def typed_lines(batch: Batch, markers: Mapping[str, bytes]) -> Iterator[tuple[int, str, JsonObject]]:
+    """The lines of ``batch`` of the kinds ``markers`` names (``type``, or ``system/<subtype>``),
+    by what their JSON says whatever its spelling (whitespace, key order, escapes), in order:
+    each with its index, its kind and its object. ``markers`` gives for each kind a JSON string
+    (its quotes included) that a line of that kind holds, e.g. ``{"result": b'"result"'}``.
+
+    Only lines that may be of those kinds are parsed. Left out unparsed: a line that begins
+    with another type as claude writes it (``{"type":"user"``: its type is that one, as no JSON
+    writer repeats a key), and a line holding no marker as written and no ``\\u`` escape (the
+    only other way JSON can spell a letter; whitespace, key order and the other escapes cannot
+    change how a string of letters is written). So no line of those kinds, in any spelling,
+    is left out. The pass over all the lines is C-level; most are left out by their first bytes.
+    """
+    lines = batch.lines() if batch.data else []
+    heads = {kind.partition("/")[0] for kind in markers}
+    others = tuple(prefix for name, prefix in _TYPED.items() if name not in heads)
+    needles = (*markers.values(), ESCAPE)
+    for index in compress(
+        range(len(lines)), map(operator.not_, map(bytes.startswith, lines, repeat(others)))
+    ):
+        line = lines[index]
+        if any(needle in line for needle in needles):
+            kind, obj = kind_of_line(line)
+            if kind is not None and obj is not None and kind in markers:
+                yield index, kind, obj
+
+
+def kind_of_line(line: bytes) -> tuple[str | None, JsonObject | None]:
+    """A line's kind (``type``, or ``system/<subtype>``) by what its JSON says, whatever its
+    spelling, and its object; (None, None) if it is not a JSON object."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None, None
+    if not isinstance(obj, dict):
+        return None, None
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        return None, obj
+    return (f"system/{obj.get('subtype')}" if kind == "system" else kind), obj
+
+
 def first_message(batch: Batch, marker: bytes, kind: str) -> tuple[int, StreamMessage] | None:
-    """The first line of ``batch`` whose type is ``kind``, looking only at lines holding
-    ``marker``; with its index. Lines that do not parse are skipped."""
-    if marker not in batch.data:
-        return None
-    for index, line in enumerate(batch.lines()):
-        if marker in line:
-            message = _parse_quietly(line)
-            if message is not None and _kind_of(message) == kind:
-                return index, message
+    """The first line of ``batch`` whose type is ``kind``, whatever its spelling, with its
+    index (see ``typed_lines``: ``marker`` is a JSON string such a line holds, e.g.
+    ``b'"result"'``). Lines that do not parse are skipped."""
+    for index, _, obj in typed_lines(batch, {kind: marker}):
+        message = structured(obj)
+        if message is not None:
+            return index, message
     return None
 
 
 def last_message(batch: Batch, marker: bytes, kind: str) -> StreamMessage | None:
-    if marker not in batch.data:
-        return None
-    for line in reversed(batch.lines()):
-        if marker in line:
-            message = _parse_quietly(line)
-            if message is not None and _kind_of(message) == kind:
-                return message
+    """As ``first_message``, the last such line."""
+    for _, _, obj in reversed(list(typed_lines(batch, {kind: marker}))):
+        message = structured(obj)
+        if message is not None:
+            return message
     return None
 
 
-def _parse_quietly(line: bytes) -> StreamMessage | None:
+def structured(obj: JsonObject) -> StreamMessage | None:
+    """The typed message of a parsed line, or None if it is malformed."""
     try:
-        return parse_line(line)
+        return structure_message(obj)
     except MessageError:
         return None
-
-
-def _kind_of(message: StreamMessage) -> str:
-    subtype = getattr(message, "subtype", None)
-    return f"{message.type}/{subtype}" if message.type == "system" else message.type

@@ -182,6 +182,8 @@ for a in scribe reviewer; do
         "([$d, $g] | all(.serviceConfig.WorkingDirectory == \"/var/lib/hyperhive/$a\" and .serviceConfig.UMask == \"0077\")) and $d.environment.HIVE_BASH_WORKDIR == \"/var/lib/hyperhive/$a\""
     expect example "$a: both units restart on failure" \
         "[$d, $g] | all(.serviceConfig.Restart == \"on-failure\")"
+    expect example "$a: both units hide other users' processes (ProtectProc=invisible)" \
+        "[$d, $g] | all(.serviceConfig.ProtectProc == \"invisible\")"
     expect example "$a: both units have hive and bash on their PATH" \
         "[$d, $g] | all(.path[0] == (\$root | pkg) and (.path[1] | test(\"^/nix/store/[^/]+-bash-[^/]+\$\")))"
     expect example "$a: the socket dir and the state dir are made 0700 for the agent's user" \
