@@ -22,6 +22,8 @@ from pathlib import Path
 
 import attrs
 
+from hive.runtime._lifetime import die_with_parent
+
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 PIPE_SIZE = 1 << 20
 
@@ -69,7 +71,9 @@ _WAITING: list[Prestart] = []
 
 def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin_pipe: bool) -> Spawned:
     """Start ``argv`` in a new session (so it leads its process group), stdout and stderr
-    piped, stdin a pipe or ``/dev/null``. Raises what ``subprocess.Popen`` raises."""
+    piped, stdin a pipe or ``/dev/null``; sent SIGINT if the calling thread dies, so call it on
+    a thread that lives as long as this process (see ``_lifetime``). Raises what
+    ``subprocess.Popen`` raises."""
     ours: list[int] = []
     theirs: list[int] = []
     try:
@@ -92,6 +96,7 @@ def spawn(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin_pipe:
             stdout=out_write,
             stderr=err_write,
             start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGINT),  # noqa: PLW1509 - prctl and getppid only
         )
     except BaseException:
         for fd in ours:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import logging
 import os
 import signal
@@ -160,14 +159,16 @@ async def start_agent(
 ) -> AgentProcess:
     """Start an agent in a new session (so it leads its process group), its stdout and stderr
     piped, its stdin a pipe or ``/dev/null``; or adopt the one prestarted with exactly this
-    command."""
+    command. It gets SIGINT if this process dies.
+
+    The fork is made on Trio's own thread, not a worker's: the kernel sends the parent-death
+    signal when the thread that forked the child exits, and Trio's idle workers exit."""
     command = AgentCommand(tuple(argv), env, stdin_pipe)
     spawned = claim(command, cwd=cwd)
     if spawned is None:
+        await trio.lowlevel.checkpoint()
         try:
-            spawned = await trio.to_thread.run_sync(
-                functools.partial(spawn, argv, cwd=cwd, env=env, stdin_pipe=stdin_pipe)
-            )
+            spawned = spawn(argv, cwd=cwd, env=env, stdin_pipe=stdin_pipe)
         except FileNotFoundError:
             raise AgentUnavailable(
                 f"cannot start {argv[0]!r}: no such executable (is it installed and on PATH?)"
