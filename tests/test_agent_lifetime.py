@@ -26,6 +26,7 @@ import trio
 from fixtures import acp_agent
 from hive.wake import Wake, send_wake
 from tests.claude_fake import FakeClaude, wait_exited
+from tests.conftest import DaemonHandle
 from tests.test_agent_harness import HOLD, acp_env, claude_env, claude_start, running_agent
 
 GUARD = 60
@@ -96,3 +97,53 @@ async def test_a_sigkilled_harness_s_claude_gets_sigint_and_exits(root: Path) ->
         assert fake.signals() == ["SIGINT"]
     finally:
         fake.cleanup()
+
+
+async def test_a_sigkilled_harness_s_bash_daemon_gets_sigint_and_exits_quietly(root: Path) -> None:
+    with trio.fail_after(GUARD):
+        async with running_agent(root, acp_env(root, ["default"]), "--with-bash-daemon") as agent:
+            pid = daemon_pid(agent.stderr())
+            assert os.getpgid(pid) == pid != os.getpgid(agent.process.pid)
+            agent.process.kill()
+            await agent.process.wait()
+        await wait_exited(pid)
+    assert "hive-bash-daemon: INFO: SIGINT: stopping" in agent.stderr()
+    assert "Traceback" not in agent.stderr()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_a_signal_to_the_harness_s_group_stops_it_and_its_daemon_once_without_a_traceback(
+    root: Path, signum: signal.Signals
+) -> None:
+    """A terminal's Ctrl-C (or SIGTERM to the job) reaches the harness alone; the daemon gets the
+    harness's SIGINT, once."""
+    with trio.fail_after(GUARD):
+        async with running_agent(
+            root, acp_env(root, ["default"]), "--with-bash-daemon", new_session=True
+        ) as agent:
+            pid = daemon_pid(agent.stderr())
+            assert os.getpgid(pid) != agent.process.pid  # the harness leads its group
+            pidfd = os.pidfd_open(pid)
+            try:
+                os.killpg(agent.process.pid, signum)
+                assert await agent.process.wait() == 0, agent.stderr()
+                assert exited(pidfd)  # the harness waited for it
+            finally:
+                os.close(pidfd)
+    stderr = agent.stderr()
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert stderr.count("hive-bash-daemon: INFO: SIGINT: stopping") == 1, stderr
+    assert "hive-bash-daemon: INFO: SIGTERM" not in stderr
+
+
+@pytest.mark.parametrize("signals", [(signal.SIGTERM, signal.SIGINT), (signal.SIGINT, signal.SIGTERM)])
+async def test_the_daemon_stops_on_sigint_or_sigterm_and_on_more_of_them_without_a_traceback(
+    daemon: DaemonHandle, signals: tuple[signal.Signals, ...]
+) -> None:
+    with trio.fail_after(GUARD):
+        async with daemon.running(stop=False) as process:
+            for signum in signals:
+                process.send_signal(signum)
+            assert await process.wait() == 0, daemon.stderr_text()
+    assert "Traceback" not in daemon.stderr_text(), daemon.stderr_text()
+    assert daemon.stderr_text().count(": stopping;") == 1, daemon.stderr_text()

@@ -43,6 +43,7 @@ from hive.runtime import (
     HttpServer,
     McpServer,
     RuntimeSpec,
+    die_with_parent,
     one_error,
     open_runtime,
 )
@@ -156,7 +157,9 @@ async def serve_agent(
                         "--agent-socket",
                         str(options.agent_socket),
                     ]
-                    process = await children.enter_async_context(running_daemon(daemon))
+                    process = await children.enter_async_context(
+                        running_daemon(daemon, preexec_fn=die_with_parent(signal.SIGINT))
+                    )
                     log.info("started hive-bash-daemon (pid %d) on %s", process.pid, options.bash_socket)
                 await serving.start(harness.serve)
                 running.ready = True
