@@ -14,6 +14,7 @@ import re
 import select
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import suppress
@@ -24,6 +25,7 @@ import pytest
 import trio
 
 from fixtures import acp_agent
+from hive.agent._orphans import AGENTS_FILE, DAEMON_FILE, ProcessRecord, Recorded
 from hive.wake import Wake, send_wake
 from tests.claude_fake import FakeClaude, wait_exited
 from tests.conftest import DaemonHandle
@@ -99,6 +101,59 @@ async def test_a_sigkilled_harness_s_claude_gets_sigint_and_exits(root: Path) ->
         fake.cleanup()
 
 
+async def test_a_restarted_harness_sigints_the_agent_its_predecessor_left_and_waits_for_it(
+    root: Path,
+) -> None:
+    """The previous agent takes a while to go after SIGINT: the new harness is ready (and its
+    agent started) only once it has gone."""
+    marker = root / "sigint"
+    left = await trio.lowlevel.open_process(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys, time\n"
+            "def stop(*_):\n"
+            f"    open({str(marker)!r}, 'w').close(); time.sleep(0.3); os._exit(0)\n"
+            "signal.signal(signal.SIGINT, stop)\n"
+            "sys.stdout.write('ready\\n'); sys.stdout.flush()\n"
+            "while True: signal.pause()\n",
+        ],
+        stdout=-1,
+    )
+    assert left.stdout is not None
+    assert await left.stdout.receive_some() == b"ready\n"
+    # Also recorded: a pid that is another process's now (its start time differs): left alone.
+    other = await trio.lowlevel.open_process([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=-1)
+    (root / "state").mkdir(mode=0o700)
+    recorded, reused = Recorded.of(left.pid, "an-agent"), Recorded.of(other.pid, "an-agent")
+    assert recorded is not None and reused is not None
+    reused = Recorded(reused.pid, reused.start_time - 1, reused.name)
+    ProcessRecord(root / "state" / AGENTS_FILE).save([reused, recorded])
+    pidfd = os.pidfd_open(left.pid)
+    try:
+        with trio.fail_after(GUARD):
+            async with running_agent(root, acp_env(root, ["default"])) as agent:
+                assert marker.exists()
+                assert exited(pidfd)
+                new_agent = acp_events(root, "start")[0]
+            assert await left.wait() == 0
+            assert other.returncode is None
+            assert other.stdin is not None
+            await other.stdin.aclose()
+            assert await other.wait() == 0
+        # It started after the previous one's exit, 0.3 s after its SIGINT (coarse file times: 10 ms).
+        assert new_agent["ts"] >= marker.stat().st_mtime + 0.29
+        assert f"an-agent (pid {left.pid}), left running by a previous hive-agent" in agent.stderr()
+        # The new agent is what the state dir records now.
+        assert [r.pid for r in ProcessRecord(root / "state" / AGENTS_FILE).load()] == [new_agent["pid"]]
+    finally:
+        os.close(pidfd)
+        for process in (left, other):
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
 async def test_a_sigkilled_harness_s_bash_daemon_gets_sigint_and_exits_quietly(root: Path) -> None:
     with trio.fail_after(GUARD):
         async with running_agent(root, acp_env(root, ["default"]), "--with-bash-daemon") as agent:
@@ -147,3 +202,27 @@ async def test_the_daemon_stops_on_sigint_or_sigterm_and_on_more_of_them_without
             assert await process.wait() == 0, daemon.stderr_text()
     assert "Traceback" not in daemon.stderr_text(), daemon.stderr_text()
     assert daemon.stderr_text().count(": stopping;") == 1, daemon.stderr_text()
+
+
+async def test_a_restarted_harness_stops_the_daemon_its_predecessor_left_and_starts_its_own(
+    root: Path, daemon: DaemonHandle
+) -> None:
+    """A daemon the state dir records, still running and answering on the bash socket, is not
+    reused: it gets SIGINT and is waited for, and the harness starts the daemon it owns."""
+    daemon.state_dir = root / "state"
+    daemon.socket = root / "state" / "bash.sock"
+    daemon.agent_socket = root / "state" / "agent.sock"
+    daemon.root = root
+    with trio.fail_after(GUARD):
+        async with daemon.running(stop=False) as left:
+            recorded = Recorded.of(left.pid, "hive-bash-daemon")
+            assert recorded is not None
+            ProcessRecord(root / "state" / DAEMON_FILE).save([recorded])
+            async with running_agent(root, acp_env(root, ["default"]), "--with-bash-daemon") as agent:
+                assert left.returncode is not None  # stopped before the new daemon started
+                own = daemon_pid(agent.stderr())
+            assert own != left.pid
+            await wait_exited(own)
+    assert f"hive-bash-daemon (pid {left.pid}), left running by a previous hive-agent" in agent.stderr()
+    assert "SIGINT: stopping" in daemon.stderr_text()
+    assert "Traceback" not in daemon.stderr_text() + agent.stderr()

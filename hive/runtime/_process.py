@@ -117,7 +117,16 @@ _watcher: contextvars.ContextVar[AgentWatcher | None] = contextvars.ContextVar("
 def watching_agents(watcher: AgentWatcher) -> Iterator[None]:
     """Call ``watcher`` with each agent process started inside the block (by this task, or by
     tasks it starts meanwhile), just after its spawn: so a caller of a runtime can tell which
-    processes a turn of its own started, and wait for their exit."""
+    processes a turn of its own started, and wait for their exit. Blocks nest: each agent is
+    handed to every watcher of the blocks it starts in, innermost first."""
+    outer = _watcher.get()
+    if outer is not None:
+        inner = watcher
+
+        def watcher(agent: AgentProcess) -> None:
+            inner(agent)
+            outer(agent)
+
     token = _watcher.set(watcher)
     try:
         yield
