@@ -67,6 +67,12 @@ def daemon_pid(stderr: str) -> int:
     return int(found[1])
 
 
+def only_sigint(signals: list[str]) -> bool:
+    """Whether an agent got SIGINT and nothing else. The kernel sends the parent-death signal as
+    the agent is handed to each of its dying harness's threads in turn: more than one may come."""
+    return bool(signals) and set(signals) == {"SIGINT"}
+
+
 def exited(pidfd: int) -> bool:
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
@@ -82,7 +88,7 @@ async def test_a_sigkilled_harness_s_acp_agent_that_ignores_stdin_eof_gets_sigin
             agent.process.kill()  # the crash is the point
             await agent.process.wait()
         await wait_exited(pid)
-    assert [e["signal"] for e in acp_events(root, "signal")] == ["SIGINT"]
+    assert only_sigint([e["signal"] for e in acp_events(root, "signal")])
 
 
 async def test_a_sigkilled_harness_s_claude_gets_sigint_and_exits(root: Path) -> None:
@@ -96,7 +102,7 @@ async def test_a_sigkilled_harness_s_claude_gets_sigint_and_exits(root: Path) ->
                 agent.process.kill()
                 await agent.process.wait()
             await wait_exited(start["pid"])
-        assert fake.signals() == ["SIGINT"]
+        assert only_sigint(fake.signals())
     finally:
         fake.cleanup()
 
