@@ -25,7 +25,14 @@ import pytest
 import trio
 
 from fixtures import acp_agent
-from hive.agent._orphans import AGENTS_FILE, DAEMON_FILE, ProcessRecord, Recorded
+from hive.agent._orphans import (
+    AGENTS_FILE,
+    DAEMON_FILE,
+    PreviousStillRunning,
+    ProcessRecord,
+    Recorded,
+    stop_previous,
+)
 from hive.wake import Wake, send_wake
 from tests.claude_fake import FakeClaude, wait_exited
 from tests.conftest import DaemonHandle
@@ -232,3 +239,33 @@ async def test_a_restarted_harness_stops_the_daemon_its_predecessor_left_and_sta
     assert f"hive-bash-daemon (pid {left.pid}), left running by a previous hive-agent" in agent.stderr()
     assert "SIGINT: stopping" in daemon.stderr_text()
     assert "Traceback" not in daemon.stderr_text() + agent.stderr()
+
+
+async def test_a_previous_agent_that_ignores_sigint_is_named_in_an_error_saying_what_to_do(
+    root: Path,
+) -> None:
+    stubborn = await trio.lowlevel.open_process(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+            "sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.read()\n",
+        ],
+        stdin=-1,
+        stdout=-1,
+    )
+    assert stubborn.stdout is not None and stubborn.stdin is not None
+    try:
+        assert await stubborn.stdout.receive_some() == b"ready\n"
+        recorded = Recorded.of(stubborn.pid, "an-agent")
+        assert recorded is not None
+        record = ProcessRecord(root / AGENTS_FILE)
+        record.save([recorded])
+        with pytest.raises(PreviousStillRunning) as raised:
+            await stop_previous(record, within=0.2)
+        assert f"an-agent (pid {stubborn.pid})" in str(raised.value)
+        assert f"stop it (kill {stubborn.pid}) and start hive-agent again" in str(raised.value)
+        assert stubborn.returncode is None
+    finally:
+        await stubborn.stdin.aclose()
+        await stubborn.wait()
