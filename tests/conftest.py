@@ -21,7 +21,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from hive.bash import _cgroups
-from hive.bash._launch import running_daemon
+from hive.bash._launch import DaemonProcess, running_daemon
 from hive.wake import AgentRequest, Wake, serve_agent_socket
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,7 +47,7 @@ class DaemonHandle:
     state_dir: Path
     socket: Path
     agent_socket: Path
-    process: trio.Process | None = None
+    process: DaemonProcess | None = None
     stderr_path: Path | None = None
 
     def args(self, *extra: str, agent: bool = True) -> list[str]:
@@ -62,7 +62,7 @@ class DaemonHandle:
     @asynccontextmanager
     async def running(
         self, *extra: str, agent: bool = True, stop: bool = True, wrapper: Sequence[str] = ()
-    ) -> AsyncIterator[trio.Process]:
+    ) -> AsyncIterator[DaemonProcess]:
         """Run the daemon with these extra flags for the duration of the block."""
         self.stderr_path = self.root / "daemon.err"
         with open(self.stderr_path, "ab") as err:

@@ -81,10 +81,16 @@ async def wait_gone(path: Path) -> None:
 
 @asynccontextmanager
 async def running_agent(
-    root: Path, env: dict[str, str], *args: str, cwd: Path | None = None, whole_env: bool = False
+    root: Path,
+    env: dict[str, str],
+    *args: str,
+    cwd: Path | None = None,
+    whole_env: bool = False,
+    new_session: bool = False,
 ) -> AsyncIterator[Agent]:
     """hive-agent on ``root/state`` until the block ends (then SIGINT, and its exit awaited).
-    ``env`` goes over this process's environment, or is the whole of it (``whole_env``)."""
+    ``env`` goes over this process's environment, or is the whole of it (``whole_env``);
+    ``new_session``: it leads a process group of its own, as a shell's job does."""
     notify_path = root / "notify"
     notify_path.unlink(missing_ok=True)  # a previous start's
     notify = trio.socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -95,6 +101,7 @@ async def running_agent(
             env={**({} if whole_env else os.environ), **env, "NOTIFY_SOCKET": os.fspath(notify_path)},
             stderr=err,
             cwd=cwd or root,
+            start_new_session=new_session,
         )
         agent = Agent(root, process)
         try:
@@ -433,8 +440,7 @@ async def test_sigkill_with_wakes_and_a_compaction_queued_loses_none_after_a_res
                 assert (await conn.request(Compact())).ok
             agent.process.kill()  # the crash is the point
             await agent.process.wait()
-        os.kill(first["pid"], signal.SIGKILL)  # the fake claude of the killed harness
-        await wait_exited(first["pid"])
+        await wait_exited(first["pid"])  # the killed harness's fake claude, sent SIGINT by the kernel
         async with running_agent(root, claude_env(fake)) as again:
             # The compaction acknowledged before the crash runs first, then the turn.
             compacted = await claude_start(fake, 3)

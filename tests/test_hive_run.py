@@ -147,7 +147,9 @@ async def test_sigterm_with_an_agent_that_ignores_sigint_exits_without_waiting_f
     assert code == 1
     result = lines[-1]
     assert result["type"] == "result" and result["hive"]["synthesized"] is True
-    assert fake.signals() == ["SIGINT"]  # hive run took SIGTERM; the agent only ever got SIGINT
+    # hive run took SIGTERM; the agent only ever got SIGINT: hive run's, and the kernel's when
+    # hive run exits (its parent-death signal), which it may not have recorded yet.
+    assert fake.signals()[0] == "SIGINT" and set(fake.signals()) == {"SIGINT"}
     (start,) = fake.starts()
     assert Path(f"/proc/{start['pid']}").exists()  # left running, not killed
     assert "ended without the agent's result" in err

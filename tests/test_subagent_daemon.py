@@ -70,8 +70,10 @@ async def test_a_session_is_continued_after_the_daemon_restarts(world: World) ->
 
 async def test_a_daemon_killed_mid_turn_loses_no_end_and_leaves_no_second_claude(world: World) -> None:
     """The crash is the point here: SIGKILL to the daemon while its claude is mid-tool. The next
-    daemon finds the turn lost, tells the caller, sends that claude its one SIGINT, and holds the
-    name until it has exited."""
+    daemon finds the turn lost, tells the caller, and holds the name until that claude has
+    exited. Its SIGINT is the kernel's, sent as its daemon died (once more for each of the dying
+    daemon's threads it is handed to on the way: this claude ignores those); the next daemon
+    sends none."""
     world.claude.script(
         [
             {"init": {}},
@@ -82,6 +84,7 @@ async def test_a_daemon_killed_mid_turn_loses_no_end_and_leaves_no_second_claude
             {"exit": 130},
         ],
         "default",
+        on_signal={"SIGINT": "ignore"},
     )
     agent = AgentListener(world.agent_socket)
     with trio.fail_after(TURN):
@@ -105,7 +108,8 @@ async def test_a_daemon_killed_mid_turn_loses_no_end_and_leaves_no_second_claude
             await tool(world, "continue", name="k", prompt="again")
             (after,) = (await tool(world, "status", name="k", wait_seconds=30))["subagents"]
     signals = [(e["pid"], e["signal"]) for e in world.claude.events("signal")]
-    assert [sent for pid, sent in signals if pid == claude] == ["SIGINT", "SIGUSR1"]
+    *interrupts, last = [sent for pid, sent in signals if pid == claude]
+    assert interrupts and set(interrupts) == {"SIGINT"} and last == "SIGUSR1"
     assert wake.sender == "subagent-k" and "(lost, an error)" in wake.body
     assert (after["turns"], after["last_turn"]["stop_reason"]) == (2, "completed")
 

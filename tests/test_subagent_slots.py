@@ -193,13 +193,14 @@ class Model:
             for name, entry in self.names.items():
                 if entry.slot is not None and entry.slot.phase is Phase.RUNNING:
                     self.interrupt(name)
+        if crash:
+            for dead_daemons in self.agents:
+                self._sigint(dead_daemons)  # the kernel's, as their daemon died (parent-death signal)
         for name, entry in self.names.items():
-            agent, slot = entry.agent, entry.slot
+            agent = entry.agent
             entry.slot = None
             if agent is None:
                 continue
-            if crash and slot is not None and slot.phase is Phase.RUNNING:
-                self._sigint(agent)  # the new daemon stops the turn the dead one left running
             if agent.alive:
                 self.step(name, _slots.Adopted(agent.arm, agent.turn, None))
 
@@ -561,6 +562,9 @@ async def _replay(steps: list[tuple[Step, Any, Model]], root: Path) -> None:
                 scope.cancel()
                 await done.wait()
                 world.dead = False
+                if crash:  # the kernel's SIGINT to each agent of the killed daemon
+                    for agent in list(world.agents.values()):
+                        agent.interrupt()
                 if saved is not None:
                     _restore(store.sessions, saved)
                 await start_daemon()

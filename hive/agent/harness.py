@@ -34,6 +34,14 @@ from hive._files import ensure_private_dir, try_lock
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
 from hive.agent._loop import Harness, open_harness
 from hive.agent._options import Options, OptionsError, parse_options, relay_server, subagent_server
+from hive.agent._orphans import (
+    AGENTS_FILE,
+    DAEMON_FILE,
+    AgentRecorder,
+    ProcessRecord,
+    Recorded,
+    stop_previous,
+)
 from hive.agent._session import SessionStore
 from hive.runtime import (
     Backend,
@@ -42,8 +50,10 @@ from hive.runtime import (
     HttpServer,
     McpServer,
     RuntimeSpec,
+    die_with_parent,
     one_error,
     open_runtime,
+    watching_agents,
 )
 from hive.wake import Refused, serve_agent_socket
 
@@ -118,6 +128,10 @@ async def serve_agent(
 ) -> None:
     """Run the whole agent until ``running.stop`` is set (or it is cancelled while starting)."""
     sessions = SessionStore(options.state_dir / SESSION_FILE, spec.backend.value)
+    bash_daemon = ProcessRecord(options.state_dir / DAEMON_FILE)
+    # What a harness that died left running (its agents, its bash daemon) is stopped first.
+    await stop_previous(ProcessRecord(options.state_dir / AGENTS_FILE))
+    await stop_previous(bash_daemon)
 
     async def agent_asks_to_compact() -> None:
         if running.harness is None:
@@ -153,7 +167,11 @@ async def serve_agent(
                         "--agent-socket",
                         str(options.agent_socket),
                     ]
-                    process = await children.enter_async_context(running_daemon(daemon))
+                    process = await children.enter_async_context(
+                        running_daemon(daemon, preexec_fn=die_with_parent(signal.SIGINT))
+                    )
+                    if (recorded := Recorded.of(process.pid, "hive-bash-daemon")) is not None:
+                        bash_daemon.save([recorded])
                     log.info("started hive-bash-daemon (pid %d) on %s", process.pid, options.bash_socket)
                 await serving.start(harness.serve)
                 running.ready = True
@@ -186,7 +204,9 @@ async def _main(options: Options, spec: RuntimeSpec) -> None:
                         running.harness.runtime.canceller().cancel()
 
             outer.start_soon(stop_on_signals)
-            with serving:
+            # Each agent the runtime spawns is recorded, for a harness started after this one dies.
+            recorder = AgentRecorder(ProcessRecord(options.state_dir / AGENTS_FILE))
+            with serving, watching_agents(recorder):
                 await serve_agent(options, spec, running, on_ready=_ready)
             outer.cancel_scope.cancel()
 

@@ -1,4 +1,11 @@
-"""Starting a daemon as a child process and knowing when it is ready (systemd's READY=1)."""
+"""Starting a daemon as a child process and knowing when it is ready (systemd's READY=1).
+
+The daemon leads a session (so a process group) of its own: a terminal's Ctrl-C, or a signal
+to the starter's group, reaches the starter alone, which stops the daemon with its own SIGINT.
+It is forked on the calling thread (Trio's), not a worker's, so that a ``preexec_fn`` asking
+for a parent-death signal (which the kernel sends when the forking *thread* exits) holds for
+as long as the starter runs.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,15 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO
 
+import attrs
 import trio
 
 log = logging.getLogger(__name__)
@@ -20,6 +29,43 @@ log = logging.getLogger(__name__)
 
 class DaemonFailedToStart(RuntimeError):
     pass
+
+
+@attrs.define(eq=False)
+class DaemonProcess:
+    """A daemon started by ``running_daemon``: its pid, its exit awaited on a pidfd."""
+
+    popen: subprocess.Popen[bytes]
+    _pidfd: int
+    _waiting: trio.Lock = attrs.field(factory=trio.Lock)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status, or None while it runs."""
+        if self._waiting.locked():
+            return self.popen.returncode
+        return self.popen.poll()
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            self.popen.send_signal(signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def wait(self) -> int:
+        """Wait for it to exit (reaping it); its exit status."""
+        async with self._waiting:
+            if self._pidfd >= 0:
+                if self.popen.poll() is None:
+                    await trio.lowlevel.wait_readable(self._pidfd)
+                os.close(self._pidfd)
+                self._pidfd = -1
+            return self.popen.wait()
 
 
 @asynccontextmanager
@@ -34,14 +80,16 @@ async def running_daemon(
     module: str = "hive.bash.daemon",
     name: str = "hive-bash-daemon",
     cwd: Path | None = None,
-) -> AsyncIterator[trio.Process]:
+    preexec_fn: Callable[[], object] | None = None,
+) -> AsyncIterator[DaemonProcess]:
     """Run ``hive-bash-daemon args`` until the block ends; it is listening once the block starts.
 
     On exit the daemon gets SIGINT (unless it has already exited or ``stop_on_exit`` is
     false) and is waited for; its tasks keep running, as they do after any daemon stop.
     ``wrapper`` is a command line to start the daemon under (it must exec the daemon).
     ``module`` and ``name`` run another of hive's programs that says READY=1 (`hive demo`
-    runs hive-agent so), in ``cwd``.
+    runs hive-agent so), in ``cwd``. ``preexec_fn`` runs in the child before its exec (see
+    ``hive.runtime._lifetime.die_with_parent``).
     """
     with tempfile.TemporaryDirectory(prefix="hive-notify-") as tmp:
         notify_path = Path(tmp) / "notify"
@@ -49,9 +97,17 @@ async def running_daemon(
         with notify:
             await notify.bind(os.fspath(notify_path))
             child_env = {**(os.environ if env is None else env), "NOTIFY_SOCKET": os.fspath(notify_path)}
-            process = await trio.lowlevel.open_process(
-                [*wrapper, sys.executable, "-m", module, *args], env=child_env, stderr=stderr, cwd=cwd
+            await trio.lowlevel.checkpoint()
+            # On this thread, not a worker's (see the module's docstring); the fork is brief.
+            popen = subprocess.Popen(  # noqa: ASYNC220
+                [*wrapper, sys.executable, "-m", module, *args],
+                env=child_env,
+                stderr=stderr,
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=preexec_fn,  # noqa: PLW1509 - it calls prctl and getppid, nothing that locks
             )
+            process = DaemonProcess(popen, os.pidfd_open(popen.pid))
             try:
                 await _wait_ready(notify, process, ready_within, name)
                 yield process
@@ -65,7 +121,7 @@ async def running_daemon(
 
 
 async def _wait_ready(
-    notify: trio.socket.SocketType, process: trio.Process, within: float, name: str
+    notify: trio.socket.SocketType, process: DaemonProcess, within: float, name: str
 ) -> None:
     exit_code: int | None = None
 

@@ -326,8 +326,23 @@ def _optional_path(env: str) -> Path | None:
     return Path(value) if value else None
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_started = False
+
+
+def _stop_quietly(signum: int, _frame: object) -> None:
+    """SIGINT or SIGTERM outside ``_main``'s receiver, never Python's KeyboardInterrupt and its
+    traceback: before ``_main`` the daemon exits at once (it has nothing to finish yet); after
+    the receiver has closed, the daemon is stopping already and the signal is one more of the
+    same (the receiver hands back, to this handler, those it did not take), and is ignored."""
+    if not _started:
+        os._exit(0)
+
+
 async def _main(config: DaemonConfig) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    global _started  # noqa: PLW0603 - read by the signal handler
+    _started = True
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_daemon, config)
             sdnotify.notify("READY=1")
@@ -341,6 +356,8 @@ async def _main(config: DaemonConfig) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _stop_quietly)
     config, level = config_from_args(argv)
     logging.basicConfig(
         level=level.upper(), stream=sys.stderr, format="hive-bash-daemon: %(levelname)s: %(message)s"
@@ -365,6 +382,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         log.error("%s", cause)  # noqa: TRY400 - the message says what to do; a traceback would not
         return 1
+    finally:
+        # Ignored from here on: the interpreter's finalization puts back the default action
+        # for signals with Python handlers, and a late SIGINT would end the process by it.
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
     return 0
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         TurnFailed,
         one_error,
     )
+    from hive.runtime._lifetime import die_with_parent, start_time
     from hive.runtime._prestart import AgentCommand, Prestart, interrupt_unclaimed, prestart
     from hive.runtime._process import (
         SIGNALS_SENT,
@@ -50,6 +51,7 @@ _MODULES = {
         "TurnFailed",
         "one_error",
     ),
+    "_lifetime": ("die_with_parent", "start_time"),
     "_prestart": ("AgentCommand", "Prestart", "interrupt_unclaimed", "prestart"),
     "_process": (
         "SIGNALS_SENT",
@@ -102,6 +104,7 @@ __all__ = [
     "TurnFailed",
     "TurnOutcome",
     "TurnStopper",
+    "die_with_parent",
     "first_command",
     "interrupt_unclaimed",
     "one_error",
@@ -109,6 +112,7 @@ __all__ = [
     "prestart",
     "release_prestarted",
     "start_agent",
+    "start_time",
     "watching_agents",
 ]
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import attrs
 
+from hive.runtime._lifetime import die_with_parent
+
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 PIPE_SIZE = 1 << 20
 
@@ -82,10 +84,11 @@ def spawn(
     stdin_data: bytes | None = None,
 ) -> Spawned:
     """Start ``argv`` in a new session (so it leads its process group), stdout and stderr
-    piped, stdin a pipe, a pipe carrying ``stdin_data``, or ``/dev/null``. Of ``stdin_data``,
-    what the pipe takes without blocking is written here (the pipe is widened to 1 MiB first),
-    and the pipe closed if that was all; the rest is left in ``Spawned.stdin_rest``. Raises
-    what ``subprocess.Popen`` raises."""
+    piped, stdin a pipe, a pipe carrying ``stdin_data``, or ``/dev/null``; sent SIGINT if the
+    calling thread dies, so call it on a thread that lives as long as this process (see
+    ``_lifetime``). Of ``stdin_data``, what the pipe takes without blocking is written here (the
+    pipe is widened to 1 MiB first), and the pipe closed if that was all; the rest is left in
+    ``Spawned.stdin_rest``. Raises what ``subprocess.Popen`` raises."""
     ours: list[int] = []
     theirs: list[int] = []
     piped = stdin_pipe or stdin_data is not None
@@ -113,6 +116,7 @@ def spawn(
             stdout=out_write,
             stderr=err_write,
             start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGINT),  # noqa: PLW1509 - prctl and getppid only
         )
     except BaseException:
         for fd in ours:

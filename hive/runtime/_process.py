@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import logging
 import os
 import signal
@@ -135,7 +134,16 @@ _watcher: contextvars.ContextVar[AgentWatcher | None] = contextvars.ContextVar("
 def watching_agents(watcher: AgentWatcher) -> Iterator[None]:
     """Call ``watcher`` with each agent process started inside the block (by this task, or by
     tasks it starts meanwhile), just after its spawn: so a caller of a runtime can tell which
-    processes a turn of its own started, and wait for their exit."""
+    processes a turn of its own started, and wait for their exit. Blocks nest: each agent is
+    handed to every watcher of the blocks it starts in, innermost first."""
+    outer = _watcher.get()
+    if outer is not None:
+        inner = watcher
+
+        def watcher(agent: AgentProcess) -> None:
+            inner(agent)
+            outer(agent)
+
     token = _watcher.set(watcher)
     try:
         yield
@@ -184,14 +192,16 @@ async def start_agent(
     piped, its stdin a pipe, a pipe carrying ``stdin_data`` and then closed, or ``/dev/null``;
     or adopt the one prestarted with exactly this command. With ``stdin_data``, the caller runs
     ``feed_stdin`` beside its reading of the output (it returns at once when the spawn could
-    write it all, up to 1 MiB)."""
+    write it all, up to 1 MiB). It gets SIGINT if this process dies.
+
+    The fork is made on Trio's own thread, not a worker's: the kernel sends the parent-death
+    signal when the thread that forked the child exits, and Trio's idle workers exit."""
     command = AgentCommand(tuple(argv), env, stdin_pipe, stdin_data)
     spawned = claim(command, cwd=cwd)
     if spawned is None:
+        await trio.lowlevel.checkpoint()
         try:
-            spawned = await trio.to_thread.run_sync(
-                functools.partial(spawn, argv, cwd=cwd, env=env, stdin_pipe=stdin_pipe, stdin_data=stdin_data)
-            )
+            spawned = spawn(argv, cwd=cwd, env=env, stdin_pipe=stdin_pipe, stdin_data=stdin_data)
         except FileNotFoundError:
             raise AgentUnavailable(
                 f"cannot start {argv[0]!r}: no such executable (is it installed and on PATH?)"

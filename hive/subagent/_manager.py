@@ -232,8 +232,9 @@ class SubagentManager:
 
     def _recover(self, record: SessionRecord, nursery: trio.Nursery) -> None:
         """A session as the last daemon left it: a turn it died during is ``lost``; an agent it
-        left running gets SIGINT (if it never had one) and, on claude, keeps the name until it
-        exits; an end not yet told is told now."""
+        left running has had its SIGINT (that daemon's, or the kernel's when that daemon exited:
+        see ``hive.runtime._lifetime``), is sent no other, and, on claude, keeps the name until
+        it exits; an end not yet told is told now."""
         self.records[record.name] = record
         if record.current is not None:
             current = record.current
@@ -244,13 +245,12 @@ class SubagentManager:
             record.current, record.last, record.turns = None, end, max(record.turns, current.number)
         adopted: list[TurnAgent] = []
         for pid in record.agents:
-            agent = self.host.adopt(pid.pid, pid.start, signalled=pid.signalled)
+            agent = self.host.adopt(pid.pid, pid.start, signalled=True)
             if agent is None:
                 continue
-            if agent.interrupt():
-                log.info(
-                    "%s: SIGINT to the agent (pid %d) an earlier daemon left running", record.name, pid.pid
-                )
+            log.info(
+                "%s: waiting for the agent (pid %d) an earlier daemon left running", record.name, pid.pid
+            )
             pid.signalled = True
             adopted.append(agent)
         record.agents = [pid for pid in record.agents if any(a.pid == pid.pid for a in adopted)]

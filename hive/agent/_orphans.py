@@ -1,0 +1,150 @@
+"""What a harness that died may have left running, and stopping it before starting again.
+
+Every agent and bash daemon the harness starts gets SIGINT from the kernel when the harness dies
+(``hive.runtime._lifetime.die_with_parent``). One that is still running when the next harness
+starts on the same state dir (it ignored that SIGINT, or is still finishing) must not overlap
+the new one's: the harness records the pid and start time of each process it starts in a state
+file, and at start sends each recorded process that is still running, and is the same process
+(its start time tells it from another with a reused pid), SIGINT, and waits for its exit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import signal
+from collections.abc import Iterable
+from pathlib import Path
+
+import attrs
+import trio
+
+from hive._files import read_regular, write_atomic
+from hive.runtime import AgentProcess, start_time
+
+log = logging.getLogger("hive.agent")
+
+AGENTS_FILE = "agent-pids.json"
+DAEMON_FILE = "bash-daemon-pid.json"
+STOP_WITHIN = 30.0
+"""How long a previous harness's process is given to exit after SIGINT."""
+
+
+class PreviousStillRunning(RuntimeError):
+    """A process a previous harness left running did not exit on SIGINT."""
+
+
+@attrs.frozen
+class Recorded:
+    """One process a harness started: its pid, its start time (``/proc/<pid>/stat`` field 22)
+    and what it is (for the log)."""
+
+    pid: int
+    start_time: int
+    name: str
+
+    @classmethod
+    def of(cls, pid: int, name: str) -> Recorded | None:
+        started = start_time(pid)
+        return None if started is None else cls(pid, started, name)
+
+
+@attrs.frozen
+class ProcessRecord:
+    """The state file of the processes of one kind a harness has running."""
+
+    path: Path
+
+    def save(self, processes: Iterable[Recorded]) -> None:
+        # Not fsynced: it has to survive the harness's death, not the machine's (the processes
+        # it names do not survive that either).
+        data = [attrs.asdict(p) for p in processes]
+        write_atomic(self.path, json.dumps(data).encode(), durable=False)
+
+    def load(self) -> list[Recorded]:
+        try:
+            data = read_regular(self.path)
+        except OSError as exc:
+            log.warning("cannot read %s (%s); not looking for processes a previous run left", self.path, exc)
+            return []
+        if data is None:
+            return []
+        try:
+            return [Recorded(int(p["pid"]), int(p["start_time"]), str(p["name"])) for p in json.loads(data)]
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("%s is not a record of processes (%s); it is ignored", self.path, exc)
+            return []
+
+
+@attrs.define(eq=False)
+class AgentRecorder:
+    """An ``AgentWatcher`` (``hive.runtime.watching_agents``) that keeps the record of the agents
+    running, written as each one is spawned."""
+
+    record: ProcessRecord
+    _agents: list[tuple[AgentProcess, Recorded]] = attrs.field(factory=list)
+
+    def __call__(self, agent: AgentProcess) -> None:
+        recorded = Recorded.of(agent.pid, agent.argv[0])
+        self._agents = [(a, r) for a, r in self._agents if a.returncode is None]
+        if recorded is not None:
+            self._agents.append((agent, recorded))
+        try:
+            self.record.save(r for _, r in self._agents)
+        except OSError as exc:
+            log.warning("cannot record agent pid %d in %s: %s", agent.pid, self.record.path, exc)
+
+
+def _open_if_same(recorded: Recorded) -> int | None:
+    """A pidfd for the recorded process if it is still running; None if it is gone (or its pid
+    is another process's now)."""
+    try:
+        pidfd = os.pidfd_open(recorded.pid)
+    except ProcessLookupError:
+        return None
+    # Checked after the pidfd is open: the pidfd names the process the start time was read of.
+    if start_time(recorded.pid) != recorded.start_time:
+        os.close(pidfd)
+        return None
+    return pidfd
+
+
+async def stop_previous(record: ProcessRecord, *, within: float = STOP_WITHIN) -> None:
+    """SIGINT to every process in ``record`` still running, and wait for each to exit; raises
+    ``PreviousStillRunning`` for one still running ``within`` seconds later."""
+    found = [(r, pidfd) for r in record.load() if (pidfd := _open_if_same(r)) is not None]
+    try:
+        for recorded, pidfd in found:
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGINT)
+            except ProcessLookupError:
+                continue
+            log.info(
+                "%s (pid %d), left running by a previous hive-agent on this state dir: sent it SIGINT, "
+                "waiting for it to exit before starting",
+                recorded.name,
+                recorded.pid,
+            )
+        with trio.move_on_after(within):
+            for recorded, pidfd in found:
+                await trio.lowlevel.wait_readable(pidfd)
+                log.info("%s (pid %d) of the previous hive-agent has exited", recorded.name, recorded.pid)
+        for recorded, pidfd in found:
+            if not _exited(pidfd):
+                raise PreviousStillRunning(
+                    f"{recorded.name} (pid {recorded.pid}), left running by a previous hive-agent on "
+                    f"{record.path.parent}, did not exit within {within:.0f} s of SIGINT; stop it "
+                    f"(kill {recorded.pid}) and start hive-agent again"
+                )
+    finally:
+        for _, pidfd in found:
+            os.close(pidfd)
+
+
+def _exited(pidfd: int) -> bool:
+    """Whether the process of ``pidfd`` has exited (its pidfd is readable)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))

@@ -1,0 +1,58 @@
+"""A child that does not outlive its parent, and telling a process from another with its pid.
+
+``die_with_parent`` is a ``preexec_fn`` for ``subprocess.Popen``: the child asks the kernel for
+SIGINT when its parent dies (``PR_SET_PDEATHSIG``), then checks that its parent is still the
+process that forked it (a parent that died before the ``prctl`` would never send it). The
+kernel sends that signal when the *thread* that forked the child exits, not the process: a
+child meant to live as long as its parent is forked on a thread that lives as long (the main
+thread, Trio's), never on a worker thread that may exit while the child runs.
+
+``start_time`` is a process's start time from ``/proc/<pid>/stat``: with its pid, it names one
+process, so that a pid reused by another is not mistaken for it.
+
+Nothing here imports Trio.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class ParentGone(RuntimeError):
+    """The process that forked this child died before the child could ask to follow it."""
+
+
+def die_with_parent(signum: int = signal.SIGINT) -> Callable[[], None]:
+    """A ``preexec_fn`` that has the child sent ``signum`` when this thread dies; it refuses to
+    exec (``ParentGone``) if the parent is already gone."""
+    parent = os.getpid()
+    prctl = _libc.prctl
+
+    def preexec() -> None:
+        if prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signum), 0, 0, 0) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"prctl(PR_SET_PDEATHSIG): {os.strerror(errno)}")
+        if os.getppid() != parent:
+            raise ParentGone(f"the parent (pid {parent}) exited before this child could exec")
+
+    return preexec
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` (clock ticks after boot, field 22 of its stat), or
+    None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces and parentheses itself.
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return int(fields[22 - 3])
