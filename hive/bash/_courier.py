@@ -49,7 +49,7 @@ class WakeCourier:
     def pending(self) -> list[Key]:
         return self._sender.pending()
 
-    async def run(
+    async def run(  # noqa: ASYNC128 - the sender it runs calls started()
         self, on_acked: OnAcked, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         async def acked(key: Key) -> None:

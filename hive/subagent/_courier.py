@@ -49,7 +49,9 @@ class WakeCourier:
     def pending(self) -> list[str]:
         return self._sender.pending()
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(  # noqa: ASYNC128 - the sender it runs calls started()
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         async def acked(key: str) -> None:
             self.on_acked(key)
 
