@@ -1,5 +1,6 @@
 """Crash consistency: the daemon SIGKILLed at random moments, with `run` calls in flight and
-sometimes again during its recovery, some of them reusing the names of earlier runs; afterwards
+sometimes again during its recovery, some of them reusing the names of earlier runs, and in some
+rounds with its state directory (a small tmpfs of its own) filled up at a random moment; afterwards
 no task is lost, none ends in a wrong state, and every run's end the agent was not told inline
 reaches it as a wake with that run's own end id (a repeat only with the same end id).
 
@@ -11,12 +12,15 @@ everything the test checks is awaited.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import random
 import signal
+import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +34,51 @@ from tests.test_daemon_ends import answer, open_raw_session, run_request, send
 ROUNDS = 10
 SHARED_NAMES = ("n0", "n1", "n2")
 """Names that runs of different rounds reuse: each run's end is owed on its own."""
+
+
+DISK_BYTES = 16 * 1024 * 1024
+
+
+@contextlib.contextmanager
+def small_disk(path: Path) -> Iterator[bool]:
+    """The state directory on a tmpfs of its own, so that the test can fill it; False where
+    mounting is not permitted (then the rounds run without the full-disk move)."""
+    path.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES},mode=0700", "tmpfs", str(path)]
+    try:
+        subprocess.run(mount, check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        subprocess.run(["umount", "--lazy", str(path)], check=False)
+
+
+@attrs.define
+class Filler:
+    """Fills the state directory's file system to the last byte, and empties it again."""
+
+    path: Path
+    fills: int = 0
+
+    def fill(self) -> None:
+        self.fills += 1
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        block = b"\0" * 65536
+        try:
+            while True:
+                os.write(fd, block)
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+        finally:
+            os.close(fd)
+
+    def empty(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
 
 
 @attrs.define
@@ -99,6 +148,16 @@ async def wait_for_ends(agent: AgentListener, end_ids: set[str]) -> None:
         await agent.wait_for(len(agent.wakes) + 1)
 
 
+async def kill_in_recovery(rng: random.Random, daemon: DaemonHandle) -> None:
+    """Start the daemon and SIGKILL it while it recovers (or just after: its start-up time varies)."""
+    with open(daemon.root / "daemon.err", "ab") as err:
+        again = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "hive.bash.daemon", *daemon.args()], stderr=err
+        )
+    await trio.sleep(rng.uniform(0.2, 2.0))
+    await kill(again)
+
+
 def every_run_on_disk(tasks_dir: Path) -> dict[str, dict[str, Any]]:
     """The record of every run, the latest of a name and those moved aside (``<id>.json.<n>``), by command."""
     found = {}
@@ -111,7 +170,8 @@ def every_run_on_disk(tasks_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def refused(run: Run) -> bool:
-    """Refused at once (a shared name still held by a running task): nothing ran, nothing is owed."""
+    """Refused at once (a shared name still held by a running task, or no room on the disk to record
+    it): nothing ran, nothing is owed."""
     return run.answer is not None and "error" in run.answer
 
 
@@ -124,56 +184,61 @@ async def test_sigkills_at_random_moments_lose_no_task_and_no_end(daemon: Daemon
     runs: list[Run] = []
     agent = KillingListener(daemon.agent_socket)
     kills = recovery_kills = 0
-    async with agent.serving():
-        for round_no in range(ROUNDS):
-            async with daemon.running(stop=False) as process, trio.open_nursery() as nursery:
-                agent.daemon, agent.armed = process, rng.random() < 0.3
-                batch = [draw_run(rng, f"r{round_no}t{i}", markers) for i in range(rng.randint(3, 6))]
-                runs += batch
-                for run in batch:
-                    nursery.start_soon(issue, daemon.socket, run)
-                await trio.sleep(rng.uniform(0.05, 0.8))
-                agent.armed = False
-                if process.returncode is None:
-                    await kill(process)
+    with small_disk(daemon.state_dir) as can_fill:
+        if not can_fill:
+            print("crash consistency: tmpfs cannot be mounted here; no round fills the disk")
+        filler = Filler(daemon.state_dir / "filler")
+        async with agent.serving():
+            for round_no in range(ROUNDS):
+                full = can_fill and rng.random() < 0.3
+                async with daemon.running(stop=False) as process, trio.open_nursery() as nursery:
+                    agent.daemon, agent.armed = process, rng.random() < 0.3
+                    batch = [draw_run(rng, f"r{round_no}t{i}", markers) for i in range(rng.randint(3, 6))]
+                    runs += batch
+                    for run in batch:
+                        nursery.start_soon(issue, daemon.socket, run)
+                    if full:
+                        await trio.sleep(rng.uniform(0, 0.4))
+                        filler.fill()
+                    await trio.sleep(rng.uniform(0.05, 0.8))
+                    agent.armed = False
+                    if process.returncode is None:
+                        await kill(process)
+                        kills += 1
+                if full and rng.random() < 0.5:
+                    filler.empty()  # else it is still full while the daemon recovers
+                if rng.random() < 0.4:
+                    await kill_in_recovery(rng, daemon)
                     kills += 1
-            if rng.random() < 0.4:
-                # Killed again while it recovers (or just after: its start-up time varies).
-                with open(daemon.root / "daemon.err", "ab") as err:
-                    again = await trio.lowlevel.open_process(
-                        [sys.executable, "-m", "hive.bash.daemon", *daemon.args()], stderr=err
-                    )
-                await trio.sleep(rng.uniform(0.2, 2.0))
-                await kill(again)
-                kills += 1
-                recovery_kills += 1
-        async with daemon.running(), daemon.session() as session:
-            structured(await call(session, "list", limit=0))  # recovered
-            on_disk = every_run_on_disk(daemon.state_dir / "bash-tasks")
-            told = {
-                run.tag
-                for run in runs
-                if run.answer is not None and run.answer.get("state") not in (None, "running")
-            }
-            # An answer reusing a name reports the previous run's end too: told, if it matches one.
-            told_as_previous = {
-                (p["id"], p["state"], p["exit_code"])
-                for run in runs
-                if run.answer is not None and (p := run.answer.get("previous")) is not None
-            }
-            owed = {
-                f"{record['id']}:{record['serial']}"
-                for run in runs
-                if (record := on_disk.get(run.cmd)) is not None
-                and run.tag not in told
-                and (record["id"], record["state"], record["exit_code"]) not in told_as_previous
-            }
-            with trio.fail_after(45):
-                await wait_for_ends(agent, owed)
-            # The final records: the latest runs' as `list` shows them, the earlier ones' as set aside.
-            listed = {t["cmd"]: t for t in structured(await call(session, "list", limit=0))["tasks"]}
-            recorded = every_run_on_disk(daemon.state_dir / "bash-tasks")
-            final = {**recorded, **listed}
+                    recovery_kills += 1
+                filler.empty()
+            async with daemon.running(), daemon.session() as session:
+                structured(await call(session, "list", limit=0))  # recovered
+                on_disk = every_run_on_disk(daemon.state_dir / "bash-tasks")
+                told = {
+                    run.tag
+                    for run in runs
+                    if run.answer is not None and run.answer.get("state") not in (None, "running")
+                }
+                # An answer reusing a name reports the previous run's end too: told, if it matches one.
+                told_as_previous = {
+                    (p["id"], p["state"], p["exit_code"])
+                    for run in runs
+                    if run.answer is not None and (p := run.answer.get("previous")) is not None
+                }
+                owed = {
+                    f"{record['id']}:{record['serial']}"
+                    for run in runs
+                    if (record := on_disk.get(run.cmd)) is not None
+                    and run.tag not in told
+                    and (record["id"], record["state"], record["exit_code"]) not in told_as_previous
+                }
+                with trio.fail_after(45):
+                    await wait_for_ends(agent, owed)
+                # The final records: the latest runs' as `list` shows them, the earlier ones' as set aside.
+                listed = {t["cmd"]: t for t in structured(await call(session, "list", limit=0))["tasks"]}
+                recorded = every_run_on_disk(daemon.state_dir / "bash-tasks")
+                final = {**recorded, **listed}
 
     lost, wrong = [], []
     for run in runs:
@@ -209,13 +274,14 @@ async def test_sigkills_at_random_moments_lose_no_task_and_no_end(daemon: Daemon
         assert wake.sender == f"bash-task-{runs_of[wake.end_id]['id']}"
         wakes_of[wake.end_id].append(wake.body)
     repeats = len(agent.wakes) - len(wakes_of)
+    disk_refusals = sum(1 for r in runs if refused(r) and "space" in json.dumps(r.answer))
     reused = sum(1 for r in final.values() if r["id"] in SHARED_NAMES)
     print(
         f"crash consistency: {ROUNDS} rounds, {len(runs)} runs, {len(final)} tasks "
-        f"({reused} under reused names, {sum(refused(r) for r in runs)} refused as busy), "
+        f"({reused} under reused names, {sum(refused(r) for r in runs)} refused: {disk_refusals} for want of space), "
         f"{kills + agent.kills} kills ({recovery_kills} during recovery, {agent.kills} on a wake), "
         f"{len(agent.wakes)} wakes, {repeats} repeats, "
-        f"{len(told)} ends told inline, {len(owed)} owed"
+        f"{len(told)} ends told inline, {len(owed)} owed, the disk filled {filler.fills} times"
     )
     assert not lost, f"lost tasks (seed {seed}): {lost}"
     assert not wrong, f"wrong final states (seed {seed}): {wrong}"
