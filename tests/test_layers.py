@@ -10,17 +10,18 @@ HIVE = Path(__file__).resolve().parent.parent / "hive"
 
 # What each part of hive may import from hive itself (the package root holds only __version__).
 ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
     "_files": set(),
-    "sink": {"sink", "_files"},
-    "runtime": {"runtime", "sink", "_files"},
-    "claude": {"claude", "runtime", "sink", "_files"},
-    "acp": {"acp", "runtime", "sink", "_files", ""},
-    "_unix": {"_files"},
-    "wake": {"_unix", "_files"},
+    "sink": {"sink", "_files", "errors"},
+    "runtime": {"runtime", "sink", "_files", "errors"},
+    "claude": {"claude", "runtime", "sink", "_files", "errors"},
+    "acp": {"acp", "runtime", "sink", "_files", "errors", ""},
+    "_unix": {"_files", "errors"},
+    "wake": {"_unix", "_files", "errors"},
     "sdnotify": set(),
-    "bash": {"bash", "wake", "sdnotify", "_unix", "_files", ""},
-    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", "_files", ""},
-    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_files", ""},
+    "bash": {"bash", "wake", "sdnotify", "_unix", "_files", "errors", ""},
+    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", "_files", "errors", ""},
+    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_files", "errors", ""},
 }
 
 
