@@ -293,6 +293,24 @@ async def test_a_cancel_answered_late_or_wrongly_is_still_cancelled(
     assert after.stop_reason is StopReason.COMPLETED  # the session stays usable
 
 
+async def test_a_tool_whose_updates_were_on_their_way_when_the_cancel_went_out_makes_it_aborted_tools(
+    agent: FakeAcp,
+) -> None:
+    """The cancel goes out before the call's updates are read (a loaded machine, a busy pipe):
+    the call was under way when the stop began, and the result says so, as claude's does."""
+    late_tool = [
+        {"tool_call": {"toolCallId": "t1", "title": "cat gate", "kind": "execute", "status": "in_progress"}},
+        {"tool_update": {"toolCallId": "t1", "status": "failed"}},
+    ]
+    agent.script(WORKING, "default", on_cancel={"late": 0.1, "updates": late_tool})
+    sink = MemorySink()
+    with trio.fail_after(GUARD):
+        async with agent.runtime() as runtime:
+            outcome = await run_and_cancel(runtime, sink)
+    assert outcome.stop_reason is StopReason.CANCELLED
+    assert result_of(sink)["terminal_reason"] == "aborted_tools"
+
+
 async def test_an_agent_that_never_answers_the_cancel_gets_sigint_and_the_next_turn_respawns_it(
     agent: FakeAcp, monkeypatch: pytest.MonkeyPatch
 ) -> None:

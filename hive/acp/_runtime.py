@@ -74,6 +74,7 @@ class _Turn:
     answer: Any = None
     failure: AcpError | None = None
     tool_running: bool = False
+    tool_changes_at_cancel: int | None = None
     stopped_while: str | None = None
     concluded: bool = False
 
@@ -289,6 +290,7 @@ class AcpRuntime:
         link, translator = turn.link, turn.translator
         assert link is not None and translator is not None
         turn.tool_running = translator.tool_running
+        turn.tool_changes_at_cancel = translator.tool_changes
         self._cancelling = True
         with trio.CancelScope(shield=True):
             with trio.move_on_after(self.config.cancel_grace) as grace, self._stopper.waiting_in(grace):
@@ -321,7 +323,12 @@ class AcpRuntime:
             turn.answer,
             turn.failure,
             killed=killed,
-            tool_running=turn.tool_running,
+            tool_running=turn.tool_running
+            or (
+                turn.translator is not None
+                and turn.tool_changes_at_cancel is not None
+                and turn.translator.tool_changes > turn.tool_changes_at_cancel
+            ),
             before_prompt=turn.stopped_while,
         )
         translator = turn.translator or Translator(self._state.session_id or "", sink)

@@ -93,6 +93,9 @@ class Translator:
     usage: ContextUsage | None = None
     cost_usd: float = 0.0
     last_text: str = ""
+    tool_changes: int = 0
+    """How many times a tool call started or ended: one seen after a cancel was sent was under
+    way when it was sent (its updates were still on their way)."""
     _kind: str | None = None
     _message_id: str | None = None
     _parts: list[str] = attrs.field(factory=list)
@@ -164,6 +167,7 @@ class Translator:
         if known is None:
             await self.flush()  # text before a tool call is a block of its own
             known = self._tools[call.tool_call_id] = _Tool(call)
+            self.tool_changes += 1
         else:
             known.call = _merge(known.call, call)
         tool_input = _tool_input(call.raw_input)
@@ -176,6 +180,7 @@ class Translator:
             await self._tool_use(known)
         if ended and not known.finished:
             known.finished = True
+            self.tool_changes += 1
             result = ToolResultBlock(
                 tool_use_id=call.tool_call_id,
                 content=tool_output(known.call),
