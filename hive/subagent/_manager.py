@@ -145,19 +145,21 @@ class SubagentManager:
             try:
                 await trio.sleep_forever()
             finally:
-                await self._stop_turns(turns_scope)
+                turns_scope.deadline = trio.current_time() + self.shutdown_grace
+                lives = self._stop_turns()
+                with trio.CancelScope(shield=True, deadline=turns_scope.deadline):
+                    for live in lives:
+                        await live.ended.wait()
+                turns_scope.cancel()
 
-    async def _stop_turns(self, turns_scope: trio.CancelScope) -> None:
-        turns_scope.deadline = trio.current_time() + self.shutdown_grace
+    def _stop_turns(self) -> list[Live]:
+        """Every live turn takes its stop path (as ``interrupt`` sends it); the turns to wait for."""
         self.runner.stopping = True
         lives = list(self.live.values())
         for live in lives:
             if not live.ended.is_set() and live.name in self.slots:
                 self.interrupt(live.name)
-        with trio.CancelScope(shield=True, deadline=turns_scope.deadline):
-            for live in lives:
-                await live.ended.wait()
-        turns_scope.cancel()
+        return lives
 
     # -- the tools -------------------------------------------------------------------------------
 
