@@ -264,7 +264,7 @@ def for_operator(result: CallResult) -> str:
 
 
 def _call(args: argparse.Namespace, tool: str, arguments: dict[str, Any]) -> int:
-    from hive.bash._errors import BashError
+    from hive.bash import BashError
     from hive.bash.client import connect
     from hive.bash.relay import default_socket
 
@@ -425,7 +425,7 @@ def _agent_log(args: argparse.Namespace) -> int:
         if args.json:
             sys.stdout.write("".join(line.decode(errors="replace") + "\n" for line in lines))
             return 0
-        from hive.agent._render import render_log
+        from hive.agent import render_log
 
         for text in render_log(_objects(lines)):
             print(text)
@@ -452,8 +452,7 @@ def _objects(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
 async def _follow_log(path: Path, raw: bool) -> None:
     from contextlib import aclosing
 
-    from hive.agent._follow import follow_lines
-    from hive.agent._render import render_live
+    from hive.agent import follow_lines, render_live
 
     started = False
     async with aclosing(follow_lines(path)) as lines:

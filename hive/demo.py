@@ -21,9 +21,8 @@ from typing import Any, BinaryIO
 
 import trio
 
-from hive.agent._follow import follow_lines
-from hive.agent._render import render_log
-from hive.bash._launch import DaemonFailedToStart, running_daemon
+from hive.agent import follow_lines, render_log
+from hive.bash import DaemonFailedToStart, running_daemon
 from hive.wake import Prompt, open_agent_connection
 
 TURNS = 2

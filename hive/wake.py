@@ -34,6 +34,37 @@ from cattrs.preconf.json import make_converter
 
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
 
+__all__ = [
+    "LINGER",
+    "MAX_LINE",
+    "AgentConnection",
+    "AgentReply",
+    "AgentRequest",
+    "AgentRequestError",
+    "AgentState",
+    "AgentStatus",
+    "Compact",
+    "LineCut",
+    "LineReader",
+    "LineTooLong",
+    "Prompt",
+    "Refused",
+    "RequestHandler",
+    "Status",
+    "Wake",
+    "WakeCourier",
+    "WakeRefused",
+    "answer_then_close",
+    "converter",
+    "decode_reply",
+    "decode_request",
+    "encode",
+    "end_id",
+    "open_agent_connection",
+    "send_wake",
+    "serve_agent_socket",
+]
+
 log = logging.getLogger(__name__)
 
 MAX_LINE = 1 << 20
@@ -115,6 +146,8 @@ class AgentStatus:
 
 @attrs.frozen
 class AgentReply:
+    """The answer to a request: ``ok``, else the ``error`` that says why not; ``status`` for ``status``."""
+
     ok: bool
     error: str | None = None
     status: AgentStatus | None = None
@@ -177,6 +210,7 @@ class Refused(Exception):
 
 
 def encode(message: AgentRequest | AgentReply) -> bytes:
+    """``message`` as its line on the agent socket."""
     return json.dumps(converter.unstructure(message), separators=(",", ":")).encode() + b"\n"
 
 
@@ -212,6 +246,7 @@ def decode_request(line: bytes) -> AgentRequest:
 
 
 def decode_reply(line: bytes) -> AgentReply:
+    """Parse one reply line; anything malformed raises AgentRequestError."""
     raw = _loads(line)
     try:
         return converter.structure(raw, AgentReply)
@@ -292,6 +327,7 @@ class AgentConnection:
         self._reader = LineReader(stream)
 
     async def request(self, message: AgentRequest) -> AgentReply:
+        """Send ``message`` and wait for its reply."""
         await self._stream.send_all(encode(message))
         line = await self._reader.readline()
         if line is None:
@@ -314,6 +350,7 @@ class AgentConnection:
 
 @asynccontextmanager
 async def open_agent_connection(path: str | os.PathLike[str]) -> AsyncIterator[AgentConnection]:
+    """A connection to the agent socket at ``path`` for the duration of the block."""
     stream = await trio.open_unix_socket(os.fspath(path))
     async with stream:
         yield AgentConnection(stream)
@@ -444,6 +481,7 @@ class WakeCourier(Generic[K]):
         self._pending.pop(key, None)
 
     def pending(self) -> list[K]:
+        """The keys of the wakes still owed, in the order they were owed."""
         return list(self._pending)
 
     async def run(
@@ -452,6 +490,8 @@ class WakeCourier(Generic[K]):
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Send the wakes owed, and those owed later, until cancelled; ``on_acked(key)`` as each
+        is acknowledged."""
         async with trio.open_nursery() as nursery:
             self._nursery, self._on_acked = nursery, on_acked
             for socket, _wake in list(self._pending.values()):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, settings
@@ -639,3 +640,40 @@ Slots.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_slots = Slots.TestCase
+
+
+# -- the daemon's stop: a deadline on the turns' scope ---------------------------------------------
+
+
+async def test_a_stopping_daemon_ends_once_its_turns_have_ended_well_inside_the_grace(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The turns' scope gets a deadline ``shutdown_grace`` away, and is cancelled as soon as every
+    turn has ended by its stop path: a claude that ignores SIGINT costs the stop grace and the close
+    grace, not the whole shutdown grace; it gets one SIGINT, and its pid stays in the record for the
+    next start to wait for."""
+    world = FakeWorld()
+    store = Store(tmp_path / "state")
+    manager = SubagentManager(
+        store,
+        host=world,
+        opener=world.opener,
+        courier_factory=lambda acked: FakeCourier(),
+        shutdown_grace=25.0,
+        stop_grace=10.0,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.serve)
+        manager.start("a", "work", caller("a", "False"), backend="claude")
+        while "a" not in world.current:
+            await manager.changed()
+        stopped_at = trio.current_time()
+        nursery.cancel_scope.cancel()
+    took = trio.current_time() - stopped_at
+    assert took == pytest.approx(10.0 + Config.__attrs_attrs__.close_grace.default)
+    agent = world.current["a"]
+    assert agent.sigints == 1 and not agent.exited.is_set()
+    record = manager.records["a"]
+    assert record.last is not None and record.last.stop_reason == "daemon_stopped"
+    assert [pid.pid for pid in record.agents] == [agent.pid] and record.agents[0].signalled
+    assert store.load("a") == record

@@ -22,6 +22,7 @@ class JsonRpcError(AcpError):
 
     @classmethod
     def from_wire(cls, error: dict[str, Any]) -> JsonRpcError:
+        """The error of a JSON-RPC ``error`` object (one missing its code or message still is one)."""
         code = error.get("code")
         message = error.get("message")
         return cls(

@@ -55,6 +55,7 @@ class Pending:
 
     @property
     def done(self) -> bool:
+        """Whether it has its answer (or its error)."""
         return self._done.is_set()
 
     def _settle(self, result: Any = None, error: BaseException | None = None) -> None:
@@ -63,6 +64,7 @@ class Pending:
             self._done.set()
 
     async def wait(self) -> Any:
+        """Its result, once answered; its error raised."""
         await self._done.wait()
         if self._error is not None:
             raise self._error
@@ -112,9 +114,11 @@ class Connection:
         return pending
 
     async def request(self, method: str, params: Any) -> Any:
+        """Send a request and wait for its result (its error raised)."""
         return await (await self.start_request(method, params)).wait()
 
     async def notify(self, method: str, params: Any) -> None:
+        """Send a notification."""
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
     # -- receiving ------------------------------------------------------------------------------
@@ -242,4 +246,5 @@ class Connection:
 
     @property
     def closed(self) -> bool:
+        """Whether the peer's output has ended (nothing more can be sent or awaited)."""
         return self._closed is not None

@@ -81,6 +81,9 @@ class _Turn:
 
 @attrs.define(eq=False)
 class AcpRuntime:
+    """The ACP runtime: one agent process serving the session's turns, one ``session/prompt``
+    each (see the module's docstring for its stop path)."""
+
     spec: RuntimeSpec
     config: Config
     _background: trio.Nursery
@@ -95,10 +98,12 @@ class AcpRuntime:
 
     @property
     def session_id(self) -> str | None:
+        """The ACP session the turns run in (None until one is created or loaded)."""
         return self._state.session_id
 
     @property
     def agent_pid(self) -> int | None:
+        """The running agent's pid (None while none runs)."""
         return self._link.process.pid if self._link else None
 
     @property
@@ -108,23 +113,29 @@ class AcpRuntime:
 
     @property
     def config_options(self) -> list[ConfigOption]:
+        """The session's configuration options, as the agent last told them."""
         return self._state.config_options
 
     @property
     def commands(self) -> list[str]:
+        """The slash commands the agent offers in the session."""
         return self._state.commands
 
     @property
     def context(self) -> ContextUsage | None:
+        """How full the session's context window is, as the agent last said (None: not yet)."""
         return self._state.context
 
     def option(self, category: str) -> ConfigOption | None:
+        """The session's configuration option of ``category`` (``model``, ``thought_level``...)."""
         return self._state.option(category)
 
     def canceller(self) -> TurnStopper:
+        """What stops the running turn: ``session/cancel``, then SIGINT if it goes unanswered."""
         return self._stopper
 
     def choices(self) -> AcpChoices:
+        """The models and effort levels the session offers now."""
         return AcpChoices(self._state)
 
     # -- the agent ------------------------------------------------------------------------------
@@ -191,6 +202,7 @@ class AcpRuntime:
     # -- turns ----------------------------------------------------------------------------------
 
     async def run(self, prompt: str, sink: Sink) -> TurnOutcome:
+        """One turn; past the compaction watermark, the session is compacted after it."""
         outcome = await self._exclusive(prompt, sink)
         if outcome.stop_reason is StopReason.COMPLETED and self.config.compaction.due(outcome.usage):
             log.info("context past the watermark: compacting")

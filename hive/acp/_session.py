@@ -153,9 +153,11 @@ class AcpChoices:
     state: SessionState
 
     def models(self) -> tuple[str, ...]:
+        """The values of the session's ``model`` option."""
         option = self.state.option("model")
         return tuple(option.values()) if option else ()
 
     def efforts(self) -> tuple[str, ...]:
+        """The values of the session's ``thought_level`` option."""
         option = self.state.option("thought_level")
         return tuple(option.values()) if option else ()

@@ -123,6 +123,7 @@ class Translator:
         await self.sink.write(Batch.of([init]))
 
     async def update(self, update: SessionUpdate) -> None:
+        """Write what ``update`` adds to the turn's stream (text, a tool call, the context usage)."""
         if isinstance(update, MessageChunk):
             await self._chunk(update)
         elif isinstance(update, ToolCall):

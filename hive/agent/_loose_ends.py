@@ -25,8 +25,7 @@ from typing import Any
 import attrs
 
 from hive._files import open_regular
-from hive.bash._records import LooseEnd, TaskRecord
-from hive.bash._wire import decode
+from hive.bash import LooseEnd, TaskRecord, decode
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 """A loose end or record larger than this is not one the daemon wrote (its largest holds a

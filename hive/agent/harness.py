@@ -157,7 +157,7 @@ async def serve_agent(
             log.info("serving the agent socket %s (state in %s)", options.agent_socket, options.state_dir)
             async with AsyncExitStack() as children:
                 if options.with_bash_daemon and not await bash_daemon_answers(options.bash_socket):
-                    from hive.bash._launch import running_daemon
+                    from hive.bash import running_daemon
 
                     daemon = [
                         "--state-dir",

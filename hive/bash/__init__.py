@@ -11,7 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hive.bash._errors import BadArgument, BashError, DaemonUnavailable, DiskError, NameBusy, UnknownTask
+    from hive.bash._launch import DaemonFailedToStart, running_daemon
     from hive.bash._model import TaskState
+    from hive.bash._records import LooseEnd, TaskRecord
+    from hive.bash._wire import RecordError, decode
     from hive.bash.client import BashClient, open_bash_client
     from hive.bash.daemon import DaemonConfig, serve_daemon
 
@@ -20,12 +23,18 @@ __all__ = [
     "BashClient",
     "BashError",
     "DaemonConfig",
+    "DaemonFailedToStart",
     "DaemonUnavailable",
     "DiskError",
+    "LooseEnd",
     "NameBusy",
+    "RecordError",
+    "TaskRecord",
     "TaskState",
     "UnknownTask",
+    "decode",
     "open_bash_client",
+    "running_daemon",
     "serve_daemon",
 ]
 
@@ -36,7 +45,13 @@ _HOMES = {
     "DiskError": "_errors",
     "NameBusy": "_errors",
     "UnknownTask": "_errors",
+    "DaemonFailedToStart": "_launch",
+    "running_daemon": "_launch",
     "TaskState": "_model",
+    "LooseEnd": "_records",
+    "TaskRecord": "_records",
+    "RecordError": "_wire",
+    "decode": "_wire",
     "BashClient": "client",
     "open_bash_client": "client",
     "DaemonConfig": "daemon",

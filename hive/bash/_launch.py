@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 class DaemonFailedToStart(RuntimeError):
-    pass
+    """The daemon ``running_daemon`` started exited before it said it was ready."""
 
 
 @attrs.define(eq=False)

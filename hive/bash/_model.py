@@ -16,6 +16,8 @@ import attrs
 
 
 class TaskState(enum.Enum):
+    """Where a task is in its life, as ``status`` and ``list`` show it."""
+
     PENDING = "pending"
     RUNNING = "running"
     DONE = "done"
@@ -25,6 +27,7 @@ class TaskState(enum.Enum):
 
     @property
     def final(self) -> bool:
+        """Whether the task has ended (no state follows this one)."""
         return self in _FINAL
 
 

@@ -33,9 +33,11 @@ class TaskRecord:
 
     @property
     def phase(self) -> Phase:
+        """Its state and why it is stopping or stopped, together."""
         return Phase(self.state, self.stop_reason)
 
     def duration(self, now: float) -> float | None:
+        """How long it ran (so far, at ``now``, if it still runs); None if it never started."""
         if self.started_at is None:
             return None
         return max(0.0, (self.ended_at if self.ended_at is not None else now) - self.started_at)

@@ -20,10 +20,13 @@ class RecordError(ValueError):
 
 
 def encode(value: TaskRecord | LooseEnd) -> bytes:
+    """``value`` as the one JSON line its file holds."""
     return json.dumps(converter.unstructure(value), separators=(",", ":")).encode() + b"\n"
 
 
 def decode(data: bytes, cls: type[T]) -> T:
+    """The record of type ``cls`` (a task record or a loose end) that ``data`` holds; RecordError
+    if it holds none."""
     try:
         raw: Any = json.loads(data)
         return converter.structure(raw, cls)

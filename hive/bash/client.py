@@ -279,6 +279,7 @@ class BashClient:
         timeout_secs: float | None = None,
         wait_seconds: float = 3.0,
     ) -> CallResult:
+        """The ``run`` tool: start ``cmd`` in the background and wait up to ``wait_seconds`` for it."""
         args: dict[str, Any] = {"cmd": cmd, "wait_seconds": wait_seconds}
         if name is not None:
             args["name"] = name
@@ -287,12 +288,15 @@ class BashClient:
         return await self.call("run", args)
 
     async def status(self, task_id: str, *, wait_seconds: float = 0.0) -> CallResult:
+        """The ``status`` tool: the task ``task_id``, after waiting up to ``wait_seconds`` for its end."""
         return await self.call("status", {"id": task_id, "wait_seconds": wait_seconds})
 
     async def stop(self, task_id: str) -> CallResult:
+        """The ``stop`` tool: stop the task ``task_id``; its status once it has ended."""
         return await self.call("stop", {"id": task_id})
 
     async def list(self, *, limit: int | None = None) -> CallResult:
+        """The ``list`` tool: the tasks, the latest ``limit`` of them if given."""
         return await self.call("list", {} if limit is None else {"limit": limit})
 
     async def _handshake(self) -> None:

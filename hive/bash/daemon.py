@@ -37,6 +37,9 @@ T = TypeVar("T")
 
 @attrs.frozen
 class DaemonConfig:
+    """What ``serve_daemon`` serves: its state directory and socket, where it wakes the agent,
+    and its limits."""
+
     state_dir: Path
     socket: Path
     agent_socket: Path | None = None

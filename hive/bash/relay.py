@@ -26,6 +26,11 @@ that is not there:
 It exits when stdin ends and every request relayed to the daemon has been answered (or has
 timed out): with status 0 if it is then connected to the daemon (or never needed one), 1 if
 the daemon was unreachable, went away or refused it.
+
+What the relay decides is in small pieces without I/O, each with one job: ``read_client_line``
+checks what the client sends, ``Owed`` keeps the answers the daemon owes and their deadlines,
+``Handshake`` the client's handshake and its replay, ``StandIn`` answers for an absent daemon.
+``_Relay`` only polls the two ends (``_Client``, ``_Daemon``) and moves lines between them.
 """
 
 from __future__ import annotations
@@ -118,160 +123,187 @@ def _is_id(value: object) -> bool:
     return isinstance(value, str | int | float) and not isinstance(value, bool)
 
 
-class _Relay:
-    def __init__(self, path: str, reply_timeout: float) -> None:
-        self.path = path
+# -- what comes from the client: lines into messages ---------------------------------------------
+
+
+class Invalid:
+    """A client line or message that goes no further: the error the relay answers it with."""
+
+    __slots__ = ("code", "text")
+
+    def __init__(self, code: int, text: str) -> None:
+        self.code = code
+        self.text = text
+
+
+class ClientMessage:
+    """A JSON-RPC message from the client, read just enough to route it."""
+
+    __slots__ = ("message", "method", "raw", "request_id")
+
+    def __init__(self, message: dict[str, object], raw: bytes | None) -> None:
+        self.message = message
+        self.raw = raw
+        """The line it came as (None for a message of a batch): relayed as it is."""
+        method = message.get("method")
+        self.method = method if isinstance(method, str) else None
+        request_id = message.get("id")
+        self.request_id = request_id if self.method is not None else None
+        """Not None for a request, which is owed an answer."""
+
+    @property
+    def line(self) -> bytes:
+        """The message as a line to the daemon."""
+        return self.raw + b"\n" if self.raw is not None else _line(self.message)
+
+    @property
+    def cancelled(self) -> object:
+        """The request a ``notifications/cancelled`` names (None for any other message)."""
+        if self.method != "notifications/cancelled" or self.request_id is not None:
+            return None
+        params = self.message.get("params")
+        cancelled = params.get("requestId") if isinstance(params, dict) else None
+        return cancelled if _is_id(cancelled) else None
+
+
+def read_client_line(line: bytes) -> list[ClientMessage | Invalid]:
+    """The messages of one client line (a JSON-RPC batch is its messages), each checked."""
+    if not line.strip():
+        return []
+    try:
+        message = json.loads(line)
+    except ValueError as exc:
+        return [Invalid(PARSE_ERROR, f"not JSON: {exc}")]
+    if not isinstance(message, list):
+        return [_checked(message, line)]
+    found: list[ClientMessage | Invalid] = []
+    if not message:
+        found.append(Invalid(INVALID_REQUEST, "an empty batch"))
+    found.extend(_checked(item, None) for item in message)
+    return found
+
+
+def _checked(message: object, raw: bytes | None) -> ClientMessage | Invalid:
+    if not isinstance(message, dict):
+        return Invalid(INVALID_REQUEST, "not a JSON-RPC message: expected an object")
+    checked = ClientMessage(message, raw)
+    if checked.request_id is not None and not _is_id(checked.request_id):
+        return Invalid(INVALID_REQUEST, "a request's id must be a string or a number")
+    return checked
+
+
+# -- the answers the daemon owes, and their deadlines ----------------------------------------------
+
+
+class Owed:
+    """The requests sent to the daemon and not yet answered, each with its deadline."""
+
+    def __init__(self, reply_timeout: float) -> None:
         self.reply_timeout = reply_timeout
-        self.sock: socket.socket | None = None
-        self.to_daemon = bytearray()
-        self.from_daemon = bytearray()
-        self.from_client = bytearray()
-        self.stdin_open = True
-        self.shut = False
-        # The client's handshake, replayed to a daemon reached after it.
-        self.handshake: dict[str, object] | None = None
-        self.initialized = False
-        self.answered_initialize = False  # we answered it ourselves, advertising tools.listChanged
-        self.listed_tools = False  # we answered tools/list ourselves since the last connection
-        # Client requests sent to the daemon: id -> (deadline, id, method).
-        self.pending: dict[object, tuple[float, object, str]] = {}
-        # Our own requests to the daemon (the replayed initialize): id -> deadline.
+        self.requests: dict[object, tuple[float, object, str]] = {}
+        """The client's: id -> (deadline, id, method)."""
         self.own: dict[str, float] = {}
-        self.replays = 0
-        self.reason = ""  # why the daemon is not reachable (empty: never tried, or connected)
-        self.logged = ""
-        self.refused: str | None = None
+        """The relay's own (the replayed initialize): id -> deadline."""
 
-    # -- the loop ---------------------------------------------------------------------------------
+    def expect(self, request_id: object, method: str) -> None:
+        """The client's request ``request_id`` has gone to the daemon."""
+        self.requests[request_id] = (time.monotonic() + self.reply_timeout, request_id, method)
 
-    def run(self) -> int:
-        try:
-            while self.stdin_open or self.pending:
-                self._step()
-            self._flush()  # best effort: what is left is not a request (a notification, say)
-        except _ClientGone:
-            pass
-        if self.sock is not None:
-            return 0
-        return 1 if self.reason or self.refused else 0
+    def expect_own(self, own_id: str) -> None:
+        """The relay's own request ``own_id`` has gone to the daemon."""
+        self.own[own_id] = time.monotonic() + self.reply_timeout
 
-    def _step(self) -> None:
-        poller = select.poll()
-        if self.stdin_open and len(self.to_daemon) < MAX_BUFFERED:
-            poller.register(0, select.POLLIN)
-        if self.sock is not None:
-            poller.register(self.sock, select.POLLIN | (select.POLLOUT if self.to_daemon else 0))
-        deadline = self._next_deadline()
-        timeout = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000) + 1)
-        events = dict(poller.poll(timeout))
-        # The daemon's side first: a connection it has closed is seen before the next request.
-        if self.sock is not None:
-            ready = events.get(self.sock.fileno(), 0)
-            if ready & select.POLLOUT:
-                self._flush()
-            if ready & _POLL_IN and self.sock is not None:
-                self._read_daemon()
-        if events.get(0, 0) & _POLL_IN:
-            self._read_client()
-        self._expire(time.monotonic())
-        if not self.stdin_open and self.sock is not None and not self.to_daemon and not self.shut:
-            # Tell the daemon the session is over; it still answers what it has read.
-            self.shut = True
-            with contextlib.suppress(OSError):
-                self.sock.shutdown(socket.SHUT_WR)
+    def cancel(self, request_id: object) -> None:
+        """The client cancelled its request: an answer to it is not passed on."""
+        self.requests.pop(request_id, None)
 
-    def _next_deadline(self) -> float | None:
-        deadlines = [entry[0] for entry in self.pending.values()] + list(self.own.values())
+    def answered(self, request_id: object) -> bool:
+        """The daemon answered the client's request; False if it was not owed (late, cancelled)."""
+        return self.requests.pop(request_id, None) is not None
+
+    def answered_own(self, request_id: object) -> bool:
+        """Whether the daemon's answer to ``request_id`` is to a request of the relay's own."""
+        if isinstance(request_id, str) and request_id in self.own:
+            del self.own[request_id]
+            return True
+        return False
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline (None: nothing is owed)."""
+        deadlines = [entry[0] for entry in self.requests.values()] + list(self.own.values())
         return min(deadlines) if deadlines else None
 
-    def _expire(self, now: float) -> None:
-        for key, (deadline, request_id, method) in list(self.pending.items()):
-            if deadline <= now:
-                del self.pending[key]
-                self._error(
-                    request_id,
-                    TIMED_OUT,
-                    f"the bash daemon at {self.path} has not answered this {method} request within "
-                    f"{self.reply_timeout:g} s, longer than any call may ask it to wait ({MAX_WAIT:g} s): "
-                    "it may be wedged (see its log, or restart hive-bash-daemon). A late answer is "
-                    "dropped; later requests are still sent to it.",
-                )
-        for own_id, deadline in list(self.own.items()):
-            if deadline <= now:
-                del self.own[own_id]
-                self._log(f"the daemon at {self.path} did not answer the replayed initialize")
+    def expire(self, now: float) -> tuple[list[tuple[object, str]], list[str]]:
+        """Take out what is owed past its deadline: the client's (id, method), the relay's own ids."""
+        late = [
+            (request_id, method) for deadline, request_id, method in self.requests.values() if deadline <= now
+        ]
+        for request_id, _method in late:
+            del self.requests[request_id]
+        late_own = [own_id for own_id, deadline in self.own.items() if deadline <= now]
+        for own_id in late_own:
+            del self.own[own_id]
+        return late, late_own
 
-    # -- the client's side ------------------------------------------------------------------------
+    def take_all(self) -> list[tuple[object, str]]:
+        """Take out every client request still owed (the daemon will not answer them now)."""
+        taken = [(request_id, method) for _deadline, request_id, method in self.requests.values()]
+        self.requests.clear()
+        return taken
 
-    def _read_client(self) -> None:
-        try:
-            data = os.read(0, READ_SIZE)
-        except OSError:
-            data = b""
-        if data:
-            self.from_client += data
-            for line in _lines(self.from_client):
-                self._client_line(line)
-            return
-        self.stdin_open = False
-        if self.from_client:
-            line = bytes(self.from_client)
-            self.from_client.clear()
-            self._client_line(line)
 
-    def _client_line(self, line: bytes) -> None:
-        if not line.strip():
-            return
-        try:
-            message = json.loads(line)
-        except ValueError as exc:
-            self._error(None, PARSE_ERROR, f"not JSON: {exc}")
-            return
-        if isinstance(message, list):
-            if not message:
-                self._error(None, INVALID_REQUEST, "an empty batch")
-            for item in message:
-                self._client_message(item, None)
-        else:
-            self._client_message(message, line)
+# -- the client's handshake, replayed to a daemon reached after it -------------------------------
 
-    def _client_message(self, message: object, raw: bytes | None) -> None:
-        if not isinstance(message, dict):
-            self._error(None, INVALID_REQUEST, "not a JSON-RPC message: expected an object")
-            return
-        method = message.get("method")
-        request_id = message.get("id")
-        is_request = isinstance(method, str) and request_id is not None
-        if is_request:
-            if not _is_id(request_id):
-                self._error(None, INVALID_REQUEST, "a request's id must be a string or a number")
-                return
-            if method == "initialize":
-                self.handshake = message
-            if self.sock is None:
-                self._connect(replay=method != "initialize")
-        elif method == "notifications/initialized":
+
+class Handshake:
+    """The client's ``initialize`` and whether it sent ``notifications/initialized``."""
+
+    def __init__(self) -> None:
+        self.initialize: dict[str, object] | None = None
+        self.initialized = False
+        self.replays = 0
+
+    def note(self, message: ClientMessage) -> None:
+        """Keep what of ``message`` a replay needs."""
+        if message.request_id is not None:
+            if message.method == "initialize":
+                self.initialize = message.message
+        elif message.method == "notifications/initialized":
             self.initialized = True
-        elif method == "notifications/cancelled":
-            params = message.get("params")
-            cancelled = params.get("requestId") if isinstance(params, dict) else None
-            if _is_id(cancelled):
-                self.pending.pop(cancelled, None)
-        if self.sock is not None:
-            if is_request:
-                self.pending[request_id] = (time.monotonic() + self.reply_timeout, request_id, str(method))
-            self._send(raw + b"\n" if raw is not None else _line(message))
-        elif is_request:
-            self._answer_alone(request_id, str(method), message.get("params"))
-        # A notification or a response for a daemon that is not there has no one to go to.
 
-    def _answer_alone(self, request_id: object, method: str, params: object) -> None:
-        """Answer a request with no daemon to relay it to."""
-        if self.refused is not None:
-            self._error(request_id, REFUSED, self.refused)
-            return
+    def replay(self) -> tuple[str, bytes] | None:
+        """The id of a replayed ``initialize`` and the lines that replay the handshake (None if
+        the client has sent none)."""
+        if self.initialize is None:
+            return None
+        self.replays += 1
+        own_id = f"hive-bash-mcp:replayed-initialize:{self.replays}"
+        replayed: dict[str, object] = {"jsonrpc": "2.0", "id": own_id, "method": "initialize"}
+        if "params" in self.initialize:
+            replayed["params"] = self.initialize["params"]
+        lines = _line(replayed)
+        if self.initialized:
+            lines += _line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return own_id, lines
+
+
+# -- the stand-in for a daemon that is not there -------------------------------------------------
+
+
+class StandIn:
+    """Answers the client's requests while no daemon can be reached (or one refused the relay)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.answered_initialize = False
+        """It answered ``initialize``, advertising ``tools.listChanged``."""
+        self.listed_tools = False
+        """It answered ``tools/list`` since the daemon was last reached."""
+
+    def answer(self, request_id: object, method: str, params: object, reason: str) -> bytes:
+        """The line that answers the request, the daemon being unreachable for ``reason``."""
         message = (
-            f"hive-bash-mcp cannot reach the bash daemon at {self.path}: {self.reason}. Start it with "
+            f"hive-bash-mcp cannot reach the bash daemon at {self.path}: {reason}. Start it with "
             "`hive-bash-daemon`, or point HIVE_BASH_SOCKET (or --socket) at its socket."
         )
         result: dict[str, object]
@@ -284,7 +316,7 @@ class _Relay:
                 "instructions": (
                     "Background shell execution: `run` starts a command, `status` checks on or waits "
                     "for a task, `stop` ends one, `list` shows them all. The bash daemon was not "
-                    f"reachable when this session began ({self.path}: {self.reason}); each call "
+                    f"reachable when this session began ({self.path}: {reason}); each call "
                     "tries it again, and says why if it still cannot."
                 ),
             }
@@ -305,19 +337,241 @@ class _Relay:
         elif method == "tools/call":
             result = {"content": [{"type": "text", "text": message}], "isError": True}
         else:
-            self._error(request_id, UNAVAILABLE, message)
-            return
-        self._write(_line({"jsonrpc": "2.0", "id": request_id, "result": result}))
+            return _error_line(request_id, UNAVAILABLE, message)
+        return _line({"jsonrpc": "2.0", "id": request_id, "result": result})
 
-    def _error(self, request_id: object, code: int, message: str) -> None:
-        error = {"code": code, "message": message}
-        self._write(_line({"jsonrpc": "2.0", "id": request_id, "error": error}))
+    def tools_changed(self) -> bool:
+        """The daemon is reached: whether the client holds this stand-in's tool list (once)."""
+        if self.answered_initialize and self.listed_tools:
+            self.listed_tools = False
+            return True
+        return False
 
-    def _write(self, data: bytes) -> None:
+
+def _error_line(request_id: object, code: int, message: str) -> bytes:
+    return _line({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+
+
+# -- the two ends: the client's stdio and the daemon's socket -------------------------------------
+
+
+class _Client:
+    """The client's end: stdin read into lines, answers written to stdout."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.open = True
+        """stdin has not ended."""
+
+    def read(self) -> list[bytes]:
+        """The complete lines read (at the end of stdin, the rest as the last line)."""
+        try:
+            data = os.read(0, READ_SIZE)
+        except OSError:
+            data = b""
+        if data:
+            self.buffer += data
+            return _lines(self.buffer)
+        self.open = False
+        rest = bytes(self.buffer)
+        self.buffer.clear()
+        return [rest] if rest else []
+
+    def write(self, data: bytes) -> None:
+        """Write ``data`` whole; ``_ClientGone`` once the client has closed stdout."""
         try:
             _write_all(1, data)
         except BrokenPipeError:
             raise _ClientGone from None
+
+
+class _DaemonGone(Exception):
+    """The connection to the daemon broke (the reason is the message)."""
+
+
+class _Daemon:
+    """The daemon's end: a non-blocking connection, what is still to send, and what is read."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.sock: socket.socket | None = None
+        self.outgoing = bytearray()
+        self.incoming = bytearray()
+        self.shut = False
+        """The relay has said it sends no more (its client's stdin ended)."""
+
+    def connect(self) -> None:
+        """Try the socket once, without waiting (``OSError`` if there is no daemon to reach)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(self.path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+        self.shut = False
+
+    def queue(self, data: bytes) -> None:
+        """Add ``data`` to what is to be sent."""
+        self.outgoing += data
+
+    def flush(self) -> None:
+        """Send what the socket takes now; ``_DaemonGone`` (and nothing left to send) if it broke."""
+        while self.outgoing and self.sock is not None:
+            try:
+                sent = self.sock.send(self.outgoing)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                self.outgoing.clear()
+                raise _DaemonGone(exc.strerror or str(exc)) from None
+            del self.outgoing[:sent]
+
+    def receive(self) -> list[bytes] | None:
+        """The complete lines the daemon wrote (None: nothing to read yet); ``_DaemonGone`` at
+        the end of the connection."""
+        assert self.sock is not None
+        try:
+            data = self.sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            raise _DaemonGone(exc.strerror or str(exc)) from None
+        if not data:
+            raise _DaemonGone("the daemon closed the connection")
+        self.incoming += data
+        return _lines(self.incoming)
+
+    def shut_down(self) -> None:
+        """Tell the daemon the session is over; it still answers what it has read."""
+        assert self.sock is not None
+        self.shut = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        """Drop the connection and whatever was still to go either way."""
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = None
+        self.outgoing.clear()
+        self.incoming.clear()
+
+
+class _Log:
+    """Lines to stderr, each said once in a row."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    def __call__(self, text: str) -> None:
+        if text != self.last:
+            self.last = text
+            print(f"hive-bash-mcp: {text}", file=sys.stderr, flush=True)
+
+
+# -- the relay: the poll loop, moving lines between the two ends --------------------------------------
+
+
+class _Relay:
+    """Moves lines between the client and the daemon; the pieces above decide what each line is
+    and what the relay answers when the daemon does not."""
+
+    def __init__(self, path: str, reply_timeout: float) -> None:
+        self.path = path
+        self.reply_timeout = reply_timeout
+        self.client = _Client()
+        self.daemon = _Daemon(path)
+        self.owed = Owed(reply_timeout)
+        self.handshake = Handshake()
+        self.stand_in = StandIn(path)
+        self.log = _Log()
+        self.reason = ""  # why the daemon is not reachable (empty: never tried, or connected)
+        self.refused: str | None = None
+
+    def run(self) -> int:
+        try:
+            while self.client.open or self.owed.requests:
+                self._step()
+            self._flush()  # best effort: what is left is not a request (a notification, say)
+        except _ClientGone:
+            pass
+        if self.daemon.sock is not None:
+            return 0
+        return 1 if self.reason or self.refused else 0
+
+    def _step(self) -> None:
+        poller = select.poll()
+        if self.client.open and len(self.daemon.outgoing) < MAX_BUFFERED:
+            poller.register(0, select.POLLIN)
+        if self.daemon.sock is not None:
+            poller.register(self.daemon.sock, select.POLLIN | (select.POLLOUT if self.daemon.outgoing else 0))
+        deadline = self.owed.next_deadline()
+        timeout = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000) + 1)
+        events = dict(poller.poll(timeout))
+        # The daemon's side first: a connection it has closed is seen before the next request.
+        if self.daemon.sock is not None:
+            ready = events.get(self.daemon.sock.fileno(), 0)
+            if ready & select.POLLOUT:
+                self._flush()
+            if ready & _POLL_IN and self.daemon.sock is not None:
+                self._read_daemon()
+        if events.get(0, 0) & _POLL_IN:
+            for line in self.client.read():
+                self._client_line(line)
+        self._expire(time.monotonic())
+        daemon = self.daemon
+        if not self.client.open and daemon.sock is not None and not daemon.outgoing and not daemon.shut:
+            daemon.shut_down()
+
+    def _expire(self, now: float) -> None:
+        late, late_own = self.owed.expire(now)
+        for request_id, method in late:
+            self._error(
+                request_id,
+                TIMED_OUT,
+                f"the bash daemon at {self.path} has not answered this {method} request within "
+                f"{self.reply_timeout:g} s, longer than any call may ask it to wait ({MAX_WAIT:g} s): "
+                "it may be wedged (see its log, or restart hive-bash-daemon). A late answer is "
+                "dropped; later requests are still sent to it.",
+            )
+        for _own_id in late_own:
+            self.log(f"the daemon at {self.path} did not answer the replayed initialize")
+
+    # -- the client's side ------------------------------------------------------------------------
+
+    def _client_line(self, line: bytes) -> None:
+        for message in read_client_line(line):
+            if isinstance(message, Invalid):
+                self._error(None, message.code, message.text)
+            else:
+                self._client_message(message)
+
+    def _client_message(self, message: ClientMessage) -> None:
+        request_id, method = message.request_id, message.method
+        self.handshake.note(message)
+        if request_id is not None and self.daemon.sock is None:
+            self._connect(replay=method != "initialize")
+        if message.cancelled is not None:
+            self.owed.cancel(message.cancelled)
+        if self.daemon.sock is not None:
+            if request_id is not None:
+                self.owed.expect(request_id, str(method))
+            self._send(message.line)
+        elif request_id is not None:
+            self._answer_alone(request_id, str(method), message.message.get("params"))
+        # A notification or a response for a daemon that is not there has no one to go to.
+
+    def _answer_alone(self, request_id: object, method: str, params: object) -> None:
+        """Answer a request with no daemon to relay it to."""
+        if self.refused is not None:
+            self._error(request_id, REFUSED, self.refused)
+            return
+        self.client.write(self.stand_in.answer(request_id, method, params, self.reason))
+
+    def _error(self, request_id: object, code: int, message: str) -> None:
+        self.client.write(_error_line(request_id, code, message))
 
     # -- the daemon's side ------------------------------------------------------------------------
 
@@ -325,66 +579,45 @@ class _Relay:
         """Try the socket once, without waiting; on success, replay the client's handshake."""
         if self.refused is not None:
             return
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.setblocking(False)
         try:
-            sock.connect(self.path)
+            self.daemon.connect()
         except OSError as exc:
-            sock.close()
             self.reason = _reason(exc)
-            self._log(f"cannot reach the bash daemon at {self.path}: {self.reason}")
+            self.log(f"cannot reach the bash daemon at {self.path}: {self.reason}")
             return
-        self.sock = sock
-        self.shut = False
         self.reason = ""
-        self.logged = ""
-        if replay and self.handshake is not None:
-            self.replays += 1
-            own_id = f"hive-bash-mcp:replayed-initialize:{self.replays}"
-            self.own[own_id] = time.monotonic() + self.reply_timeout
-            replayed: dict[str, object] = {"jsonrpc": "2.0", "id": own_id, "method": "initialize"}
-            if "params" in self.handshake:
-                replayed["params"] = self.handshake["params"]
-            self._send(_line(replayed))
-            if self.initialized:
-                self._send(_line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        self.log.last = ""
+        replayed = self.handshake.replay() if replay else None
+        if replayed is not None:
+            own_id, lines = replayed
+            self.owed.expect_own(own_id)
+            self._send(lines)
 
     def _send(self, data: bytes) -> None:
-        self.to_daemon += data
+        self.daemon.queue(data)
         self._flush()
 
     def _flush(self) -> None:
-        while self.to_daemon and self.sock is not None:
-            try:
-                sent = self.sock.send(self.to_daemon)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                # The daemon is gone; what it wrote before going (a refusal, say) is still to read.
-                self.to_daemon.clear()
-                while self.sock is not None and self._read_daemon():
-                    pass
-                if self.sock is not None:
-                    self._lost(exc.strerror or str(exc))
-                return
-            del self.to_daemon[:sent]
+        try:
+            self.daemon.flush()
+        except _DaemonGone as gone:
+            # The daemon is gone; what it wrote before going (a refusal, say) is still to read.
+            while self.daemon.sock is not None and self._read_daemon():
+                pass
+            if self.daemon.sock is not None:
+                self._lost(str(gone))
 
     def _read_daemon(self) -> bool:
         """Take what the daemon wrote; False if there was nothing to take yet."""
-        assert self.sock is not None
         try:
-            data = self.sock.recv(READ_SIZE)
-        except BlockingIOError:
+            lines = self.daemon.receive()
+        except _DaemonGone as gone:
+            self._lost(str(gone))
+            return True
+        if lines is None:
             return False
-        except OSError as exc:
-            self._lost(exc.strerror or str(exc))
-            return True
-        if not data:
-            self._lost("the daemon closed the connection")
-            return True
-        self.from_daemon += data
-        for line in _lines(self.from_daemon):
-            if self.sock is None:
+        for line in lines:
+            if self.daemon.sock is None:
                 break
             self._daemon_line(line)
         return True
@@ -400,26 +633,24 @@ class _Relay:
                 self._refuse(reason)
                 return
             request_id = message.get("id")
-            if isinstance(request_id, str) and request_id in self.own:
-                del self.own[request_id]
+            if self.owed.answered_own(request_id):
                 if "error" in message:
-                    self._log(f"the daemon refused the replayed initialize: {message['error']}")
-                elif self.answered_initialize and self.listed_tools:
+                    self.log(f"the daemon refused the replayed initialize: {message['error']}")
+                elif self.stand_in.tools_changed():
                     # The client holds our stand-in tool list: have it fetch the daemon's.
-                    self.listed_tools = False
-                    self._write(_line({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+                    self.client.write(_line({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
                 return
-            if _is_id(request_id) and self.pending.pop(request_id, None) is None:
-                self._log(
+            if _is_id(request_id) and not self.owed.answered(request_id):
+                self.log(
                     f"dropped the daemon's answer to {request_id!r}: it came too late (or was cancelled)"
                 )
                 return
-        self._write(line + b"\n")
+        self.client.write(line + b"\n")
 
     def _lost(self, why: str) -> None:
         self._close()
         self.reason = why
-        for _deadline, request_id, method in self.pending.values():
+        for request_id, method in self.owed.take_all():
             self._error(
                 request_id,
                 UNAVAILABLE,
@@ -427,28 +658,17 @@ class _Relay:
                 f"({why}); whether it was carried out is unknown (`list` shows the tasks once it is "
                 "back). The next request reconnects.",
             )
-        self.pending.clear()
 
     def _refuse(self, reason: str) -> None:
         self._close()
         self.refused = f"hive-bash-mcp cannot use the bash daemon at {self.path}: {reason}"
-        self._log(self.refused)
-        for _deadline, request_id, _method in self.pending.values():
+        self.log(self.refused)
+        for request_id, _method in self.owed.take_all():
             self._error(request_id, REFUSED, self.refused)
-        self.pending.clear()
 
     def _close(self) -> None:
-        if self.sock is not None:
-            self.sock.close()
-        self.sock = None
-        self.to_daemon.clear()
-        self.from_daemon.clear()
-        self.own.clear()
-
-    def _log(self, text: str) -> None:
-        if text != self.logged:
-            self.logged = text
-            print(f"hive-bash-mcp: {text}", file=sys.stderr, flush=True)
+        self.daemon.close()
+        self.owed.own.clear()
 
 
 def _lines(buffer: bytearray) -> list[bytes]:

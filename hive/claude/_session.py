@@ -77,9 +77,11 @@ class ClaudeChoices:
     """What the claude CLI accepts: its model aliases (and any full model id) and effort levels."""
 
     def models(self) -> tuple[str, ...]:
+        """claude's model aliases (``--model`` takes any full model id too)."""
         return MODELS
 
     def efforts(self) -> tuple[str, ...]:
+        """claude's effort levels."""
         return EFFORTS
 
 
@@ -123,12 +125,15 @@ class InfiniteSession:
 
     @property
     def session_id(self) -> str | None:
+        """The session the next turn resumes (None: it starts a new one)."""
         return self._session_id
 
     def canceller(self) -> TurnStopper:
+        """What stops the running turn: SIGINT to its claude."""
         return self._stopper
 
     def choices(self) -> ClaudeChoices:
+        """What the claude CLI accepts."""
         return ClaudeChoices()
 
     async def archive(self) -> None:
@@ -137,6 +142,7 @@ class InfiniteSession:
         self.context = None
 
     async def run(self, prompt: str, sink: Sink) -> TurnOutcome:
+        """One turn; past the compaction watermark, a checkpoint turn and ``/compact`` follow it."""
         outcome = await self._exclusive(prompt, sink)
         policy = self.config.compaction
         if outcome.stop_reason is StopReason.COMPLETED and policy.due(outcome.usage):

@@ -63,6 +63,7 @@ class Prestart:
     command: AgentCommand
 
     def matches(self, cwd: Path, command: AgentCommand) -> bool:
+        """Whether this agent is the one the runtime would spawn for ``command`` in ``cwd``."""
         return (
             self.cwd == cwd
             and self.command.argv == command.argv

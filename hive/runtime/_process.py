@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 @attrs.frozen
 class SentSignal:
+    """A signal hive sent to an agent: to which process group, which, and when."""
+
     pid: int
     signal: str
     at: float
@@ -45,6 +47,9 @@ runtime that started it; it stays referenced here, never killed, until it exits 
 
 @attrs.define(eq=False)
 class AgentProcess:
+    """An agent process a runtime started: its pipes as Trio streams, its exit awaited on a
+    pidfd, and at most one SIGINT to its process group."""
+
     popen: subprocess.Popen[bytes]
     argv: tuple[str, ...]
     stdin: trio.lowlevel.FdStream | None
@@ -73,6 +78,7 @@ class AgentProcess:
 
     @property
     def pid(self) -> int:
+        """Its pid (and its process group's id: it leads a group of its own)."""
         return self.popen.pid
 
     @property
@@ -159,10 +165,12 @@ class AgentGroup:
     _agents: set[AgentProcess] = attrs.field(factory=set)
 
     def add(self, agent: AgentProcess) -> None:
+        """Hold ``agent`` (and forget those that have exited)."""
         self._agents = {a for a in self._agents if a.returncode is None}
         self._agents.add(agent)
 
     async def close(self, grace: float) -> None:
+        """SIGINT to each agent still running, then at most ``grace`` seconds for them to exit."""
         running = [agent for agent in self._agents if agent.returncode is None]
         self._agents.clear()
         for agent in running:
@@ -238,6 +246,7 @@ class StderrTail:
     _data: bytearray = attrs.field(factory=bytearray)
 
     async def drain(self, stream: trio.abc.ReceiveStream) -> None:
+        """Read ``stream`` to its end, keeping its last ``limit`` bytes."""
         try:
             while chunk := await stream.receive_some(65536):
                 self._data += chunk
@@ -247,4 +256,5 @@ class StderrTail:
             pass
 
     def text(self) -> str:
+        """What is kept, as text."""
         return bytes(self._data[-self.limit :]).decode("utf-8", errors="replace")

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 
 
 class StopReason(enum.Enum):
+    """Why a turn ended."""
+
     COMPLETED = "completed"
     """The agent ended the turn (its result may still be an error)."""
     CANCELLED = "cancelled"
@@ -64,8 +66,11 @@ class StopReason(enum.Enum):
 
 @attrs.frozen
 class TurnOutcome:
+    """How a turn ended, as ``Runtime.run`` returns it: why, in which session, its result."""
+
     stop_reason: StopReason
     session_id: str | None
+    """The agent's session the turn ran in (the one the next turn resumes)."""
     is_error: bool
     synthesized: bool = False
     """Whether the turn's result was made by hive because the agent gave none."""
@@ -82,7 +87,9 @@ class TurnOutcome:
 class Canceller(Protocol):
     """Stops whatever turn is running (the SIGINT path); does nothing between turns."""
 
-    def cancel(self) -> None: ...
+    def cancel(self) -> None:
+        """Stop the running turn (its stop path sends the agent SIGINT); nothing between turns."""
+        ...
 
 
 @attrs.define(eq=False)
@@ -95,6 +102,7 @@ class Progress:
 
     @contextmanager
     def waiting(self, what: str) -> Iterator[None]:
+        """Say the runtime is waiting for ``what`` inside the block."""
         before, self.waiting_for = self.waiting_for, what
         yield
         self.waiting_for = before
@@ -103,14 +111,22 @@ class Progress:
 class Choices(Protocol):
     """The models and effort levels on offer now."""
 
-    def models(self) -> tuple[str, ...]: ...
+    def models(self) -> tuple[str, ...]:
+        """The models a turn may be run with."""
+        ...
 
-    def efforts(self) -> tuple[str, ...]: ...
+    def efforts(self) -> tuple[str, ...]:
+        """The effort levels a turn may be run with."""
+        ...
 
 
 class Runtime(Protocol):
+    """An agent's session, driven a turn at a time: what every backend (claude, ACP) offers."""
+
     @property
-    def session_id(self) -> str | None: ...
+    def session_id(self) -> str | None:
+        """The agent's session the turns run in (None until one is started or resumed)."""
+        ...
 
     async def run(self, prompt: str, sink: Sink) -> TurnOutcome:
         """One turn."""
@@ -124,6 +140,10 @@ class Runtime(Protocol):
         """End this session; the next turn starts a new one."""
         ...
 
-    def canceller(self) -> Canceller: ...
+    def canceller(self) -> Canceller:
+        """What stops the running turn (from another task)."""
+        ...
 
-    def choices(self) -> Choices: ...
+    def choices(self) -> Choices:
+        """The models and effort levels on offer now."""
+        ...

@@ -20,6 +20,8 @@ from hive.runtime._protocol import Progress, Runtime
 
 
 class Backend(enum.Enum):
+    """Which runtime runs an agent's turns (``HIVE_RUNTIME``)."""
+
     CLAUDE = "claude"
     ACP = "acp"
 

@@ -30,6 +30,7 @@ class TurnStopper:
     _busy: bool = False
 
     def cancel(self) -> None:
+        """Stop the running turn (or the wait for its agent's own end, if it is already stopped)."""
         if self.grace is not None:
             self.grace.cancel()
         elif self.running is not None:

@@ -37,6 +37,7 @@ class Batch:
         return self.data.split(b"\n")[:-1]
 
     def objects(self) -> Iterator[JsonObject]:
+        """The lines as JSON objects, untyped."""
         for line in self.lines():
             yield json.loads(line)
 
@@ -52,6 +53,7 @@ class Batch:
 
     @classmethod
     def of(cls, messages: Iterable[StreamMessage | JsonObject]) -> Batch:
+        """A batch of ``messages``, one line each."""
         return cls(b"".join(encode_message(m) for m in messages))
 
 
@@ -78,6 +80,7 @@ class LineFramer:
     _skipping: bool = False
 
     def feed(self, chunk: bytes | bytearray) -> tuple[Batch | None, list[Dropped]]:
+        """The whole lines ``chunk`` completes (None if none), and what of it was dropped."""
         dropped: list[Dropped] = []
         end = chunk.rfind(b"\n")
         if end < 0:

@@ -20,6 +20,8 @@ JsonObject = dict[str, Any]
 
 @attrs.frozen
 class TextBlock:
+    """Text the agent wrote."""
+
     text: str
     type: str = "text"
     extra: JsonObject = attrs.field(factory=dict)
@@ -27,6 +29,8 @@ class TextBlock:
 
 @attrs.frozen
 class ThinkingBlock:
+    """The agent's thinking (with the signature the API checks when it is sent back)."""
+
     thinking: str
     signature: str = ""
     type: str = "thinking"
@@ -35,6 +39,8 @@ class ThinkingBlock:
 
 @attrs.frozen
 class ToolUseBlock:
+    """A call of a tool: its id, the tool's name and its input."""
+
     id: str
     name: str
     input: JsonObject = attrs.field(factory=dict)
@@ -44,6 +50,8 @@ class ToolUseBlock:
 
 @attrs.frozen
 class ToolResultBlock:
+    """What a tool call (``tool_use_id``) returned."""
+
     tool_use_id: str
     content: str | list[JsonObject] | None = None
     is_error: bool | None = None
@@ -67,6 +75,8 @@ ContentBlock = TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock | Unkn
 
 @attrs.frozen
 class Usage:
+    """The tokens one API request used (``extra``: whatever else the API reported with them)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
@@ -86,6 +96,8 @@ class Usage:
 
 @attrs.frozen
 class ApiMessage:
+    """The Messages-API message an assistant line carries."""
+
     content: list[ContentBlock]
     id: str = ""
     model: str = ""
@@ -99,6 +111,8 @@ class ApiMessage:
 
 @attrs.frozen
 class UserContent:
+    """What a user line carries: the prompt's text, or tool results."""
+
     content: str | list[ContentBlock]
     role: str = "user"
     extra: JsonObject = attrs.field(factory=dict)

@@ -22,9 +22,13 @@ log = logging.getLogger(__name__)
 class Sink(Protocol):
     """Receives a turn's stream-json lines in order, and the context usage beside them."""
 
-    async def write(self, batch: Batch) -> None: ...
+    async def write(self, batch: Batch) -> None:
+        """Take the next lines of the stream."""
+        ...
 
-    async def context_usage(self, usage: ContextUsage) -> None: ...
+    async def context_usage(self, usage: ContextUsage) -> None:
+        """Take how full the agent's context window is now."""
+        ...
 
 
 class JsonlSink:
@@ -45,6 +49,7 @@ class JsonlSink:
         return JsonlFile.open(Path(path), known_as="the turn log", meanwhile="the turn goes on unlogged")
 
     async def write(self, batch: Batch) -> None:
+        """Write ``batch`` whole before the next (writes from several tasks do not interleave)."""
         async with self._lock:
             await self._stream.send_all(batch.data)
 
@@ -52,6 +57,7 @@ class JsonlSink:
         """Not part of the stream-json shape, so not written."""
 
     async def aclose(self) -> None:
+        """Close the descriptor."""
         await self._stream.aclose()
 
 
@@ -73,12 +79,16 @@ class JsonlFile:
 
     @classmethod
     def open(cls, path: Path, *, known_as: str = "the log", meanwhile: str = "") -> JsonlFile:
+        """Open ``path`` to append to; ``known_as`` names it and ``meanwhile`` says what happens
+        to the lines while it cannot be written, in the message that reports it."""
         return cls(path, open_append(path), known_as=known_as, meanwhile=meanwhile)
 
     async def write(self, batch: Batch) -> None:
+        """Append ``batch`` (see ``write_bytes``)."""
         await self.write_bytes(batch.data)
 
     async def write_bytes(self, data: bytes) -> None:
+        """Append ``data`` whole, or not at all if the disk refuses it (reported once)."""
         await trio.lowlevel.checkpoint()
         try:
             append_whole(self._fd, data)
@@ -97,6 +107,7 @@ class JsonlFile:
         """Not part of the stream-json shape, so not written."""
 
     async def aclose(self) -> None:
+        """Close the file."""
         os.close(self._fd)
 
 
@@ -109,10 +120,12 @@ class MemorySink:
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     async def write(self, batch: Batch) -> None:
+        """Keep ``batch``."""
         self.batches.append(batch)
         self._notify()
 
     async def context_usage(self, usage: ContextUsage) -> None:
+        """Keep ``usage``."""
         self.usages.append(usage)
         self._notify()
 
@@ -122,15 +135,19 @@ class MemorySink:
 
     @property
     def data(self) -> bytes:
+        """Every line so far, as written."""
         return b"".join(b.data for b in self.batches)
 
     def lines(self) -> list[bytes]:
+        """Every line so far, without its newline."""
         return [line for b in self.batches for line in b.lines()]
 
     def messages(self) -> list[StreamMessage]:
+        """Every line so far, as a typed message."""
         return [m for b in self.batches for m in b.messages()]
 
     def types(self) -> list[str]:
+        """The ``type`` of every message so far."""
         return [m.type for m in self.messages()]
 
     async def wait_for_lines(self, count: int) -> None:
@@ -146,9 +163,11 @@ class FanOut:
     sinks: Sequence[Sink]
 
     async def write(self, batch: Batch) -> None:
+        """Hand ``batch`` to each sink in turn."""
         for sink in self.sinks:
             await sink.write(batch)
 
     async def context_usage(self, usage: ContextUsage) -> None:
+        """Hand ``usage`` to each sink in turn."""
         for sink in self.sinks:
             await sink.context_usage(usage)

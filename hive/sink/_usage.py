@@ -15,4 +15,5 @@ class ContextUsage:
 
     @property
     def fraction(self) -> float | None:
+        """``used`` as a share of ``size``; None while the size is unknown."""
         return self.used / self.size if self.size else None

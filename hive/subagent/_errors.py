@@ -8,6 +8,7 @@ class SubagentError(Exception):
 
     @property
     def kind(self) -> str:
+        """The error's name, as the tool's answer carries it in ``error``."""
         return type(self).__name__
 
 

@@ -57,6 +57,8 @@ class TurnEnd:
 
 @attrs.define
 class SessionRecord:
+    """What the daemon keeps of one session (``<state>/subagents/<name>.json``)."""
+
     name: str
     backend: str
     """``claude`` or ``acp``: the runtime every turn of this session runs on."""

@@ -39,6 +39,8 @@ H = TypeVar("H")
 
 
 class Phase(enum.Enum):
+    """The slot of a name with a live turn (see the table above)."""
+
     STARTING = "starting"
     RUNNING = "running"
     STOPPING = "stopping"

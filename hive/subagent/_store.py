@@ -34,6 +34,7 @@ NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+    """``HIVE_STATE_DIR``, else ``$XDG_STATE_HOME/hive``, else ``~/.local/state/hive``."""
     if env.get("HIVE_STATE_DIR"):
         return Path(env["HIVE_STATE_DIR"])
     xdg = env.get("XDG_STATE_HOME")
@@ -42,32 +43,41 @@ def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Pa
 
 @attrs.frozen
 class Store:
+    """The subagent daemon's state directory (the paths in it are listed above)."""
+
     state_dir: Path
 
     @property
     def sessions(self) -> Path:
+        """Where the sessions' records and turn logs are."""
         return self.state_dir / "subagents"
 
     @property
     def socket(self) -> Path:
+        """The daemon's socket."""
         return self.state_dir / "subagent.sock"
 
     @property
     def lock(self) -> Path:
+        """The lock the daemon serving this directory holds (with its pid in it)."""
         return self.state_dir / "subagent-daemon.lock"
 
     @property
     def daemon_log(self) -> Path:
+        """The log of a daemon started on first use."""
         return self.state_dir / "subagent-daemon.log"
 
     def create_dirs(self) -> None:
+        """Create the state directory and ``sessions`` (0700), if they are not there."""
         ensure_private_dir(self.state_dir)
         ensure_private_dir(self.sessions)
 
     def record_path(self, name: str) -> Path:
+        """Where the record of the session ``name`` is."""
         return self.sessions / f"{name}.json"
 
     def log_path(self, name: str) -> Path:
+        """Where the turn log of the session ``name`` is."""
         return self.sessions / f"{name}.jsonl"
 
     def save(self, record: SessionRecord) -> None:
@@ -76,6 +86,7 @@ class Store:
         write_atomic(self.record_path(record.name), data, durable=False)
 
     def load(self, name: str) -> SessionRecord | None:
+        """The record of the session ``name`` (None if there is none); DecodeError if it cannot be read."""
         try:
             data = read_regular(self.record_path(name))
             if data is None:

@@ -14,9 +14,10 @@ from typing import Any
 import attrs
 
 from hive.subagent._errors import BadArgument, SubagentError
-from hive.subagent._manager import Status, SubagentManager, View
+from hive.subagent._manager import SubagentManager
 from hive.subagent._records import TurnEnd
 from hive.subagent._specs import MAX_WAIT, TOOL_NAMES
+from hive.subagent._views import Status, View
 from hive.subagent._wire import Answer, Call, Caller
 
 

@@ -43,6 +43,8 @@ class StateDirBusy(RuntimeError):
 
 @attrs.frozen
 class DaemonConfig:
+    """What ``serve_daemon`` serves: the state directory and the socket."""
+
     state_dir: Path
     socket: Path
     ready_fd: int | None = None
