@@ -12,11 +12,14 @@ a worker thread.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 import stat
 from pathlib import Path
+
+from hive.errors import HiveError
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +30,18 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _OPEN_OR_CREATE = os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
-class NotARegularFile(OSError):
+class NotARegularFile(HiveError, OSError):
     """Something other than a regular file (a FIFO, a directory, a device) is at a state file's path."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(f"{path} is not a regular file; move it away, hive keeps its own state files there")
+
+
+class NotADirectory(HiveError, NotADirectoryError):
+    """Something other than a directory is where hive keeps a state directory: the path given
+    is wrong (exit 2)."""
+
+    exit_code = 2
 
 
 def ensure_private_dir(path: Path) -> Path:
@@ -44,7 +54,7 @@ def ensure_private_dir(path: Path) -> Path:
         return path
     mode = os.stat(path).st_mode
     if not stat.S_ISDIR(mode):
-        raise NotADirectoryError(f"{path} is not a directory; hive needs it for its state")
+        raise NotADirectory(errno.ENOTDIR, f"{path} is not a directory; hive needs it for its state")
     if mode & 0o077:
         log.warning(
             "state dir %s has mode %03o: other users can see what is in it; chmod 700 it",

@@ -12,7 +12,6 @@ import trio
 from hive.runtime import (
     Canceller,
     Config,
-    HiveRuntimeError,
     Progress,
     RuntimeSpec,
     TurnOutcome,
@@ -79,14 +78,7 @@ async def _run(
 
 def drive(args: argparse.Namespace, spec: RuntimeSpec, config: Config, early: list[signal.Signals]) -> int:
     """Run the turn; its exit status. ``early``: the signals received before Trio's receiver
-    was open (acted on first)."""
-    try:
-        return trio.run(_run, args, spec, config, early)
-    except ExceptionGroup as group:
-        leaf: BaseException = group
-        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
-            leaf = leaf.exceptions[0]
-        if isinstance(leaf, HiveRuntimeError):
-            print(f"hive: {leaf}", file=sys.stderr)
-            return 2
-        raise
+    was open (acted on first). What stops the turn from running is raised, grouped as Trio
+    groups it, for ``hive``'s boundary (``hive._main.run_main``) to report."""
+    result: int = trio.run(_run, args, spec, config, early)
+    return result

@@ -14,8 +14,8 @@ anything else (a file, a directory, ...)    :class:`NotASocket`; it is left as i
 =========================================  ============================================
 
 Whether a socket is live is asked with a Trio connect, so a server that is slow to accept
-never blocks the event loop. This module imports nothing of hive, so both ``hive.wake`` and
-``hive.bash`` may use it.
+never blocks the event loop. This module imports nothing of hive but the leaves ``_files`` and
+``errors``, so both ``hive.wake`` and ``hive.bash`` may use it.
 """
 
 from __future__ import annotations
@@ -34,8 +34,16 @@ import attrs
 import trio
 
 from hive._files import ensure_private_dir
+from hive.errors import BadInput, HiveError, StateBusy
 
-__all__ = ["MAX_SOCKET_PATH", "NotASocket", "SocketInUse", "check_socket_path", "open_unix_listener"]
+__all__ = [
+    "MAX_SOCKET_PATH",
+    "NotASocket",
+    "SocketInUse",
+    "SocketPathTooLong",
+    "check_socket_path",
+    "open_unix_listener",
+]
 
 log = logging.getLogger(__name__)
 
@@ -46,19 +54,25 @@ PROBE_WITHIN = 5.0
 _ATTEMPTS = 3
 
 
-class SocketInUse(OSError):
+class SocketInUse(StateBusy, OSError):
     """Another server is listening on the socket path."""
 
 
-class NotASocket(FileExistsError):
-    """Something other than a socket is at the socket path."""
+class NotASocket(HiveError, FileExistsError):
+    """Something other than a socket is at the socket path: the path given is wrong (exit 2)."""
+
+    exit_code = 2
+
+
+class SocketPathTooLong(BadInput):
+    """The socket path is longer than a Unix socket's address allows."""
 
 
 def check_socket_path(path: Path, known_as: str = "path") -> None:
-    """Raise ValueError if ``path`` is too long to bind a Unix socket to (``known_as``: see below)."""
+    """Raise SocketPathTooLong (a ValueError) if ``path`` is too long to bind a Unix socket to (``known_as``: see below)."""
     size = len(os.fsencode(path))
     if size > MAX_SOCKET_PATH:
-        raise ValueError(
+        raise SocketPathTooLong(
             f"socket path {path} is {size} bytes long; Unix sockets allow {MAX_SOCKET_PATH}: "
             f"choose a shorter {known_as}"
         )
@@ -78,7 +92,7 @@ async def open_unix_listener(
     Raises:
       SocketInUse: another server answers on ``path``.
       NotASocket: ``path`` is something other than a socket.
-      ValueError: ``path`` is too long for a Unix socket.
+      SocketPathTooLong: ``path`` is too long for a Unix socket (a ValueError).
       OSError: the socket cannot be created there (permissions, a missing parent, ...).
 
     ``known_as`` is what the user calls the path, e.g. ``--socket``: each message ends by

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hive import __version__
+from hive._main import run_main
+from hive.errors import BadInput
 
 if TYPE_CHECKING:
     from hive.bash.client import CallResult
@@ -413,8 +415,27 @@ def _agent_compact(args: argparse.Namespace) -> int:
     return 0
 
 
+class NoStateDir(BadInput):
+    """``hive agent log`` was given (or defaulted to) a state directory that is not one."""
+
+
+def _log_path(given: str | None) -> Path:
+    """The turn log of the state directory ``--state-dir`` names; NoStateDir if it is no directory."""
+    state_dir = _state_dir(given)
+    if not state_dir.exists():
+        raise NoStateDir(
+            f"no state directory at {state_dir}: give the agent's own with --state-dir (or HIVE_STATE_DIR)"
+        )
+    if not state_dir.is_dir():
+        raise NoStateDir(
+            f"{state_dir} is not a directory: --state-dir (or HIVE_STATE_DIR) must name the agent's "
+            "state directory"
+        )
+    return state_dir / "turns.jsonl"
+
+
 def _agent_log(args: argparse.Namespace) -> int:
-    path = _state_dir(args.state_dir) / "turns.jsonl"
+    path = _log_path(args.state_dir)
     if not args.follow:
         try:
             data = path.read_bytes()
@@ -467,12 +488,13 @@ async def _follow_log(path: Path, raw: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """``hive ARGV`` (default: the process's arguments): its exit status (README, "Exit status")."""
+    return run_main("hive", lambda: _command(sys.argv[1:] if argv is None else list(argv)), interrupted=130)
+
+
+def _command(argv: list[str]) -> int:
     args = build_parser(_command_of(argv)).parse_args(argv)
-    try:
-        code: int = args.handler(args)
-    except KeyboardInterrupt:
-        return 130
+    code: int = args.handler(args)
     return code
 
 

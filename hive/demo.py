@@ -22,13 +22,18 @@ from typing import Any, BinaryIO
 import trio
 
 from hive.agent import follow_lines, render_log
-from hive.bash import DaemonFailedToStart, running_daemon
+from hive.bash import running_daemon
+from hive.errors import HiveError
 from hive.wake import Prompt, open_agent_connection
 
 TURNS = 2
 WITHIN = 120.0
 """How long the demo waits for the agent to be ready and for its two turns, in all."""
 FIRST_MESSAGE = "Show me the loop: start a background task, check your loose ends, and wait for its end."
+
+
+class DemoTooSlow(HiveError, TimeoutError):
+    """hive-agent was not ready, or did not end its two turns, within ``WITHIN`` seconds."""
 
 
 def _say(text: str = "") -> None:
@@ -75,7 +80,7 @@ async def _demo(workdir: Path, agent_log: BinaryIO) -> list[str]:
         "--with-bash-daemon",
     ]
     log_path = state / "turns.jsonl"
-    with trio.fail_after(WITHIN):
+    with trio.move_on_after(WITHIN) as waited:
         async with running_daemon(
             args,
             env=agent_environment(),
@@ -92,11 +97,15 @@ async def _demo(workdir: Path, agent_log: BinaryIO) -> list[str]:
             _say(f"sent the agent a message over {agent_socket}: {FIRST_MESSAGE!r}")
             await _turn_records(log_path, TURNS)
         _say(f"hive-agent stopped with SIGINT (exit status {agent.returncode})")
+    if waited.cancelled_caught:
+        raise DemoTooSlow(f"the demo's hive-agent did not finish its two turns within {WITHIN:g} s")
     objects = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
     return list(render_log(obj for obj in objects if isinstance(obj, dict)))
 
 
 def run_demo() -> int:
+    """The demo, start to end; its exit status. A failure shows hive-agent's log on stderr, then
+    raises (for ``hive``'s boundary to report on one line)."""
     _say("hive demo: hive-agent runs a SCRIPTED demo ACP agent (no model, no API key: its steps are fixed)")
     _say("")
     workdir = Path(tempfile.mkdtemp(prefix="hive-demo-"))
@@ -105,12 +114,11 @@ def run_demo() -> int:
         with open(agent_log_path, "wb") as agent_log:
             try:
                 rendered = trio.run(_demo, workdir, agent_log)
-            except (DaemonFailedToStart, trio.TooSlowError, OSError) as exc:
-                reason = "did not finish its two turns in time" if isinstance(exc, trio.TooSlowError) else exc
-                print(f"hive demo failed: {reason}", file=sys.stderr)
+            except Exception:
                 agent_log.flush()
+                sys.stderr.write("hive demo failed; hive-agent's log:\n")
                 sys.stderr.write(agent_log_path.read_text(errors="replace"))
-                return 1
+                raise
         _say("")
         _say("The turn log, as `hive agent log` shows it:")
         _say("")

@@ -37,6 +37,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from hive import __version__
+from hive._main import run_main
 
 log = logging.getLogger("hive.demo_agent")
 
@@ -210,13 +211,17 @@ async def _mcp_session(server: Any) -> AsyncIterator[ClientSession]:
         yield session
 
 
-def main() -> None:
+def main() -> int:
+    """``python -m hive.demo_agent``: serve ACP on stdio until it ends (SIGINT: exit 0 too)."""
+    return run_main("hive demo agent", _serve, interrupted=0)
+
+
+def _serve() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="hive demo agent: %(message)s")
     # It implements only what the demo uses; the SDK answers anything else with -32601.
     agent = cast("acp.Agent", DemoAgent())
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(acp.run_agent(agent))
+    asyncio.run(acp.run_agent(agent))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,6 +8,8 @@ stdlib-only leaf: every layer may import it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class HiveError(Exception):
     """Base of every error hive raises on purpose; its message says what to do about it."""
@@ -26,3 +28,13 @@ class StateBusy(HiveError):
     """Another process owns the state this one needs (a state dir's lock, a socket's path)."""
 
     exit_code = 2
+
+
+def leaves(exc: BaseException) -> Iterator[BaseException]:
+    """Every exception ``exc`` holds, however deeply grouped, in order; ``exc`` itself when it is
+    not an exception group. The one way hive looks inside a group: never only its first."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from leaves(inner)
+    else:
+        yield exc

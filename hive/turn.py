@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import gc
 import signal
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,6 @@ from types import FrameType
 from hive.runtime import (
     CompactionPolicy,
     Config,
-    HiveRuntimeError,
     Permission,
     RuntimeSpec,
     first_command,
@@ -106,7 +104,8 @@ def recording_signals() -> Iterator[list[signal.Signals]]:
 
 
 def run_turn(args: argparse.Namespace) -> int:
-    """The rest of the process's life: one turn, then the exit status."""
+    """The rest of the process's life: one turn, then the exit status. A turn that could not
+    run raises (a ``HiveRuntimeError``, exit 2 at ``hive``'s boundary, ``hive._main``)."""
     with recording_signals() as early:
         try:
             spec = RuntimeSpec.from_env()
@@ -119,9 +118,6 @@ def run_turn(args: argparse.Namespace) -> int:
             # exit (~20 ms).
             gc.freeze()
             return drive(args, spec, config, early)
-        except HiveRuntimeError as exc:
-            print(f"hive: {exc}", file=sys.stderr)
-            return 2
         finally:
             # Only when the turn never got to adopt it (a failed import, say): SIGINT, as ever.
             interrupt_unclaimed()

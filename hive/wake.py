@@ -33,6 +33,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from cattrs.preconf.json import make_converter
 
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
+from hive.errors import HiveError
 
 __all__ = [
     "LINGER",
@@ -196,15 +197,19 @@ _REQUEST_TYPES: dict[str, type[AgentRequest]] = {
 }
 
 
-class AgentRequestError(ValueError):
+class WakeError(HiveError):
+    """Base of the agent socket's errors (its wire, its client and its server)."""
+
+
+class AgentRequestError(WakeError, ValueError):
     """A line on the agent socket is not a well-formed AgentRequest."""
 
 
-class WakeRefused(Exception):
+class WakeRefused(WakeError):
     """The agent socket answered a request with ``ok: false``."""
 
 
-class Refused(Exception):
+class Refused(WakeError):
     """Raised by a request handler to answer ``ok: false`` with its message (an expected
     refusal: nothing is logged)."""
 

@@ -67,7 +67,7 @@ async def test_a_second_daemon_on_a_live_socket_is_refused_and_the_first_keeps_s
         async with daemon.running(agent=False):
             inode = os.lstat(daemon.socket).st_ino
             second = await daemon_refusing_to_start(daemon, str(daemon.root / "other-state"))
-            assert second.returncode == 1
+            assert second.returncode == 2  # another owner of the state: 2, as for every program
             err = second.stderr.decode()
             assert "another server is listening on" in err
             assert str(daemon.socket) in err
@@ -91,7 +91,7 @@ async def test_a_path_that_is_not_a_socket_is_refused_and_left_alone(daemon: Dae
     daemon.socket.write_text("an operator's file, given as --socket by mistake")
     with trio.fail_after(WITHIN):
         refused = await daemon_refusing_to_start(daemon, str(daemon.state_dir))
-    assert refused.returncode == 1
+    assert refused.returncode == 2  # a --socket that names something else: bad input
     err = refused.stderr.decode()
     assert f"{daemon.socket} exists and is not a socket" in err
     assert "Traceback" not in err

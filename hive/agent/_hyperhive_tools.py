@@ -15,7 +15,9 @@ from typing import Any
 import attrs
 import trio
 
+from hive.agent._errors import HarnessError
 from hive.agent._loose_ends import UNKNOWN, describe, read_loose_ends
+from hive.errors import BadInput
 from hive.wake import Refused
 
 DEFAULT_LIMIT = 50
@@ -150,7 +152,7 @@ class ToolResult:
     is_error: bool = False
 
 
-class BadArgument(ValueError):
+class BadArgument(HarnessError, BadInput):
     """A tool was called with arguments it does not take."""
 
 

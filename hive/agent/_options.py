@@ -15,6 +15,8 @@ from typing import Any
 import attrs
 
 from hive import __version__
+from hive.agent._errors import HarnessError
+from hive.errors import BadInput
 from hive.runtime import CompactionPolicy, HttpServer, McpServer, Permission, StdioServer
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ waiting for the agent's own end of the turn. Exit status 2: it could not start (
 an agent that cannot be started or is refused, a socket or state directory in use)."""
 
 
-class OptionsError(ValueError):
+class OptionsError(HarnessError, BadInput):
     """A flag, environment variable or --mcp-config file is wrong; the message says which and how."""
 
 

@@ -22,6 +22,8 @@ import attrs
 import trio
 
 from hive._files import read_regular, write_atomic
+from hive.agent._errors import HarnessError
+from hive.errors import StateBusy
 from hive.runtime import AgentProcess, start_time
 
 log = logging.getLogger("hive.agent")
@@ -32,7 +34,7 @@ STOP_WITHIN = 30.0
 """How long a previous harness's process is given to exit after SIGINT."""
 
 
-class PreviousStillRunning(RuntimeError):
+class PreviousStillRunning(HarnessError, StateBusy):
     """A process a previous harness left running did not exit on SIGINT."""
 
 

@@ -17,6 +17,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
 
+from hive.agent._errors import HarnessError
 from hive.agent._model import Item
 
 # -- the queue's journal --------------------------------------------------------------------------
@@ -147,7 +148,7 @@ converter.register_structure_hook(
 )
 
 
-class RecordError(ValueError):
+class RecordError(HarnessError, ValueError):
     """A line of the harness's files that is not a record it wrote."""
 
 

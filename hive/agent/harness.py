@@ -31,6 +31,7 @@ import trio
 
 from hive import sdnotify
 from hive._files import ensure_private_dir, try_lock
+from hive._main import run_main
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
 from hive.agent._loop import Harness, open_harness
 from hive.agent._options import Options, OptionsError, parse_options, relay_server, subagent_server
@@ -43,15 +44,14 @@ from hive.agent._orphans import (
     stop_previous,
 )
 from hive.agent._session import SessionStore
+from hive.errors import StateBusy
 from hive.runtime import (
     Backend,
     Config,
-    HiveRuntimeError,
     HttpServer,
     McpServer,
     RuntimeSpec,
     die_with_parent,
-    one_error,
     open_runtime,
     watching_agents,
 )
@@ -216,13 +216,14 @@ def _ready() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        options = parse_options(argv)
-        spec = RuntimeSpec.from_env()
-        spec.check_executable()  # a missing agent is a bad setting: exit 2 now, not at each turn
-    except (OptionsError, HiveRuntimeError) as exc:
-        print(f"hive-agent: {exc}", file=sys.stderr)
-        return 2
+    """``hive-agent``: serve one agent until SIGINT or SIGTERM; the exit status (README, "Exit status")."""
+    return run_main("hive-agent", partial(_run, argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    options = parse_options(argv)
+    spec = RuntimeSpec.from_env()
+    spec.check_executable()  # a missing agent is a bad setting: exit 2 now, not at each turn
     try:
         logging.basicConfig(
             level=options.log_level.upper(),
@@ -230,24 +231,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             format="hive-agent: %(levelname)s: %(message)s",
         )
     except ValueError:
-        print(
-            f"hive-agent: --log-level {options.log_level!r}: use debug, info, warning or error",
-            file=sys.stderr,
-        )
-        return 2
+        raise OptionsError(f"--log-level {options.log_level!r}: use debug, info, warning or error") from None
     for noisy in ("mcp", "httpx", "hypercorn", "hive.agent._hyperhive.http"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         lock = lock_state_dir(options.state_dir)
-    except (OSError, StateDirBusy) as exc:
-        log.error("%s", exc)  # noqa: TRY400 - the message says what to do
-        return 2
+    except StateDirBusy as exc:  # until StateDirBusy derives from StateBusy (issue 21): exit 2
+        raise StateBusy(str(exc)) from None
     try:
-        with one_error():
-            trio.run(_main, options, spec)
-    except (HiveRuntimeError, OSError, ValueError, RuntimeError) as exc:
-        log.error("%s", exc)  # noqa: TRY400 - the message says what to do
-        return 2
+        trio.run(_main, options, spec)
     finally:
         os.close(lock)
     return 0

@@ -23,10 +23,12 @@ import attrs
 import outcome
 import trio
 
+from hive.bash._errors import BashError
+
 T = TypeVar("T")
 
 
-class BatcherStopped(RuntimeError):
+class BatcherStopped(BashError):
     """The batcher stopped (the daemon is shutting down) before this call could run."""
 
 

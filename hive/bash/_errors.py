@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-
-class BashError(Exception):
-    """Base of every error the bash daemon reports to a caller as a tool error."""
+from hive.errors import BadInput, HiveError
 
 
-class BadArgument(BashError, ValueError):
+class BashError(HiveError):
+    """Base of every error of hive.bash; the daemon reports those a call meets as a tool error."""
+
+
+class BadArgument(BashError, BadInput):
     """A tool argument has the wrong type or value."""
 
 

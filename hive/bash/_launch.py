@@ -24,11 +24,13 @@ from typing import IO
 import attrs
 import trio
 
+from hive.bash._errors import BashError
+
 log = logging.getLogger(__name__)
 
 
-class DaemonFailedToStart(RuntimeError):
-    """The daemon ``running_daemon`` started exited before it said it was ready."""
+class DaemonFailedToStart(BashError):
+    """A daemon exited before it was ready, or was not ready (READY=1) in time; the message says which."""
 
 
 @attrs.define(eq=False)
@@ -130,11 +132,13 @@ async def _wait_ready(
         exit_code = await process.wait()
         cancel_scope.cancel()
 
-    with trio.fail_after(within):
+    with trio.move_on_after(within) as waited:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch_exit, nursery.cancel_scope)
             while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
                 pass
             nursery.cancel_scope.cancel()
+    if waited.cancelled_caught:
+        raise DaemonFailedToStart(f"{name} was not ready within {within:g} s")
     if exit_code is not None:
         raise DaemonFailedToStart(f"{name} exited with status {exit_code} before it was ready")

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import cattrs
 from cattrs.preconf.json import make_converter
 
+from hive.bash._errors import BashError
 from hive.bash._records import LooseEnd, TaskRecord
 
 T = TypeVar("T", TaskRecord, LooseEnd)
@@ -15,7 +16,7 @@ T = TypeVar("T", TaskRecord, LooseEnd)
 converter = make_converter()
 
 
-class RecordError(ValueError):
+class RecordError(BashError, ValueError):
     """A file under the state directory does not hold a record of the expected shape."""
 
 

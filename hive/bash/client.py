@@ -55,7 +55,7 @@ class CallResult(NamedTuple):
     is_error: bool = False
 
 
-class BadAnswer(BashError):
+class BadAnswer(BashError, ValueError):
     """The daemon answered something other than what was asked for: a JSON-RPC error, or not JSON-RPC.
 
     ``code`` is the JSON-RPC error code when the daemon sent one.

@@ -10,6 +10,7 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,6 +19,7 @@ import trio
 
 from hive import __version__, sdnotify
 from hive._files import try_lock
+from hive._main import run_main
 from hive._unix import open_unix_listener
 from hive.bash import _cgroups
 from hive.bash._cgroups import open_task_parent
@@ -29,6 +31,7 @@ from hive.bash._server import make_mcp_server, serve_mcp
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
+from hive.errors import StateBusy, leaves
 
 log = logging.getLogger("hive.bash.daemon")
 
@@ -359,8 +362,13 @@ async def _main(config: DaemonConfig) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``hive-bash-daemon``: serve until SIGINT or SIGTERM (exit 0); the exit status (README, "Exit status")."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, _stop_quietly)
+    return run_main("hive-bash-daemon", partial(_run, argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
     config, level = config_from_args(argv)
     logging.basicConfig(
         level=level.upper(), stream=sys.stderr, format="hive-bash-daemon: %(levelname)s: %(message)s"
@@ -379,24 +387,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()
     try:
         trio.run(_main, config)
-    except (OSError, ValueError, RuntimeError, ExceptionGroup) as exc:
-        cause = _first_leaf(exc)
-        if not isinstance(cause, OSError | ValueError | RuntimeError):
-            raise
-        log.error("%s", cause)  # noqa: TRY400 - the message says what to do; a traceback would not
-        return 1
+    except* StateDirBusy as busy:  # until StateDirBusy derives from StateBusy (issue 21): exit 2
+        raise StateBusy("; ".join(map(str, leaves(busy)))) from None
     finally:
         # Ignored from here on: the interpreter's finalization puts back the default action
         # for signals with Python handlers, and a late SIGINT would end the process by it.
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
     return 0
-
-
-def _first_leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 if __name__ == "__main__":

@@ -44,10 +44,8 @@ import socket
 import sys
 import time
 
-try:
-    from .. import __version__
-except ImportError:  # run as a file, outside the hive package
-    __version__ = "unknown"
+from hive import __version__
+from hive._main import run_main
 
 READ_SIZE = 65536
 MAX_WAIT = 30.0
@@ -735,12 +733,11 @@ def main(argv: list[str] | None = None) -> int:
         f"[{REPLY_TIMEOUT_ENV}; default {REPLY_TIMEOUT:g}: the longest wait a call may ask for, "
         f"{MAX_WAIT:g} s, plus {REPLY_MARGIN:g} s]",
     )
-    args = parser.parse_args(argv)
-    relay = _Relay(args.socket or default_socket(), args.reply_timeout)
-    try:
-        return relay.run()
-    except KeyboardInterrupt:
-        return 130
+    return run_main("hive-bash-mcp", lambda: _relay(parser.parse_args(argv)), interrupted=130)
+
+
+def _relay(args: argparse.Namespace) -> int:
+    return _Relay(args.socket or default_socket(), args.reply_timeout).run()
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import attrs
 
+from hive.errors import BadInput
 from hive.sink import ContextUsage
 
 
@@ -52,7 +53,7 @@ class CompactionPolicy:
 
     def __attrs_post_init__(self) -> None:
         if self.watermark is not None and not 0 < self.watermark <= 1:
-            raise ValueError(
+            raise BadInput(
                 f"watermark must be a fraction of the context window in (0, 1], not {self.watermark}"
             )
 

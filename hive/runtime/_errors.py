@@ -6,15 +6,22 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from hive.errors import BadInput, HiveError, leaves
+
 if TYPE_CHECKING:
     from hive.runtime._protocol import TurnOutcome
 
 
-class HiveRuntimeError(Exception):
-    """Base of the runtime layer's errors."""
+class HiveRuntimeError(HiveError):
+    """Base of the runtime layer's errors (and the backends'): an agent's turn could not be run.
+
+    A program that one of them ends exits 2, as for bad input: the agent cannot be started, is
+    refused, does not know the session, or failed before its turn could run."""
+
+    exit_code = 2
 
 
-class SpecError(HiveRuntimeError, ValueError):
+class SpecError(HiveRuntimeError, BadInput):
     """A runtime setting (HIVE_RUNTIME, HIVE_ACP_*) is malformed; the message names the variable."""
 
     def __init__(self, variable: str, problem: str) -> None:
@@ -68,15 +75,7 @@ def one_error() -> Iterator[None]:
     try:
         yield
     except BaseExceptionGroup as group:
-        leaves = list(_leaves(group))
-        if len(leaves) == 1:
-            raise leaves[0] from None
+        found = list(leaves(group))
+        if len(found) == 1:
+            raise found[0] from None
         raise
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc

@@ -21,12 +21,14 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from hive.runtime._errors import HiveRuntimeError
+
 PR_SET_PDEATHSIG = 1
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-class ParentGone(RuntimeError):
+class ParentGone(HiveRuntimeError):
     """The process that forked this child died before the child could ask to follow it."""
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from hive.errors import HiveError
 from hive.sink._messages import (
     ApiMessage,
     AssistantMessage,
@@ -50,8 +51,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class MessageError(ValueError):
-    """A stream-json line that is not a JSON object of the shape its type requires."""
+class MessageError(HiveError, ValueError):
+    """A stream-json line that is not a JSON object of the shape its type requires (the sink's one
+    error, the root of its family)."""
 
 
 _BLOCKS: dict[str, type[TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock]] = {

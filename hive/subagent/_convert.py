@@ -7,6 +7,8 @@ from typing import Any, TypeVar
 import cattrs
 from cattrs.preconf.json import make_converter
 
+from hive.subagent._errors import SubagentError
+
 T = TypeVar("T")
 
 converter = make_converter(forbid_extra_keys=False)
@@ -26,7 +28,7 @@ for _kind in (str, bool, int, float):
     converter.register_structure_hook(_kind, _strict(_kind))
 
 
-class DecodeError(ValueError):
+class DecodeError(SubagentError, ValueError):
     """A record or a line is not what it should be; the message says what is wrong."""
 
 

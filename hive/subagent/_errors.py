@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from hive.errors import BadInput, HiveError
 
-class SubagentError(Exception):
-    """Base of the errors a tool answers with ``isError: true``."""
+
+class SubagentError(HiveError):
+    """Base of hive.subagent's errors; a tool answers those a call meets with ``isError: true``."""
 
     @property
     def kind(self) -> str:
@@ -12,11 +14,11 @@ class SubagentError(Exception):
         return type(self).__name__
 
 
-class BadArgument(SubagentError):
+class BadArgument(SubagentError, BadInput):
     """A tool argument is missing, of the wrong type or out of range."""
 
 
-class UnknownSubagent(SubagentError):
+class UnknownSubagent(SubagentError, LookupError):
     """No session has this name."""
 
 
@@ -28,5 +30,5 @@ class NameStopping(SubagentError):
     """An interrupted turn of this name has not ended yet."""
 
 
-class DaemonUnavailable(SubagentError):
+class DaemonUnavailable(SubagentError, ConnectionError):
     """The subagent daemon cannot be reached or started."""

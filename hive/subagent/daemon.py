@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -24,7 +25,9 @@ import trio
 
 from hive import __version__, sdnotify
 from hive._files import open_lock
+from hive._main import run_main
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
+from hive.errors import HiveError, StateBusy, leaves
 from hive.subagent._convert import DecodeError
 from hive.subagent._manager import SubagentManager
 from hive.subagent._store import Store, default_state_dir
@@ -252,6 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m hive.subagent.daemon``: serve until SIGINT or SIGTERM; the exit status (README, "Exit status")."""
+    return run_main("hive-subagent-daemon", partial(_run, argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.detach and os.fork() > 0:
         # Before any thread or event loop exists: the child is the daemon, reparented away
@@ -271,14 +279,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.pop("CLAUDECODE", None)
     try:
         trio.run(_main, config)
-    except (OSError, ValueError, RuntimeError, ExceptionGroup) as exc:
-        cause = exc
-        while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
-            cause = cause.exceptions[0]
-        if not isinstance(cause, OSError | ValueError | RuntimeError):
-            raise
-        log.error("%s", cause)  # noqa: TRY400 - the message says what to do
-        return 1
+    # Until these derive from hive.errors (issue 21): another daemon's state dir exits 2, an
+    # unusable lock file 1, as every program's do.
+    except* StateDirBusy as busy:
+        raise StateBusy("; ".join(map(str, leaves(busy)))) from None
+    except* StateDirUnusable as unusable:
+        raise HiveError("; ".join(map(str, leaves(unusable)))) from None
     return 0
 
 

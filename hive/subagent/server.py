@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import trio
 from mcp.server import Server
 
 from hive import __version__
+from hive._main import run_main
 from hive.subagent import _client
 from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._specs import INSTRUCTIONS, TOOLS
@@ -167,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``hive-subagent-mcp``: serve MCP on stdio until it ends; the exit status (README, "Exit status")."""
+    return run_main("hive-subagent-mcp", partial(_run, argv), interrupted=130)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.permission not in PERMISSIONS:
@@ -187,10 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         permission=args.permission,
         idle_timeout=idle,
     )
-    try:
-        trio.run(serve_stdio, state_dir, socket, caller)
-    except KeyboardInterrupt:
-        return 130
+    trio.run(serve_stdio, state_dir, socket, caller)
     return 0
 
 
