@@ -4,8 +4,9 @@ Each name is imported from its module on first use: ``hive run`` needs the agent
 (``_command``) before it imports Trio, which the rest needs.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hive._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from hive.acp._errors import AcpError, AgentExited, JsonRpcError
@@ -13,18 +14,6 @@ if TYPE_CHECKING:
     from hive.acp._runtime import AcpRuntime, open_acp_runtime
     from hive.acp._session import AcpChoices
     from hive.acp._translate import Translator
-
-_WHERE = {
-    "AcpError": "_errors",
-    "AgentExited": "_errors",
-    "JsonRpcError": "_errors",
-    "Connection": "_jsonrpc",
-    "Pending": "_jsonrpc",
-    "AcpRuntime": "_runtime",
-    "open_acp_runtime": "_runtime",
-    "AcpChoices": "_session",
-    "Translator": "_translate",
-}
 
 __all__ = [
     "AcpChoices",
@@ -39,14 +28,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+if not TYPE_CHECKING:  # the type checker sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)

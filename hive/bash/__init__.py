@@ -6,8 +6,9 @@ imported without pulling in Trio or the MCP SDK.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hive._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from hive.bash._errors import BadArgument, BashError, DaemonUnavailable, DiskError, NameBusy, UnknownTask
@@ -29,23 +30,5 @@ __all__ = [
     "serve_daemon",
 ]
 
-_HOMES = {
-    "BadArgument": "_errors",
-    "BashError": "_errors",
-    "DaemonUnavailable": "_errors",
-    "DiskError": "_errors",
-    "NameBusy": "_errors",
-    "UnknownTask": "_errors",
-    "TaskState": "_model",
-    "BashClient": "client",
-    "open_bash_client": "client",
-    "DaemonConfig": "daemon",
-    "serve_daemon": "daemon",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'hive.bash' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"hive.bash.{home}"), name)
+if not TYPE_CHECKING:  # the type checker sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)

@@ -5,8 +5,9 @@ the agent (the configuration, the spec, the argv) must not cost it Trio's import
 makes while the agent starts.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hive._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from hive.runtime._config import CompactionPolicy, Config, HttpServer, McpServer, Permission, StdioServer
@@ -37,38 +38,6 @@ if TYPE_CHECKING:
     from hive.runtime._protocol import Canceller, Choices, Progress, Runtime, StopReason, TurnOutcome
     from hive.runtime._spec import AGENT_COMMANDS, BACKENDS, Backend, RuntimeSpec, first_command, open_runtime
     from hive.runtime._stopper import TurnStopper
-
-_MODULES = {
-    "_config": ("CompactionPolicy", "Config", "HttpServer", "McpServer", "Permission", "StdioServer"),
-    "_errors": (
-        "AgentRefused",
-        "AgentUnavailable",
-        "HiveRuntimeError",
-        "IdleKilled",
-        "IdleTimeout",
-        "SessionNotFound",
-        "SpecError",
-        "TurnFailed",
-        "one_error",
-    ),
-    "_lifetime": ("die_with_parent", "start_time"),
-    "_prestart": ("AgentCommand", "Prestart", "interrupt_unclaimed", "prestart"),
-    "_process": (
-        "SIGNALS_SENT",
-        "AgentGroup",
-        "AgentProcess",
-        "AgentWatcher",
-        "SentSignal",
-        "StderrTail",
-        "release_prestarted",
-        "start_agent",
-        "watching_agents",
-    ),
-    "_protocol": ("Canceller", "Choices", "Progress", "Runtime", "StopReason", "TurnOutcome"),
-    "_spec": ("AGENT_COMMANDS", "BACKENDS", "Backend", "RuntimeSpec", "first_command", "open_runtime"),
-    "_stopper": ("TurnStopper",),
-}
-_WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "AGENT_COMMANDS",
@@ -117,14 +86,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+if not TYPE_CHECKING:  # the type checker sees the imports above, and no catch-all
+    __getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)
