@@ -1,17 +1,23 @@
 """Lazy exports: a package's face whose names are imported from their modules on first use.
 
-A package lists its face once for the type checker, in ``if TYPE_CHECKING:`` imports from its
-own modules, and once in ``__all__`` (mypy --strict's explicit re-export), then::
+A package lists its face in ``__all__`` (mypy --strict's and ruff's explicit re-export), imports
+it from its own modules for the type checker only (tests/test_layers.py checks that the two
+agree), and hands the rest to :func:`export_lazily`::
 
-    __getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)
+    __all__ = ["turn_argv", "turn_env"]
 
-:func:`lazy_exports` reads where each name lives off those ``TYPE_CHECKING`` imports (the
-package's own source, read once with plain string operations: ``ast`` or a regular expression
-would cost a cold start more than all the rest), refuses a face whose two lists disagree, and imports a
-name's module only when the name is first used, keeping it in the package from then on. So
-``hive run`` and ``hive-bash-mcp`` pay for no module they do not use (tests/test_import_costs.py).
+    if TYPE_CHECKING:
+        from hive.claude._argv import turn_argv, turn_env
 
-:func:`built_on_first_use` is the same for a module's own attributes that are costly to build.
+    export_lazily(__name__)
+
+:func:`export_lazily` reads where each name lives off those imports (the package's own source,
+read once with plain string operations: ``ast`` or a regular expression would cost a cold start
+more than all the rest) and imports a name's module only when the name is first used, keeping
+it in the package from then on. So ``hive run`` and ``hive-bash-mcp`` pay for no module they do
+not use (tests/test_import_costs.py).
+
+:func:`build_on_first_use` is the same for a module's own attributes that are costly to build.
 
 Standard library only.
 """
@@ -23,7 +29,7 @@ from collections.abc import Callable, Collection, Mapping
 from importlib import import_module
 from typing import Any
 
-__all__ = ["built_on_first_use", "lazy_exports"]
+__all__ = ["build_on_first_use", "export_lazily", "exports"]
 
 
 def _type_checking_block(source: str) -> str:
@@ -60,26 +66,30 @@ def _homes(package: str, source: str) -> dict[str, tuple[str, str]]:
     return homes
 
 
-def lazy_exports(
-    package: str, file: str, exports: Collection[str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """The ``__getattr__`` and ``__dir__`` of ``package`` (its ``__name__``; ``file`` its
-    ``__file__``) whose ``__all__`` is ``exports``, each imported in its ``TYPE_CHECKING`` block."""
+def exports(package: str, file: str) -> dict[str, tuple[str, str]]:
+    """What ``package`` (its ``__name__``; ``file``, its ``__file__``) imports from its own modules
+    in its ``if TYPE_CHECKING:`` block: each name, with its module and its name there."""
     with open(file, encoding="utf-8") as source:
-        homes = _homes(package, source.read())
-    if set(homes) != set(exports):
-        only_imported, only_listed = sorted(set(homes) - set(exports)), sorted(set(exports) - set(homes))
-        raise ImportError(
-            f"{package}: its TYPE_CHECKING imports and __all__ disagree (imported only: {only_imported}; "
-            f"in __all__ only: {only_listed}); name each export in both",
-            name=package,
-        )
-    return _getattr(package, homes), _dir(exports)
+        return _homes(package, source.read())
 
 
-def built_on_first_use(module: str, builders: Mapping[str, Callable[[], Any]]) -> Callable[[str], Any]:
-    """The ``__getattr__`` of ``module`` whose attributes named in ``builders`` are built by them
-    on first use (each builder is called every time: one that builds once caches itself)."""
+def export_lazily(package: str) -> None:
+    """Give ``package`` (its ``__name__``, called from its ``__init__``) a ``__getattr__`` and a
+    ``__dir__`` serving each name its ``TYPE_CHECKING`` block imports, imported on first use.
+
+    They are set from here, not assigned in the package, so that the type checker sees no
+    catch-all ``__getattr__`` there: a name the package does not export stays an error."""
+    module = sys.modules[package]
+    assert module.__file__ is not None, package
+    homes = exports(package, module.__file__)
+    module.__getattr__ = _getattr(package, homes)  # type: ignore[method-assign]
+    module.__dir__ = _dir(homes)  # type: ignore[method-assign]
+
+
+def build_on_first_use(module: str, **builders: Callable[[], Any]) -> None:
+    """Give ``module`` (its ``__name__``) a ``__getattr__`` that builds the attributes named in
+    ``builders`` by calling them, each time one is asked for (a builder that builds once caches
+    itself); declare them under ``if TYPE_CHECKING:`` for the type checker."""
 
     def __getattr__(name: str) -> Any:
         build = builders.get(name)
@@ -87,7 +97,7 @@ def built_on_first_use(module: str, builders: Mapping[str, Callable[[], Any]]) -
             raise AttributeError(f"module {module!r} has no attribute {name!r}", name=name)
         return build()
 
-    return __getattr__
+    sys.modules[module].__getattr__ = __getattr__  # type: ignore[method-assign]
 
 
 def _getattr(package: str, homes: Mapping[str, tuple[str, str]]) -> Callable[[str], Any]:
@@ -103,8 +113,8 @@ def _getattr(package: str, homes: Mapping[str, tuple[str, str]]) -> Callable[[st
     return __getattr__
 
 
-def _dir(exports: Collection[str]) -> Callable[[], list[str]]:
-    names = sorted(exports)
+def _dir(homes: Collection[str]) -> Callable[[], list[str]]:
+    names = sorted(homes)
 
     def __dir__() -> list[str]:
         return list(names)

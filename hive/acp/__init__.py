@@ -6,14 +6,7 @@ Each name is imported from its module on first use: ``hive run`` needs the agent
 
 from typing import TYPE_CHECKING
 
-from hive._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from hive.acp._errors import AcpError, AgentExited, JsonRpcError
-    from hive.acp._jsonrpc import Connection, Pending
-    from hive.acp._runtime import AcpRuntime, open_acp_runtime
-    from hive.acp._session import AcpChoices
-    from hive.acp._translate import Translator
+from hive._lazy import export_lazily
 
 __all__ = [
     "AcpChoices",
@@ -27,6 +20,11 @@ __all__ = [
     "open_acp_runtime",
 ]
 
+if TYPE_CHECKING:
+    from hive.acp._errors import AcpError, AgentExited, JsonRpcError
+    from hive.acp._jsonrpc import Connection, Pending
+    from hive.acp._runtime import AcpRuntime, open_acp_runtime
+    from hive.acp._session import AcpChoices
+    from hive.acp._translate import Translator
 
-if not TYPE_CHECKING:  # the type checker sees the imports above, and no catch-all
-    __getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)
+export_lazily(__name__)

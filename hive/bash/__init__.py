@@ -8,13 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hive._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from hive.bash._errors import BadArgument, BashError, DaemonUnavailable, DiskError, NameBusy, UnknownTask
-    from hive.bash._model import TaskState
-    from hive.bash.client import BashClient, open_bash_client
-    from hive.bash.daemon import DaemonConfig, serve_daemon
+from hive._lazy import export_lazily
 
 __all__ = [
     "BadArgument",
@@ -30,5 +24,10 @@ __all__ = [
     "serve_daemon",
 ]
 
-if not TYPE_CHECKING:  # the type checker sees the imports above, and no catch-all
-    __getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)
+if TYPE_CHECKING:
+    from hive.bash._errors import BadArgument, BashError, DaemonUnavailable, DiskError, NameBusy, UnknownTask
+    from hive.bash._model import TaskState
+    from hive.bash.client import BashClient, open_bash_client
+    from hive.bash.daemon import DaemonConfig, serve_daemon
+
+export_lazily(__name__)

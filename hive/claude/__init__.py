@@ -6,14 +6,12 @@ before it imports Trio, which the runtime (``_session``) needs.
 
 from typing import TYPE_CHECKING
 
-from hive._lazy import lazy_exports
+from hive._lazy import export_lazily
+
+__all__ = ["ClaudeChoices", "InfiniteSession", "open_claude_runtime", "turn_argv", "turn_env"]
 
 if TYPE_CHECKING:
     from hive.claude._argv import turn_argv, turn_env
     from hive.claude._session import ClaudeChoices, InfiniteSession, open_claude_runtime
 
-__all__ = ["ClaudeChoices", "InfiniteSession", "open_claude_runtime", "turn_argv", "turn_env"]
-
-
-if not TYPE_CHECKING:  # the type checker sees the imports above, and no catch-all
-    __getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)
+export_lazily(__name__)

@@ -7,37 +7,7 @@ makes while the agent starts.
 
 from typing import TYPE_CHECKING
 
-from hive._lazy import lazy_exports
-
-if TYPE_CHECKING:
-    from hive.runtime._config import CompactionPolicy, Config, HttpServer, McpServer, Permission, StdioServer
-    from hive.runtime._errors import (
-        AgentRefused,
-        AgentUnavailable,
-        HiveRuntimeError,
-        IdleKilled,
-        IdleTimeout,
-        SessionNotFound,
-        SpecError,
-        TurnFailed,
-        one_error,
-    )
-    from hive.runtime._lifetime import die_with_parent, start_time
-    from hive.runtime._prestart import AgentCommand, Prestart, interrupt_unclaimed, prestart
-    from hive.runtime._process import (
-        SIGNALS_SENT,
-        AgentGroup,
-        AgentProcess,
-        AgentWatcher,
-        SentSignal,
-        StderrTail,
-        release_prestarted,
-        start_agent,
-        watching_agents,
-    )
-    from hive.runtime._protocol import Canceller, Choices, Progress, Runtime, StopReason, TurnOutcome
-    from hive.runtime._spec import AGENT_COMMANDS, BACKENDS, Backend, RuntimeSpec, first_command, open_runtime
-    from hive.runtime._stopper import TurnStopper
+from hive._lazy import export_lazily
 
 __all__ = [
     "AGENT_COMMANDS",
@@ -85,6 +55,34 @@ __all__ = [
     "watching_agents",
 ]
 
+if TYPE_CHECKING:
+    from hive.runtime._config import CompactionPolicy, Config, HttpServer, McpServer, Permission, StdioServer
+    from hive.runtime._errors import (
+        AgentRefused,
+        AgentUnavailable,
+        HiveRuntimeError,
+        IdleKilled,
+        IdleTimeout,
+        SessionNotFound,
+        SpecError,
+        TurnFailed,
+        one_error,
+    )
+    from hive.runtime._lifetime import die_with_parent, start_time
+    from hive.runtime._prestart import AgentCommand, Prestart, interrupt_unclaimed, prestart
+    from hive.runtime._process import (
+        SIGNALS_SENT,
+        AgentGroup,
+        AgentProcess,
+        AgentWatcher,
+        SentSignal,
+        StderrTail,
+        release_prestarted,
+        start_agent,
+        watching_agents,
+    )
+    from hive.runtime._protocol import Canceller, Choices, Progress, Runtime, StopReason, TurnOutcome
+    from hive.runtime._spec import AGENT_COMMANDS, BACKENDS, Backend, RuntimeSpec, first_command, open_runtime
+    from hive.runtime._stopper import TurnStopper
 
-if not TYPE_CHECKING:  # the type checker sees the imports above, and no catch-all
-    __getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)
+export_lazily(__name__)

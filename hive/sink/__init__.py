@@ -7,7 +7,47 @@ for the message classes or Trio.
 
 from typing import TYPE_CHECKING
 
-from hive._lazy import lazy_exports
+from hive._lazy import export_lazily
+
+__all__ = [
+    "ApiMessage",
+    "AssistantMessage",
+    "Batch",
+    "ContentBlock",
+    "ContextUsage",
+    "Dropped",
+    "FanOut",
+    "JsonObject",
+    "JsonlFile",
+    "JsonlSink",
+    "LineFramer",
+    "MemorySink",
+    "MessageError",
+    "ResultMessage",
+    "Sink",
+    "StreamEvent",
+    "StreamMessage",
+    "SystemInit",
+    "SystemMessage",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "UnknownBlock",
+    "UnknownMessage",
+    "Usage",
+    "UserContent",
+    "UserMessage",
+    "converter",
+    "encode_message",
+    "first_message",
+    "last_message",
+    "structured",
+    "typed_lines",
+    "parse_line",
+    "structure_message",
+    "unstructure_message",
+]
 
 if TYPE_CHECKING:
     from hive.sink._batch import (
@@ -50,46 +90,4 @@ if TYPE_CHECKING:
         unstructure_message,
     )
 
-__all__ = [
-    "ApiMessage",
-    "AssistantMessage",
-    "Batch",
-    "ContentBlock",
-    "ContextUsage",
-    "Dropped",
-    "FanOut",
-    "JsonObject",
-    "JsonlFile",
-    "JsonlSink",
-    "LineFramer",
-    "MemorySink",
-    "MessageError",
-    "ResultMessage",
-    "Sink",
-    "StreamEvent",
-    "StreamMessage",
-    "SystemInit",
-    "SystemMessage",
-    "TextBlock",
-    "ThinkingBlock",
-    "ToolResultBlock",
-    "ToolUseBlock",
-    "UnknownBlock",
-    "UnknownMessage",
-    "Usage",
-    "UserContent",
-    "UserMessage",
-    "converter",
-    "encode_message",
-    "first_message",
-    "last_message",
-    "structured",
-    "typed_lines",
-    "parse_line",
-    "structure_message",
-    "unstructure_message",
-]
-
-
-if not TYPE_CHECKING:  # the type checker sees the imports above, and no catch-all
-    __getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)
+export_lazily(__name__)

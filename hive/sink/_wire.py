@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from hive._lazy import built_on_first_use
+from hive._lazy import build_on_first_use
 from hive.sink._messages import (
     ApiMessage,
     AssistantMessage,
@@ -165,8 +165,7 @@ def _converter() -> StrictConverter:
     return made
 
 
-if not TYPE_CHECKING:  # the type checker sees `converter` declared above
-    __getattr__ = built_on_first_use(__name__, {"converter": _converter})
+build_on_first_use(__name__, converter=_converter)
 
 
 # -- the shortcut ---------------------------------------------------------------------------------
