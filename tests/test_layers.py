@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from pathlib import Path
+
+from hive._lazy import exports
 
 HIVE = Path(__file__).resolve().parent.parent / "hive"
 
@@ -23,6 +26,18 @@ ALLOWED: dict[str, set[str]] = {
     "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", "_files", "errors", ""},
     "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_files", "errors", ""},
 }
+SHARED_LEAVES: dict[str, set[str]] = {
+    "_limits": set(),
+    "_lazy": set(),
+    "_convert": {"errors"},
+    "_arguments": {"_limits", "errors"},
+}
+"""One mechanism each, for every part: they import nothing of hive above them, and nothing
+outside the standard library but ``_convert``'s cattrs."""
+for _imports in ALLOWED.values():
+    if _imports:  # the leaves that import nothing of hive (errors, _files, sdnotify) stay so
+        _imports |= set(SHARED_LEAVES)
+ALLOWED.update(SHARED_LEAVES)
 
 
 def part_of(path: Path) -> str:
@@ -75,8 +90,20 @@ def imported_roots(path: Path, *, on_import: bool = False) -> set[str]:
 
 
 def test_the_relay_imports_only_the_standard_library() -> None:
+    """The relay starts in the time of a bare interpreter: the standard library, and the limits it
+    shares with the tools (a module of the standard library only)."""
     imported = imported_roots(HIVE / "bash" / "relay.py")
-    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+    allowed = set(sys.stdlib_module_names) | {"hive._limits"}
+    assert imported <= allowed, imported - allowed
+    assert imported_roots(HIVE / "_limits.py") <= set(sys.stdlib_module_names)
+
+
+def test_the_shared_leaves_import_only_the_standard_library() -> None:
+    for leaf in ("_limits", "_lazy"):
+        imported = imported_roots(HIVE / f"{leaf}.py")
+        assert imported <= set(sys.stdlib_module_names), (leaf, imported - set(sys.stdlib_module_names))
+    imported = imported_roots(HIVE / "_arguments.py")
+    assert imported <= set(sys.stdlib_module_names) | {"hive._limits", "hive.errors"}, imported
 
 
 def test_the_cli_client_imports_only_the_standard_library() -> None:
@@ -86,3 +113,16 @@ def test_the_cli_client_imports_only_the_standard_library() -> None:
     allowed = set(sys.stdlib_module_names) | {"hive", "hive.bash._errors"}
     assert imported <= allowed, imported - allowed
     assert imported_roots(HIVE / "bash" / "_errors.py") <= set(sys.stdlib_module_names)
+
+
+def test_every_lazy_face_lists_in_all_exactly_what_it_imports_for_the_type_checker() -> None:
+    """A package's face is named in its TYPE_CHECKING imports and in __all__ (hive._lazy)."""
+    faces = [path for path in sorted(HIVE.rglob("__init__.py")) if "export_lazily(" in path.read_text()]
+    assert len(faces) >= 5
+    for path in faces:
+        name = ".".join(("hive", *path.parent.relative_to(HIVE).parts))
+        package = importlib.import_module(name)
+        assert sorted(exports(name, str(path))) == sorted(package.__all__), name
+        assert dir(package) == sorted(package.__all__), name
+        for export in package.__all__:
+            assert getattr(package, export) is getattr(package, export), (name, export)

@@ -39,14 +39,14 @@ import socket
 import sys
 import time
 
+from hive._limits import MAX_WAIT
+
 try:
     from .. import __version__
 except ImportError:  # run as a file, outside the hive package
     __version__ = "unknown"
 
 READ_SIZE = 65536
-MAX_WAIT = 30.0
-"""The longest a call may ask the daemon to wait (``wait_seconds`` is capped at this)."""
 REPLY_MARGIN = 15.0
 REPLY_TIMEOUT = MAX_WAIT + REPLY_MARGIN
 REPLY_TIMEOUT_ENV = "HIVE_BASH_RELAY_REPLY_TIMEOUT"

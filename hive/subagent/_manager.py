@@ -28,6 +28,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive._limits import is_name
 from hive.runtime import (
     Backend,
     Config,
@@ -46,7 +47,7 @@ from hive.subagent._courier import Courier, WakeCourier
 from hive.subagent._errors import BadArgument, NameBusy, NameStopping, UnknownSubagent
 from hive.subagent._records import AgentPid, Current, SessionRecord, TurnEnd
 from hive.subagent._slots import Arm, Phase, Refusal, Slot
-from hive.subagent._store import NAME, Store
+from hive.subagent._store import Store
 from hive.subagent._turns import TurnSink, end_of
 from hive.subagent._wire import Caller
 from hive.wake import Wake
@@ -66,7 +67,7 @@ def open_subagent_runtime(
 
 
 def check_name(name: object) -> str:
-    if not isinstance(name, str) or not NAME.fullmatch(name):
+    if not isinstance(name, str) or not is_name(name):
         raise BadArgument(
             f"name must be 1 to 64 letters, digits, '.', '_' or '-', not {name!r:.80}; e.g. 'reviewer' or 'tests-1'"
         )
