@@ -13,17 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hive import __version__
+from hive._limits import MAX_NAME, MAX_WAIT, NAME_RULE, is_name
 from hive._main import run_main
 from hive.errors import BadInput
 
 if TYPE_CHECKING:
     from hive.bash.client import CallResult
     from hive.wake import AgentReply, AgentRequest
-
-# The bash tools' limits, restated here: `hive bash` must not import the daemon's modules to
-# learn them (it would cost the MCP SDK's import, most of a second, on every command).
-MAX_WAIT = 30.0
-TASK_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def _socket_help() -> str:
@@ -79,7 +75,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     run.add_argument(
         "--name",
         type=_task_name,
-        help="a memorable id for the task (letters, digits, '.', '_', '-'; up to 64)",
+        help=f"a memorable id for the task (letters, digits, '.', '_', '-'; up to {MAX_NAME})",
     )
     run.add_argument(
         "--timeout", type=_timeout, metavar="S", help="stop the task after S seconds (timed_out)"
@@ -204,10 +200,8 @@ def _timeout(text: str) -> float:
 
 
 def _task_name(text: str) -> str:
-    if not TASK_NAME.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a task name: use 1 to 64 ASCII letters, digits, '.', '_' or '-'"
-        )
+    if not is_name(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a task name: use {NAME_RULE}")
     return text
 
 

@@ -27,11 +27,9 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 import attrs
-import cattrs
 import trio
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-from cattrs.preconf.json import make_converter
 
+from hive._convert import DecodeError, strict_converter, structure
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
 from hive.errors import HiveError
 
@@ -70,7 +68,6 @@ log = logging.getLogger(__name__)
 
 MAX_LINE = 1 << 20
 _KNOWN_AS = "agent socket path"  # what its owner calls the path, in messages
-T = TypeVar("T")
 
 
 @attrs.frozen
@@ -154,40 +151,10 @@ class AgentReply:
     status: AgentStatus | None = None
 
 
-converter = make_converter()
-
-
-def _strict(kind: type[T]) -> Callable[[Any, Any], T]:
-    def structure(value: Any, _: Any) -> T:
-        # cattrs would coerce (12 -> "12", "no" -> True); a wire value of the wrong type is refused.
-        if type(value) is not kind:
-            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r:.40}")
-        return value
-
-    return structure
-
-
-converter.register_structure_hook(str, _strict(str))
-converter.register_structure_hook(bool, _strict(bool))
-converter.register_structure_hook(int, _strict(int))
-converter.register_unstructure_hook(
-    Wake,
-    make_dict_unstructure_fn(
-        Wake, converter, sender=override(rename="from"), end_id=override(omit_if_default=True)
-    ),
-)
-converter.register_structure_hook(
-    Wake, make_dict_structure_fn(Wake, converter, sender=override(rename="from"))
-)
-converter.register_unstructure_hook(
-    Prompt, make_dict_unstructure_fn(Prompt, converter, sender=override(rename="from"))
-)
-converter.register_structure_hook(
-    Prompt, make_dict_structure_fn(Prompt, converter, sender=override(rename="from"))
-)
-converter.register_unstructure_hook(
-    AgentReply, make_dict_unstructure_fn(AgentReply, converter, _cattrs_omit_if_default=True)
-)
+converter = strict_converter()
+converter.register_fields(Wake, {"sender": "from"}, omit_if_default=("end_id",))
+converter.register_fields(Prompt, {"sender": "from"})
+converter.register_fields(AgentReply, omit_if_default=True)
 
 _REQUEST_TYPES: dict[str, type[AgentRequest]] = {
     "wake": Wake,
@@ -244,9 +211,9 @@ def decode_request(line: bytes) -> AgentRequest:
     if missing:
         raise AgentRequestError(f"malformed {kind} request: missing {', '.join(missing)}")
     try:
-        request: AgentRequest = converter.structure(raw, cls)
-    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
-        raise AgentRequestError(f"malformed {kind} request: {_flatten(exc)}") from None
+        request: AgentRequest = structure(converter, raw, cls, f"{kind} request")
+    except DecodeError as exc:
+        raise AgentRequestError(str(exc)) from None
     return request
 
 
@@ -254,16 +221,9 @@ def decode_reply(line: bytes) -> AgentReply:
     """Parse one reply line; anything malformed raises AgentRequestError."""
     raw = _loads(line)
     try:
-        return converter.structure(raw, AgentReply)
-    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
-        raise AgentRequestError(f"malformed reply {line[:200]!r}: {_flatten(exc)}") from None
-
-
-def _flatten(exc: BaseException) -> str:
-    if isinstance(exc, cattrs.BaseValidationError):
-        # Paths name attributes; on the wire the sender is "from".
-        return "; ".join(cattrs.transform_error(exc)).replace("$.sender", "$.from")
-    return str(exc)
+        return structure(converter, raw, AgentReply, f"reply {line[:200]!r}")
+    except DecodeError as exc:
+        raise AgentRequestError(str(exc)) from None
 
 
 class LineTooLong(AgentRequestError):

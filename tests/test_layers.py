@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from pathlib import Path
+
+from hive._lazy import exports
 
 HIVE = Path(__file__).resolve().parent.parent / "hive"
 
@@ -45,6 +48,18 @@ ALLOWED: dict[str, set[str]] = {
         *("wake", "sdnotify", "_unix", "_files", "errors", "_main", ""),
     },
 }
+SHARED_LEAVES: dict[str, set[str]] = {
+    "_limits": set(),
+    "_lazy": set(),
+    "_convert": {"errors"},
+    "_arguments": {"_limits", "errors"},
+}
+"""One mechanism each, for every part: they import nothing of hive above them, and nothing
+outside the standard library but ``_convert``'s cattrs."""
+for _imports in ALLOWED.values():
+    if _imports:  # the leaves that import nothing of hive (errors, _files, sdnotify) stay so
+        _imports |= set(SHARED_LEAVES)
+ALLOWED.update(SHARED_LEAVES)
 
 
 def part_of(path: Path) -> str:
@@ -124,7 +139,7 @@ def imported_roots(path: Path, *, on_import: bool = False) -> set[str]:
     return {name if name.startswith("hive") else name.split(".")[0] for name in names} - {"__future__"}
 
 
-STDLIB_LEAVES = {"hive.errors", "hive._main"}
+STDLIB_LEAVES = {"hive.errors", "hive._main", "hive._limits", "hive._lazy", "hive._arguments"}
 """hive's modules that import nothing but the standard library (and one another): a program
 that must start in the time of a bare interpreter may still use them."""
 
@@ -137,6 +152,8 @@ def test_the_stdlib_leaves_import_only_the_standard_library() -> None:
 
 
 def test_the_relay_imports_only_the_standard_library() -> None:
+    """The relay starts in the time of a bare interpreter: the standard library, and the limits it
+    shares with the tools (a module of the standard library only)."""
     imported = imported_roots(HIVE / "bash" / "relay.py")
     allowed = set(sys.stdlib_module_names) | STDLIB_LEAVES | {"hive"}  # the root holds only __version__
     assert imported <= allowed, imported - allowed
@@ -149,3 +166,16 @@ def test_the_cli_client_imports_only_the_standard_library() -> None:
     allowed = set(sys.stdlib_module_names) | {"hive", "hive.bash._errors"}
     assert imported <= allowed, imported - allowed
     assert imported_roots(HIVE / "bash" / "_errors.py") <= set(sys.stdlib_module_names) | STDLIB_LEAVES
+
+
+def test_every_lazy_face_lists_in_all_exactly_what_it_imports_for_the_type_checker() -> None:
+    """A package's face is named in its TYPE_CHECKING imports and in __all__ (hive._lazy)."""
+    faces = [path for path in sorted(HIVE.rglob("__init__.py")) if "export_lazily(" in path.read_text()]
+    assert len(faces) >= 5
+    for path in faces:
+        name = ".".join(("hive", *path.parent.relative_to(HIVE).parts))
+        package = importlib.import_module(name)
+        assert sorted(exports(name, str(path))) == sorted(package.__all__), name
+        assert dir(package) == sorted(package.__all__), name
+        for export in package.__all__:
+            assert getattr(package, export) is getattr(package, export), (name, export)

@@ -22,8 +22,9 @@ import trio
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
+from hive._limits import MAX_WAIT
 from hive.bash import _server, relay
-from hive.bash._tools import MAX_WAIT, TOOLS
+from hive.bash._tools import TOOLS
 from tests.conftest import DaemonHandle, call, structured, text_of
 from tests.test_relay import initialize, notification, open_relay, request, result_of
 

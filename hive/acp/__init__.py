@@ -4,27 +4,9 @@ Each name is imported from its module on first use: ``hive run`` needs the agent
 (``_command``) before it imports Trio, which the rest needs.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from hive.acp._errors import AcpError, AgentExited, JsonRpcError
-    from hive.acp._jsonrpc import Connection, Pending
-    from hive.acp._runtime import AcpRuntime, open_acp_runtime
-    from hive.acp._session import AcpChoices
-    from hive.acp._translate import Translator
-
-_WHERE = {
-    "AcpError": "_errors",
-    "AgentExited": "_errors",
-    "JsonRpcError": "_errors",
-    "Connection": "_jsonrpc",
-    "Pending": "_jsonrpc",
-    "AcpRuntime": "_runtime",
-    "open_acp_runtime": "_runtime",
-    "AcpChoices": "_session",
-    "Translator": "_translate",
-}
+from hive._lazy import export_lazily
 
 __all__ = [
     "AcpChoices",
@@ -38,15 +20,11 @@ __all__ = [
     "open_acp_runtime",
 ]
 
+if TYPE_CHECKING:
+    from hive.acp._errors import AcpError, AgentExited, JsonRpcError
+    from hive.acp._jsonrpc import Connection, Pending
+    from hive.acp._runtime import AcpRuntime, open_acp_runtime
+    from hive.acp._session import AcpChoices
+    from hive.acp._translate import Translator
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+export_lazily(__name__)

@@ -17,7 +17,7 @@ import attrs
 from hive.acp._errors import AcpError
 
 if TYPE_CHECKING:
-    from cattrs.preconf.json import JsonConverter
+    from hive._convert import StrictConverter
 
 PROTOCOL_VERSION = 1
 JsonObject = dict[str, Any]
@@ -375,26 +375,19 @@ _CLASSES = (
 
 
 @cache
-def converter() -> JsonConverter:
-    """The one converter of ACP's types, built the first time a message is sent or read."""
-    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-    from cattrs.preconf.json import make_converter
+def converter() -> StrictConverter:
+    """The one converter of ACP's types (hive's strict one), built the first time a message is sent or read."""
+    from cattrs.gen import make_dict_unstructure_fn
 
-    conv = make_converter()
+    from hive._convert import strict_converter
+
+    conv = strict_converter()
 
     def register(cls: type) -> None:
-        renames = {
-            field.name: override(
-                rename="_meta" if field.name == "meta" else camel(field.name),
-                omit_if_default=False if field.name in _ALWAYS else None,
-            )
-            for field in attrs.fields(cls)
+        wire = {
+            field.name: "_meta" if field.name == "meta" else camel(field.name) for field in attrs.fields(cls)
         }
-        conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, **renames))  # type: ignore[arg-type]
-        conv.register_unstructure_hook(
-            cls,
-            make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=True, **renames),  # type: ignore[arg-type]
-        )
+        conv.register_fields(cls, wire, omit_if_default=True, keep=_ALWAYS)
 
     def structure_update(obj: Any, _: Any) -> SessionUpdate:
         if not isinstance(obj, dict):
@@ -436,14 +429,10 @@ def from_wire(obj: Any, cls: type[Any]) -> Any:
     """Structure an agent's message; SchemaError (saying what is wrong) if it cannot be."""
     if obj is None and cls in (LoadSessionResponse, SetConfigOptionResponse):
         obj = {}
-    import cattrs
+    from hive._convert import DecodeError, structure
 
     try:
-        return converter().structure(obj, cls)
-    except (cattrs.BaseValidationError, TypeError, ValueError, KeyError) as exc:
-        detail = (
-            "; ".join(cattrs.transform_error(exc))
-            if isinstance(exc, cattrs.BaseValidationError)
-            else str(exc)
-        )
-        raise SchemaError(f"the agent's {cls.__name__} is malformed: {detail}") from None
+        return structure(converter(), obj, cls)
+    except DecodeError as exc:
+        problems = "; ".join(exc.problems)
+        raise SchemaError(f"the agent's {cls.__name__} is malformed: {problems}") from None

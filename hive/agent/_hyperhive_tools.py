@@ -15,9 +15,8 @@ from typing import Any
 import attrs
 import trio
 
-from hive.agent._errors import HarnessError
+from hive._arguments import ArgumentError, check_arguments
 from hive.agent._loose_ends import UNKNOWN, describe, read_loose_ends
-from hive.errors import BadInput
 from hive.wake import Refused
 
 DEFAULT_LIMIT = 50
@@ -152,10 +151,6 @@ class ToolResult:
     is_error: bool = False
 
 
-class BadArgument(HarnessError, BadInput):
-    """A tool was called with arguments it does not take."""
-
-
 def _error(text: str, kind: str) -> ToolResult:
     return ToolResult(text, {"error": kind, "message": text}, is_error=True)
 
@@ -172,19 +167,20 @@ class HyperhiveTools:
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
         """Run tool ``name``; a caller's mistake comes back as an error result, never an exception."""
-        args = dict(arguments or {})
+        schema = _SCHEMAS.get(name)
+        if schema is None:
+            tools = ", ".join(tool["name"] for tool in TOOLS)
+            return _error(f"unknown tool {name!r}; the hyperhive tools are {tools}", "unknown_tool")
         try:
-            if name == "loose_ends":
-                return await self.loose_ends(args)
-            if name == "compact":
-                return await self.compact(args)
-        except BadArgument as exc:
+            args = check_arguments(schema, arguments)
+        except ArgumentError as exc:
             return _error(str(exc), "BadArgument")
-        tools = ", ".join(tool["name"] for tool in TOOLS)
-        return _error(f"unknown tool {name!r}; the hyperhive tools are {tools}", "unknown_tool")
+        if name == "loose_ends":
+            return await self.loose_ends(args)
+        return await self.compact(args)
 
     async def compact(self, args: dict[str, Any]) -> ToolResult:
-        _check_keys(args, ())
+        """Ask the harness to compact once this turn ends (``args``: checked, none)."""
         try:
             await self.on_compact()
         except Refused as exc:
@@ -194,10 +190,8 @@ class HyperhiveTools:
         )
 
     async def loose_ends(self, args: dict[str, Any]) -> ToolResult:
-        _check_keys(args, ("limit",))
-        limit = args.get("limit", DEFAULT_LIMIT)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise BadArgument(f"limit must be a whole number, 0 or more (0 for all), not {limit!r}")
+        """The loose ends, oldest first (``args``: checked, with ``limit``)."""
+        limit: int = args["limit"]
         try:
             # Abandoned on cancel: a read is safe to leave behind, and a stuck disk must not hold
             # up the server's shutdown.
@@ -214,8 +208,4 @@ class HyperhiveTools:
         return ToolResult(text, structured)
 
 
-def _check_keys(args: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
-    unknown = sorted(set(args) - set(allowed))
-    if unknown:
-        takes = ", ".join(allowed) if allowed else "no arguments"
-        raise BadArgument(f"unknown argument(s) {', '.join(unknown)}; this tool takes {takes}")
+_SCHEMAS: dict[str, dict[str, Any]] = {tool["name"]: tool["input_schema"] for tool in TOOLS}

@@ -13,10 +13,8 @@ import json
 from typing import Any, Literal
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-from cattrs.preconf.json import make_converter
 
+from hive._convert import DecodeError, strict_converter, structure
 from hive.agent._errors import HarnessError
 from hive.agent._model import Item
 
@@ -127,25 +125,9 @@ class SessionFile:
     session_id: str
 
 
-converter = make_converter()
-converter.register_unstructure_hook(
-    Item,
-    make_dict_unstructure_fn(
-        Item, converter, sender=override(rename="from"), end_id=override(omit_if_default=True)
-    ),
-)
-converter.register_structure_hook(
-    Item, make_dict_structure_fn(Item, converter, sender=override(rename="from"))
-)
-converter.register_unstructure_hook(
-    CarriedItem,
-    make_dict_unstructure_fn(
-        CarriedItem, converter, sender=override(rename="from"), end_id=override(omit_if_default=True)
-    ),
-)
-converter.register_structure_hook(
-    CarriedItem, make_dict_structure_fn(CarriedItem, converter, sender=override(rename="from"))
-)
+converter = strict_converter()
+converter.register_fields(Item, {"sender": "from"}, omit_if_default=("end_id",))
+converter.register_fields(CarriedItem, {"sender": "from"}, omit_if_default=("end_id",))
 
 
 class RecordError(HarnessError, ValueError):
@@ -157,24 +139,30 @@ def encode(value: Record | TurnRecord | SessionFile) -> bytes:
 
 
 def decode_record(line: bytes) -> Record:
+    """One line of the queue's journal; RecordError saying what is wrong if it is not a record."""
     try:
         raw = json.loads(line)
         kind = _RECORDS[raw["op"]]
-        record: Record = converter.structure(raw, kind)
-    except (ValueError, KeyError, TypeError, cattrs.BaseValidationError) as exc:
+    except (ValueError, RecursionError, KeyError, TypeError) as exc:
         raise RecordError(f"not a queue record ({type(exc).__name__}: {exc}): {line[:200]!r}") from None
+    try:
+        record: Record = structure(converter, raw, kind)
+    except DecodeError as exc:
+        raise RecordError(f"not a queue record ({exc}): {line[:200]!r}") from None
     return record
 
 
 def decode_turn_record(raw: dict[str, Any]) -> TurnRecord:
+    """The turn log's own line (parsed); RecordError saying what is wrong if it is not one."""
     try:
-        return converter.structure(raw, TurnRecord)
-    except (ValueError, KeyError, TypeError, cattrs.BaseValidationError) as exc:
-        raise RecordError(f"not a turn record ({type(exc).__name__}: {exc})") from None
+        return structure(converter, raw, TurnRecord)
+    except DecodeError as exc:
+        raise RecordError(f"not a turn record ({exc})") from None
 
 
 def decode_session(data: bytes) -> SessionFile:
+    """The session file; RecordError saying what is wrong if it is not one."""
     try:
-        return converter.structure(json.loads(data), SessionFile)
-    except (ValueError, KeyError, TypeError, cattrs.BaseValidationError) as exc:
-        raise RecordError(f"not a session file ({type(exc).__name__}: {exc})") from None
+        return structure(converter, json.loads(data), SessionFile)
+    except (ValueError, RecursionError) as exc:  # DecodeError included
+        raise RecordError(f"not a session file ({exc})") from None

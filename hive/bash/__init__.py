@@ -6,17 +6,9 @@ imported without pulling in Trio or the MCP SDK.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from hive.bash._errors import BadArgument, BashError, DaemonUnavailable, DiskError, NameBusy, UnknownTask
-    from hive.bash._launch import DaemonFailedToStart, running_daemon
-    from hive.bash._model import TaskState
-    from hive.bash._records import LooseEnd, TaskRecord
-    from hive.bash._wire import RecordError, decode
-    from hive.bash.client import BashClient, open_bash_client
-    from hive.bash.daemon import DaemonConfig, serve_daemon
+from hive._lazy import export_lazily
 
 __all__ = [
     "BadArgument",
@@ -38,29 +30,13 @@ __all__ = [
     "serve_daemon",
 ]
 
-_HOMES = {
-    "BadArgument": "_errors",
-    "BashError": "_errors",
-    "DaemonUnavailable": "_errors",
-    "DiskError": "_errors",
-    "NameBusy": "_errors",
-    "UnknownTask": "_errors",
-    "DaemonFailedToStart": "_launch",
-    "running_daemon": "_launch",
-    "TaskState": "_model",
-    "LooseEnd": "_records",
-    "TaskRecord": "_records",
-    "RecordError": "_wire",
-    "decode": "_wire",
-    "BashClient": "client",
-    "open_bash_client": "client",
-    "DaemonConfig": "daemon",
-    "serve_daemon": "daemon",
-}
+if TYPE_CHECKING:
+    from hive.bash._errors import BadArgument, BashError, DaemonUnavailable, DiskError, NameBusy, UnknownTask
+    from hive.bash._launch import DaemonFailedToStart, running_daemon
+    from hive.bash._model import TaskState
+    from hive.bash._records import LooseEnd, TaskRecord
+    from hive.bash._wire import RecordError, decode
+    from hive.bash.client import BashClient, open_bash_client
+    from hive.bash.daemon import DaemonConfig, serve_daemon
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'hive.bash' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"hive.bash.{home}"), name)
+export_lazily(__name__)

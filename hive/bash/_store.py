@@ -52,6 +52,7 @@ from hive._files import (
     truncate_regular,
     write_atomic,
 )
+from hive._limits import is_name
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._wire import RecordError, decode, encode
 
@@ -64,7 +65,6 @@ write needs, taken while the disk still has it. Blank: it reads as no status."""
 TASK_FILE_SUFFIXES = (".json", ".cmd", ".out", ".err", ".exit")
 _GENERATION = re.compile(r"\.(?:json|cmd|out|err|exit)\.([0-9]+)")
 _RUN_FILE = re.compile(r"(.+)\.(json|cmd|out|err|exit)(?:\.([0-9]+))?")
-_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 @attrs.frozen
@@ -374,7 +374,7 @@ class TaskStore:
         with os.scandir(self.tasks_dir) as entries:
             for entry in entries:
                 match = _RUN_FILE.fullmatch(entry.name)
-                if match is None or not _ID.fullmatch(match[1]):
+                if match is None or not is_name(match[1]):
                     continue
                 try:
                     info = entry.stat(follow_symlinks=False)

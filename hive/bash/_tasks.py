@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from hive._files import fsync_dir, open_regular
+from hive._limits import NAME_RULE, is_name
 from hive.bash import _cgroups, _limits, _procs
 from hive.bash._batches import Batcher
 from hive.bash._courier import WakeCourier
@@ -38,7 +39,6 @@ from hive.wake import Wake, end_id
 
 log = logging.getLogger(__name__)
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 WAKE_STDOUT_BYTES = 2048
 SPAWN_LANES = 8
 SPAWNS_PER_TRIP = 8
@@ -199,8 +199,8 @@ class TaskManager:
         had not reached the agent yet. The caller holds both: its answer reports the previous
         end too, and releases the previous task as told only if it reached a connected client."""
         if name is not None:
-            if not NAME_PATTERN.fullmatch(name):
-                raise BadArgument(f"bad name {name!r}: use 1 to 64 ASCII letters, digits, '.', '_' or '-'")
+            if not is_name(name):
+                raise BadArgument(f"bad name {name!r}: use {NAME_RULE}")
             task_id = name
         else:
             task_id = secrets.token_hex(6)

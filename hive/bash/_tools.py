@@ -6,25 +6,21 @@ Nothing here knows MCP: each tool takes the raw arguments and returns a :class:`
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
 
+from hive._arguments import ArgumentError, check_arguments
+from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_SCHEMA_PATTERN
 from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running
 from hive.bash._errors import BadArgument, BashError
 from hive.bash._model import HeldBy, StopReason, TaskState
 from hive.bash._tasks import Task, TaskManager
 
-MAX_WAIT = 30.0
 DEFAULT_RUN_WAIT = 3.0
 DEFAULT_LIST_LIMIT = 50
-MAX_CMD_BYTES = 1024 * 1024
-"""The largest command `run` takes, in bytes of UTF-8. A command is passed to bash through a
-file, not argv, so this is a choice, not Linux's 128 KiB limit on one argument: a longer
-script belongs in a file of its own (`bash FILE`)."""
 
 
 @attrs.frozen
@@ -145,8 +141,8 @@ def _output_schema(properties: dict[str, Any], *shapes: list[str]) -> dict[str, 
 
 
 _WAIT_DESCRIPTION = (
-    "Seconds to wait for the task to finish before answering (0 to 30; larger values are capped at 30). "
-    "If it finishes in time you get its full status at once."
+    f"Seconds to wait for the task to finish before answering (0 to {MAX_WAIT:g}; larger values are "
+    f"capped at {MAX_WAIT:g}). If it finishes in time you get its full status at once."
 )
 
 TOOLS = [
@@ -182,9 +178,9 @@ TOOLS = [
                 },
                 "name": {
                     "type": "string",
-                    "pattern": "^[A-Za-z0-9._-]{1,64}$",
+                    "pattern": NAME_SCHEMA_PATTERN,
                     "description": "A memorable id for the task instead of a random one (letters, digits, "
-                    "'.', '_', '-'; up to 64). It names the wake (`bash-task-<name>`). A name can be "
+                    f"'.', '_', '-'; up to {MAX_NAME}). It names the wake (`bash-task-<name>`). A name can be "
                     "reused once its previous task has finished.",
                 },
             },
@@ -254,44 +250,15 @@ TOOLS = [
 ]
 
 
-# -- argument checking ----------------------------------------------------------------------------
+# -- argument checking (beyond what the schemas say: see hive._arguments) ------------------------
 
-
-def _check_keys(args: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
-    unknown = sorted(set(args) - set(allowed))
-    if unknown:
-        takes = ", ".join(allowed) if allowed else "no arguments"
-        raise BadArgument(f"unknown argument(s) {', '.join(unknown)}; this tool takes {takes}")
-
-
-def _number(args: Mapping[str, Any], key: str) -> float | None:
-    value = args.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise BadArgument(f"{key} must be a number of seconds, not {value!r}")
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise BadArgument(f"{key} must be a number of seconds, not {value!r}") from None
-    if not isinstance(value, int | float):
-        raise BadArgument(f"{key} must be a number of seconds, not {type(value).__name__}")
-    if not math.isfinite(value):
-        raise BadArgument(f"{key} must be a finite number of seconds, not {value!r}")
-    if value < 0:
-        raise BadArgument(f"{key} must not be negative (got {value:g})")
-    return float(value)
-
-
-def _wait(args: Mapping[str, Any], default: float) -> float:
-    value = _number(args, "wait_seconds")
-    return default if value is None else min(value, MAX_WAIT)
+_SPECS = {spec.name: spec for spec in TOOLS}
+_CAPPED = {"wait_seconds": MAX_WAIT}
 
 
 def _task_id(args: Mapping[str, Any]) -> str:
-    value = args.get("id")
-    if not isinstance(value, str) or not value:
+    value: str = args["id"]
+    if not value:
         raise BadArgument("id is required: the id `run` returned, or the task's name")
     return value
 
@@ -335,9 +302,7 @@ def _error(text: str, kind: str) -> ToolResult:
     return ToolResult(text, {"error": kind, "message": text}, is_error=True)
 
 
-def _check_cmd(cmd: object) -> str:
-    if not isinstance(cmd, str):
-        raise BadArgument("cmd is required and must be a string: the shell command to run")
+def _check_cmd(cmd: str) -> str:
     if not cmd.strip():
         raise BadArgument("cmd is empty: give the shell command to run")
     if "\0" in cmd:
@@ -350,7 +315,7 @@ def _check_cmd(cmd: object) -> str:
         ) from None
     if size > MAX_CMD_BYTES:
         raise BadArgument(
-            f"cmd is {size} bytes, over the cap of {MAX_CMD_BYTES} bytes (1 MiB); write a script that long "
+            f"cmd is {size} bytes, over the cap of {MAX_CMD_BYTES} bytes ({MAX_CMD_BYTES >> 20} MiB); write a script that long "
             "to a file and run `bash FILE` instead"
         )
     return cmd
@@ -373,7 +338,10 @@ class BashTools:
                 "unknown_tool",
             )
         try:
-            return await handler(dict(arguments or {}))
+            args = check_arguments(_SPECS[name].input_schema, arguments, capped=_CAPPED)
+            return await handler(args)
+        except ArgumentError as exc:
+            return _error(str(exc), "BadArgument")
         except BashError as exc:
             return _error(str(exc), type(exc).__name__)
 
@@ -381,15 +349,10 @@ class BashTools:
         return {"run": self.run, "status": self.status, "stop": self.stop, "list": self.list}
 
     async def run(self, args: dict[str, Any]) -> ToolResult:
-        _check_keys(args, ("cmd", "timeout_secs", "wait_seconds", "name"))
-        cmd = _check_cmd(args.get("cmd"))
-        timeout = _number(args, "timeout_secs")
-        if timeout == 0:
-            raise BadArgument("timeout_secs must be more than 0; omit it for no timeout")
-        wait = _wait(args, DEFAULT_RUN_WAIT)
-        name = args.get("name")
-        if name is not None and not isinstance(name, str):
-            raise BadArgument(f"name must be a string, not {name!r}")
+        cmd = _check_cmd(args["cmd"])
+        timeout: float | None = args.get("timeout_secs")
+        wait: float = args["wait_seconds"]
+        name: str | None = args.get("name")
 
         # `start` holds the task for this call: released here, or once the answer is written.
         task, previous = await self.manager.start(cmd, name=name, timeout_secs=timeout)
@@ -429,8 +392,7 @@ class BashTools:
         )
 
     async def status(self, args: dict[str, Any]) -> ToolResult:
-        _check_keys(args, ("id", "wait_seconds"))
-        wait = _wait(args, 0.0)
+        wait: float = args["wait_seconds"]
         task = self.manager.get(_task_id(args))
         self.manager.hold(task)
         try:
@@ -441,7 +403,6 @@ class BashTools:
         return await self._answer(task)
 
     async def stop(self, args: dict[str, Any]) -> ToolResult:
-        _check_keys(args, ("id",))
         task = self.manager.get(_task_id(args))
         self.manager.hold(task)
         if task.final:
@@ -477,10 +438,7 @@ class BashTools:
         return attrs.evolve(result, delivered=delivered)
 
     async def list(self, args: dict[str, Any]) -> ToolResult:
-        _check_keys(args, ("limit",))
-        limit = args.get("limit", DEFAULT_LIST_LIMIT)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise BadArgument(f"limit must be a whole number, 0 or more (0 for every task), not {limit!r}")
+        limit: int = args["limit"]
         now = self.clock()
         records = self.manager.newest_first()
         shown = records[:limit] if limit else records

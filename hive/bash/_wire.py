@@ -1,19 +1,17 @@
-"""The one cattrs converter for the daemon's disk records."""
+"""The one cattrs converter for the daemon's disk records (hive's strict one: no value is coerced)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, TypeVar
 
-import cattrs
-from cattrs.preconf.json import make_converter
-
+from hive._convert import DecodeError, strict_converter, structure
 from hive.bash._errors import BashError
 from hive.bash._records import LooseEnd, TaskRecord
 
 T = TypeVar("T", TaskRecord, LooseEnd)
 
-converter = make_converter()
+converter = strict_converter()
 
 
 class RecordError(BashError, ValueError):
@@ -21,15 +19,17 @@ class RecordError(BashError, ValueError):
 
 
 def encode(value: TaskRecord | LooseEnd) -> bytes:
-    """``value`` as the one JSON line its file holds."""
+    """The record as one compact JSON line."""
     return json.dumps(converter.unstructure(value), separators=(",", ":")).encode() + b"\n"
 
 
 def decode(data: bytes, cls: type[T]) -> T:
-    """The record of type ``cls`` (a task record or a loose end) that ``data`` holds; RecordError
-    if it holds none."""
+    """The record in ``data``; RecordError saying which field is wrong if it is not one."""
     try:
         raw: Any = json.loads(data)
-        return converter.structure(raw, cls)
-    except (ValueError, TypeError, cattrs.BaseValidationError) as exc:
+    except (ValueError, RecursionError) as exc:
+        raise RecordError(f"not a {cls.__name__}: not JSON ({str(exc)[:200]})") from None
+    try:
+        return structure(converter, raw, cls)
+    except DecodeError as exc:
         raise RecordError(f"not a {cls.__name__}: {exc}") from None

@@ -45,11 +45,10 @@ import sys
 import time
 
 from hive import __version__
+from hive._limits import MAX_WAIT
 from hive._main import run_main
 
 READ_SIZE = 65536
-MAX_WAIT = 30.0
-"""The longest a call may ask the daemon to wait (``wait_seconds`` is capped at this)."""
 REPLY_MARGIN = 15.0
 REPLY_TIMEOUT = MAX_WAIT + REPLY_MARGIN
 REPLY_TIMEOUT_ENV = "HIVE_BASH_RELAY_REPLY_TIMEOUT"

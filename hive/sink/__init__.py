@@ -5,8 +5,49 @@ Each name is imported from its module on first use, so that a part of hive that 
 for the message classes or Trio.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hive._lazy import export_lazily
+
+__all__ = [
+    "ApiMessage",
+    "AssistantMessage",
+    "Batch",
+    "ContentBlock",
+    "ContextUsage",
+    "Dropped",
+    "FanOut",
+    "JsonObject",
+    "JsonlFile",
+    "JsonlSink",
+    "LineFramer",
+    "MemorySink",
+    "MessageError",
+    "ResultMessage",
+    "Sink",
+    "StreamEvent",
+    "StreamMessage",
+    "SystemInit",
+    "SystemMessage",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "UnknownBlock",
+    "UnknownMessage",
+    "Usage",
+    "UserContent",
+    "UserMessage",
+    "converter",
+    "encode_message",
+    "first_message",
+    "last_message",
+    "structured",
+    "typed_lines",
+    "parse_line",
+    "structure_message",
+    "unstructure_message",
+]
 
 if TYPE_CHECKING:
     from hive.sink._batch import (
@@ -49,100 +90,4 @@ if TYPE_CHECKING:
         unstructure_message,
     )
 
-_MODULES = {
-    "_batch": (
-        "Batch",
-        "Dropped",
-        "LineFramer",
-        "first_message",
-        "last_message",
-        "structured",
-        "typed_lines",
-    ),
-    "_messages": (
-        "ApiMessage",
-        "AssistantMessage",
-        "ContentBlock",
-        "JsonObject",
-        "ResultMessage",
-        "StreamEvent",
-        "StreamMessage",
-        "SystemInit",
-        "SystemMessage",
-        "TextBlock",
-        "ThinkingBlock",
-        "ToolResultBlock",
-        "ToolUseBlock",
-        "UnknownBlock",
-        "UnknownMessage",
-        "Usage",
-        "UserContent",
-        "UserMessage",
-    ),
-    "_sink": ("FanOut", "JsonlFile", "JsonlSink", "MemorySink", "Sink"),
-    "_usage": ("ContextUsage",),
-    # The cattrs converter is built on first use (see _wire).
-    "_wire": (
-        "MessageError",
-        "converter",
-        "encode_message",
-        "parse_line",
-        "structure_message",
-        "unstructure_message",
-    ),
-}
-_WHERE = {name: module for module, names in _MODULES.items() for name in names}
-
-__all__ = [
-    "ApiMessage",
-    "AssistantMessage",
-    "Batch",
-    "ContentBlock",
-    "ContextUsage",
-    "Dropped",
-    "FanOut",
-    "JsonObject",
-    "JsonlFile",
-    "JsonlSink",
-    "LineFramer",
-    "MemorySink",
-    "MessageError",
-    "ResultMessage",
-    "Sink",
-    "StreamEvent",
-    "StreamMessage",
-    "SystemInit",
-    "SystemMessage",
-    "TextBlock",
-    "ThinkingBlock",
-    "ToolResultBlock",
-    "ToolUseBlock",
-    "UnknownBlock",
-    "UnknownMessage",
-    "Usage",
-    "UserContent",
-    "UserMessage",
-    "converter",
-    "encode_message",
-    "first_message",
-    "last_message",
-    "structured",
-    "typed_lines",
-    "parse_line",
-    "structure_message",
-    "unstructure_message",
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    if name != "converter":
-        globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+export_lazily(__name__)

@@ -9,7 +9,8 @@ lines on unparsed and reads two or three of them), and each class's hooks are ge
 that class is first met. Structuring tries a shortcut first: an object whose every field already
 has exactly the type the converter would make of it (as claude writes them) is built directly,
 which gives what the converter gives; anything else (a missing field, a value to coerce, one
-that is wrong) goes to the converter, which coerces it or says what is wrong.
+that is wrong) goes to the converter, hive's strict one (``hive._convert``): it coerces
+nothing, and says which field is wrong.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from hive._lazy import build_on_first_use
 from hive.errors import HiveError
 from hive.sink._messages import (
     ApiMessage,
@@ -44,9 +46,9 @@ from hive.sink._messages import (
 )
 
 if TYPE_CHECKING:
-    from cattrs.preconf.json import JsonConverter
+    from hive._convert import StrictConverter
 
-    converter: JsonConverter
+    converter: StrictConverter
 
 T = TypeVar("T")
 
@@ -86,18 +88,13 @@ _RENAMES: dict[type, dict[str, str]] = {
 # -- the converter --------------------------------------------------------------------------------
 
 
-def __getattr__(name: str) -> Any:
-    if name == "converter":
-        return _converter()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 @cache
-def _converter() -> JsonConverter:
+def _converter() -> StrictConverter:
     from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-    from cattrs.preconf.json import make_converter
 
-    made = make_converter()
+    from hive._convert import strict_converter
+
+    made = strict_converter()
 
     def passthrough(value: Any, _: Any) -> Any:
         return value
@@ -105,6 +102,8 @@ def _converter() -> JsonConverter:
     def structure_hook(cls: type[T]) -> Callable[[Any, Any], T]:
         """Structure ``cls`` keeping unnamed keys in ``extra``."""
         renames = _RENAMES[cls]
+        if renames:
+            made.wire_names[cls] = renames
         overrides = {name: override(rename=wire) for name, wire in renames.items()}
         structure_known = make_dict_structure_fn(cls, made, extra=override(omit=True), **overrides)  # type: ignore[arg-type]
         wire_names = frozenset(renames.get(f.name, f.name) for f in attrs.fields(cls) if f.name != "extra")  # type: ignore[arg-type]
@@ -166,6 +165,9 @@ def _converter() -> JsonConverter:
     made.register_structure_hook_factory(lambda cls: cls in _RENAMES, structure_hook)
     made.register_unstructure_hook_factory(lambda cls: cls in _RENAMES, unstructure_hook)
     return made
+
+
+build_on_first_use(__name__, converter=_converter)
 
 
 # -- the shortcut ---------------------------------------------------------------------------------
@@ -345,13 +347,12 @@ def structure_message(obj: Any) -> StreamMessage:
         return _build(cls, obj)
     except _Slow:
         pass
-    made = _converter()
-    from cattrs import BaseValidationError
+    from hive._convert import DecodeError, structure
 
     try:
-        return made.structure(obj, cls)
-    except (BaseValidationError, TypeError, ValueError, KeyError) as exc:
-        raise MessageError(f"malformed {kind} line: {_describe(exc)}") from None
+        return structure(_converter(), obj, cls, f"{kind} line")
+    except DecodeError as exc:
+        raise MessageError(str(exc)) from None
 
 
 def unstructure_message(message: StreamMessage) -> JsonObject:
@@ -376,14 +377,6 @@ def encode_message(message: StreamMessage | JsonObject) -> bytes:
     """One message as a compact stream-json line, newline included."""
     obj = message if isinstance(message, dict) else unstructure_message(message)
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
-
-
-def _describe(exc: BaseException) -> str:
-    import cattrs
-
-    if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc))
-    return str(exc)
 
 
 Encoder = Callable[[StreamMessage | JsonObject], bytes]

@@ -28,6 +28,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
+from hive._limits import is_name
 from hive.runtime import Backend, HiveRuntimeError, RuntimeSpec
 from hive.subagent import _slots
 from hive.subagent._agents import Host, SystemHost
@@ -39,7 +40,7 @@ from hive.subagent._records import SessionRecord
 from hive.subagent._recovery import Recovery
 from hive.subagent._slot_table import Handle, SlotTable
 from hive.subagent._slots import Arm, Refusal, Slot
-from hive.subagent._store import NAME, Store
+from hive.subagent._store import Store
 from hive.subagent._telling import CourierFactory, Teller
 from hive.subagent._turn_runner import Opener, TurnRunner, open_subagent_runtime
 from hive.subagent._views import Interrupted, Status, View
@@ -59,7 +60,7 @@ __all__ = [
 
 def check_name(name: object) -> str:
     """``name`` if it is a subagent's name, else the ``BadArgument`` that says what one is."""
-    if not isinstance(name, str) or not NAME.fullmatch(name):
+    if not isinstance(name, str) or not is_name(name):
         raise BadArgument(
             f"name must be 1 to 64 letters, digits, '.', '_' or '-', not {name!r:.80}; e.g. 'reviewer' or 'tests-1'"
         )

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-MAX_WAIT = 30.0
-NAME_PATTERN = "^[A-Za-z0-9._-]{1,64}$"
+from hive._limits import MAX_NAME, MAX_WAIT, NAME_SCHEMA_PATTERN
 
 _NAME = {
     "type": "string",
-    "pattern": NAME_PATTERN,
-    "description": "The subagent's name: 1 to 64 letters, digits, '.', '_' or '-' (e.g. 'reviewer'). "
+    "pattern": NAME_SCHEMA_PATTERN,
+    "description": f"The subagent's name: 1 to {MAX_NAME} letters, digits, '.', '_' or '-' (e.g. 'reviewer'). "
     "It names its wakes (subagent-<name>) and its turn log.",
 }
 _PROMPT = {"type": "string", "minLength": 1, "description": "What the subagent is to do in this turn."}

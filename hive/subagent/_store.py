@@ -18,19 +18,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 
 from hive._files import ensure_private_dir, read_regular, write_atomic
+from hive._limits import is_name
 from hive.subagent._convert import DecodeError, structure, unstructure
 from hive.subagent._records import SessionRecord
 
 log = logging.getLogger(__name__)
-
-NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
@@ -104,7 +102,7 @@ class Store:
             return
         for path in entries:
             name = path.name.removesuffix(".json")
-            if path.suffix != ".json" or not NAME.fullmatch(name):
+            if path.suffix != ".json" or not is_name(name):
                 continue
             try:
                 record = self.load(name)

@@ -6,17 +6,18 @@ Every answer has a text for the agent and structured content carrying the same g
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from hive._arguments import ArgumentError, check_arguments
+from hive._limits import MAX_WAIT
 from hive.subagent._errors import BadArgument, SubagentError
 from hive.subagent._manager import SubagentManager
 from hive.subagent._records import TurnEnd
-from hive.subagent._specs import MAX_WAIT, TOOL_NAMES
+from hive.subagent._specs import TOOL_NAMES, TOOLS
 from hive.subagent._views import Status, View
 from hive.subagent._wire import Answer, Call, Caller
 
@@ -42,57 +43,42 @@ class SubagentTools:
 
     async def _call(self, tool: str, arguments: dict[str, Any], caller: Caller) -> Result:
         manager = self.manager
+        try:
+            # `force` is gone from interrupt's schema: a caller that still sends it gets SIGINT, like everyone.
+            args = check_arguments(
+                _SCHEMAS[tool], arguments, capped=_CAPPED, ignored=("force",) if tool == "interrupt" else ()
+            )
+        except ArgumentError as exc:
+            raise BadArgument(str(exc)) from None
         if tool == "start":
-            args = _Args(arguments, ("name", "prompt", "runtime", "model", "effort"))
             view = manager.start(
-                args.string("name"),
-                args.string("prompt", empty=False),
+                args["name"],
+                _prompt(args),
                 caller,
-                backend=args.optional("runtime"),
-                model=args.optional("model"),
-                effort=args.optional("effort"),
+                backend=args.get("runtime") or None,
+                model=args.get("model") or None,
+                effort=args.get("effort") or None,
             )
             return Result(_started(view, caller, "started"))
         if tool == "continue":
-            args = _Args(arguments, ("name", "prompt"))
-            view = manager.continue_(args.string("name"), args.string("prompt", empty=False), caller)
+            view = manager.continue_(args["name"], _prompt(args), caller)
             return Result(_started(view, caller, "continued"))
         if tool == "interrupt":
-            # `force` is gone: a caller that still sends it gets SIGINT, like everyone.
-            args = _Args(arguments, ("name", "force"))
-            done = manager.interrupt(args.string("name"))
+            done = manager.interrupt(args["name"])
             return Result(_interrupted(done.view, done.sent, "force" in arguments, idle=done.idle))
-        args = _Args(arguments, ("name", "wait_seconds"))
-        status = await manager.status(args.optional("name"), args.wait())
+        status = await manager.status(args.get("name"), args.get("wait_seconds", 0.0))
         return Result(_status(status), status.delivered)
 
 
-class _Args:
-    def __init__(self, arguments: dict[str, Any], known: tuple[str, ...]) -> None:
-        unknown = sorted(set(arguments) - set(known))
-        if unknown:
-            raise BadArgument(f"unknown argument(s) {', '.join(unknown)}; this tool takes {', '.join(known)}")
-        self.arguments = arguments
+_SCHEMAS = {tool["name"]: tool["inputSchema"] for tool in TOOLS}
+_CAPPED = {"wait_seconds": MAX_WAIT}
 
-    def string(self, key: str, *, empty: bool = True) -> str:
-        value = self.arguments.get(key)
-        if not isinstance(value, str):
-            raise BadArgument(f"{key} is required and must be a string")
-        if not empty and not value.strip():
-            raise BadArgument(f"{key} must not be empty")
-        return value
 
-    def optional(self, key: str) -> str | None:
-        value = self.arguments.get(key)
-        if value is not None and not isinstance(value, str):
-            raise BadArgument(f"{key} must be a string")
-        return value or None
-
-    def wait(self) -> float:
-        value = self.arguments.get("wait_seconds", 0)
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value < 0:
-            raise BadArgument(f"wait_seconds must be a number of seconds, 0 or more, not {value!r:.40}")
-        return min(float(value), MAX_WAIT)
+def _prompt(args: dict[str, Any]) -> str:
+    prompt: str = args["prompt"]
+    if not prompt.strip():
+        raise BadArgument("prompt must not be empty: say what the subagent is to do in this turn")
+    return prompt
 
 
 # -- answers --------------------------------------------------------------------------------------
