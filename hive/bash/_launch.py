@@ -21,8 +21,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO
 
-import attrs
 import trio
+
+from hive._proc import ChildExit
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,12 @@ class DaemonFailedToStart(RuntimeError):
     pass
 
 
-@attrs.define(eq=False)
 class DaemonProcess:
     """A daemon started by ``running_daemon``: its pid, its exit awaited on a pidfd."""
 
-    popen: subprocess.Popen[bytes]
-    _pidfd: int
-    _waiting: trio.Lock = attrs.field(factory=trio.Lock)
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self._exit = ChildExit(popen)
 
     @property
     def pid(self) -> int:
@@ -46,26 +46,18 @@ class DaemonProcess:
     @property
     def returncode(self) -> int | None:
         """Its exit status, or None while it runs."""
-        if self._waiting.locked():
-            return self.popen.returncode
-        return self.popen.poll()
+        return self._exit.returncode
 
     def send_signal(self, signum: int) -> None:
-        if self.returncode is None:
-            self.popen.send_signal(signum)
+        """Send ``signum`` to the daemon (nothing once it has exited)."""
+        self._exit.pidfd.send_signal(signum)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
     async def wait(self) -> int:
         """Wait for it to exit (reaping it); its exit status."""
-        async with self._waiting:
-            if self._pidfd >= 0:
-                if self.popen.poll() is None:
-                    await trio.lowlevel.wait_readable(self._pidfd)
-                os.close(self._pidfd)
-                self._pidfd = -1
-            return self.popen.wait()
+        return await self._exit.wait()
 
 
 @asynccontextmanager
@@ -107,7 +99,7 @@ async def running_daemon(
                 start_new_session=True,
                 preexec_fn=preexec_fn,  # noqa: PLW1509 - it calls prctl and getppid, nothing that locks
             )
-            process = DaemonProcess(popen, os.pidfd_open(popen.pid))
+            process = DaemonProcess(popen)
             try:
                 await _wait_ready(notify, process, ready_within, name)
                 yield process
