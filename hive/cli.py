@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hive import __version__
+from hive._state_dir import default_state_dir
 
 if TYPE_CHECKING:
     from hive.bash.client import CallResult
@@ -310,12 +311,7 @@ def _bash_ls(args: argparse.Namespace) -> int:
 
 
 def _state_dir(given: str | None = None) -> Path:
-    if given:
-        return Path(given)
-    if os.environ.get("HIVE_STATE_DIR"):
-        return Path(os.environ["HIVE_STATE_DIR"])
-    xdg = os.environ.get("XDG_STATE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "hive"
+    return Path(given) if given else default_state_dir()
 
 
 def _agent_socket(args: argparse.Namespace) -> Path:

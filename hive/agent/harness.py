@@ -18,7 +18,6 @@ end. A signal while it starts cancels the start (an ACP agent starting gets SIGI
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -29,8 +28,9 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive import sdnotify
-from hive._files import ensure_private_dir, try_lock
+from hive import _state_dir, sdnotify
+from hive._files import ensure_private_dir
+from hive._state_dir import StateDirBusy, StateDirLock
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
 from hive.agent._loop import Harness, open_harness
 from hive.agent._options import Options, OptionsError, parse_options, relay_server, subagent_server
@@ -68,18 +68,9 @@ SESSION_FILE = "session"
 LOOSE_ENDS = "mcp-loose-ends"
 
 
-class StateDirBusy(RuntimeError):
-    """Another hive-agent is using the state directory."""
-
-
-def lock_state_dir(state_dir: Path) -> int:
-    """The harness's hold on ``state_dir`` (made 0700 if missing): a descriptor to close at the end."""
-    lock = try_lock(ensure_private_dir(state_dir) / LOCK_FILE)
-    if lock is None:
-        raise StateDirBusy(
-            f"another hive-agent is using {state_dir}; stop it, or give this one another --state-dir"
-        )
-    return lock
+def lock_state_dir(state_dir: Path) -> StateDirLock:
+    """The harness's hold on ``state_dir`` (made 0700 if missing), to close at the end."""
+    return _state_dir.lock_state_dir(ensure_private_dir(state_dir), LOCK_FILE, holder="hive-agent")
 
 
 def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | None) -> Config:
@@ -249,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("%s", exc)  # noqa: TRY400 - the message says what to do
         return 2
     finally:
-        os.close(lock)
+        lock.close()
     return 0
 
 

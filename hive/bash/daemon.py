@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from hive import __version__, sdnotify
-from hive._files import try_lock
+from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
 from hive._unix import open_unix_listener
 from hive.bash import _cgroups
 from hive.bash._cgroups import open_task_parent
@@ -29,6 +29,7 @@ from hive.bash._server import make_mcp_server, serve_mcp
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
+from hive.errors import HiveError
 
 log = logging.getLogger("hive.bash.daemon")
 
@@ -59,25 +60,8 @@ class DaemonConfig:
 SOCKET_FLAG = "--socket (or HIVE_BASH_SOCKET)"
 
 
-class StateDirBusy(RuntimeError):
-    """Another daemon holds the state directory."""
-
-
-def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    if env.get("HIVE_STATE_DIR"):
-        return Path(env["HIVE_STATE_DIR"])
-    xdg = env.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "hive"
-
-
-def _lock_state_dir(state_dir: Path) -> int:
-    lock = try_lock(state_dir / "bash-daemon.lock")
-    if lock is None:
-        raise StateDirBusy(
-            f"another hive-bash-daemon is using {state_dir}; stop it, or give this one another --state-dir"
-        )
-    return lock
+def _lock_state_dir(state_dir: Path) -> StateDirLock:
+    return lock_state_dir(state_dir, "bash-daemon.lock", holder="hive-bash-daemon")
 
 
 async def serve_daemon(
@@ -124,7 +108,7 @@ async def serve_daemon(
             for name in _cgroups.leftovers(cgroup_parent):
                 _cgroups.remove(cgroup_parent / name)
             _cgroups.remove(cgroup_parent)
-        os.close(lock)
+        lock.close()
 
 
 # -- command line ---------------------------------------------------------------------------------
@@ -376,9 +360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()
     try:
         trio.run(_main, config)
-    except (OSError, ValueError, RuntimeError, ExceptionGroup) as exc:
+    except (HiveError, OSError, ValueError, RuntimeError, ExceptionGroup) as exc:
         cause = _first_leaf(exc)
-        if not isinstance(cause, OSError | ValueError | RuntimeError):
+        if not isinstance(cause, HiveError | OSError | ValueError | RuntimeError):
             raise
         log.error("%s", cause)  # noqa: TRY400 - the message says what to do; a traceback would not
         return 1

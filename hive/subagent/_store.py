@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,13 +30,6 @@ from hive.subagent._records import SessionRecord
 log = logging.getLogger(__name__)
 
 NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
-
-
-def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    if env.get("HIVE_STATE_DIR"):
-        return Path(env["HIVE_STATE_DIR"])
-    xdg = env.get("XDG_STATE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "hive"
 
 
 @attrs.frozen

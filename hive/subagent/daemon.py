@@ -10,24 +10,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 
 import attrs
 import trio
 
 from hive import __version__, sdnotify
-from hive._files import open_lock
+from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
+from hive.errors import HiveError
 from hive.subagent._convert import DecodeError
 from hive.subagent._manager import SubagentManager
-from hive.subagent._store import Store, default_state_dir
+from hive.subagent._store import Store
 from hive.subagent._tools import Result, SubagentTools
 from hive.subagent._wire import MAX_LINE, decode_call, decode_written, encode, refusal
 from hive.wake import AgentRequestError, LineReader, LineTooLong, answer_then_close
@@ -35,10 +34,6 @@ from hive.wake import AgentRequestError, LineReader, LineTooLong, answer_then_cl
 log = logging.getLogger("hive.subagent.daemon")
 
 SOCKET_FLAG = "--socket (or HIVE_SUBAGENT_SOCKET)"
-
-
-class StateDirBusy(RuntimeError):
-    """Another subagent daemon holds the state directory."""
 
 
 @attrs.frozen
@@ -52,35 +47,14 @@ class DaemonConfig:
     client (past it, the ends are told by wakes)."""
 
 
-class StateDirUnusable(RuntimeError):
-    """The lock file of the state directory cannot be opened (a symlink or a FIFO planted there)."""
-
-
-def _lock(store: Store) -> IO[bytes]:
-    # Not truncated on open: a daemon that finds the lock held must not wipe its holder's pid.
-    try:
-        fd = open_lock(store.lock)
-    except OSError as exc:
-        raise StateDirUnusable(
-            f"cannot open the lock file {store.lock}: {exc}; move whatever is there away "
-            "(hive keeps its own lock file there), or give this daemon another --state-dir"
-        ) from None
-    lock = os.fdopen(fd, "r+b")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise StateDirBusy(
-            f"another subagent daemon is using {store.state_dir}; use it, or give this one another --state-dir"
-        ) from None
-    # Who holds it, for an operator (and a test) to stop: SIGINT to this pid.
-    try:
-        lock.truncate(0)
-        lock.write(f"{os.getpid()}\n".encode())
-        lock.flush()
-    except OSError as exc:
-        log.warning("cannot write this daemon's pid into %s: %s", store.lock, exc)
-    return lock
+def _lock(store: Store) -> StateDirLock:
+    # It holds this daemon's pid, for an operator (and a test) to stop: SIGINT to it.
+    return lock_state_dir(
+        store.state_dir,
+        store.lock.name,
+        holder="subagent daemon",
+        advice="use it, or give this one another --state-dir",
+    )
 
 
 async def serve_daemon(
@@ -107,10 +81,7 @@ async def serve_daemon(
             log.info("listening on %s (state in %s)", config.socket, config.state_dir)
             task_status.started(manager)
     finally:
-        # No pid left behind for anyone to signal once this one is gone.
-        with contextlib.suppress(OSError):
-            lock.truncate(0)
-        lock.close()
+        lock.close()  # no pid left behind for anyone to signal once this one is gone
 
 
 def _connection_handler(tools: SubagentTools, confirm_within: float):  # type: ignore[no-untyped-def]
@@ -269,11 +240,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.pop("CLAUDECODE", None)
     try:
         trio.run(_main, config)
-    except (OSError, ValueError, RuntimeError, ExceptionGroup) as exc:
+    except (HiveError, OSError, ValueError, RuntimeError, ExceptionGroup) as exc:
         cause = exc
         while isinstance(cause, BaseExceptionGroup) and cause.exceptions:
             cause = cause.exceptions[0]
-        if not isinstance(cause, OSError | ValueError | RuntimeError):
+        if not isinstance(cause, HiveError | OSError | ValueError | RuntimeError):
             raise
         log.error("%s", cause)  # noqa: TRY400 - the message says what to do
         return 1
