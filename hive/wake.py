@@ -32,11 +32,11 @@ import trio
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
 
+from hive._lines import MAX_LINE, LineCut, LineError, LineReader, LineTooLong
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
 
 log = logging.getLogger(__name__)
 
-MAX_LINE = 1 << 20
 _KNOWN_AS = "agent socket path"  # what its owner calls the path, in messages
 T = TypeVar("T")
 
@@ -226,46 +226,6 @@ def _flatten(exc: BaseException) -> str:
     return str(exc)
 
 
-class LineTooLong(AgentRequestError):
-    """A line is longer than its reader's limit: the peer is answered why, then the connection ends."""
-
-
-class LineCut(AgentRequestError):
-    """The stream ended in the middle of a line."""
-
-
-class LineReader:
-    """Splits a byte stream into lines, refusing any longer than ``limit``.
-
-    The one line reader of hive's sockets (the agent socket, the bash daemon's MCP connections,
-    the subagent daemon's socket and its client): a line over the limit raises
-    :class:`LineTooLong`, which its server answers with an error before closing
-    (:func:`answer_then_close`), so no peer meets a bare reset.
-    """
-
-    def __init__(self, stream: trio.abc.ReceiveStream, limit: int = MAX_LINE) -> None:
-        self._stream = stream
-        self._buffer = bytearray()
-        self._limit = limit
-
-    async def readline(self) -> bytes | None:
-        """The next line without its newline, or None at a clean end of stream."""
-        while True:
-            end = self._buffer.find(b"\n")
-            if end > self._limit or (end < 0 and len(self._buffer) > self._limit):
-                raise LineTooLong(f"line longer than {self._limit} bytes")
-            if end >= 0:
-                line = bytes(self._buffer[:end])
-                del self._buffer[: end + 1]
-                return line
-            data = await self._stream.receive_some(65536)
-            if not data:
-                if self._buffer:
-                    raise LineCut("connection closed in the middle of a line")
-                return None
-            self._buffer += data
-
-
 LINGER = 2.0
 """How long a refused peer's input is read and dropped after the refusal (see :func:`answer_then_close`)."""
 
@@ -289,11 +249,14 @@ class AgentConnection:
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self._stream = stream
-        self._reader = LineReader(stream)
+        self._reader = LineReader(stream, MAX_LINE)
 
     async def request(self, message: AgentRequest) -> AgentReply:
         await self._stream.send_all(encode(message))
-        line = await self._reader.readline()
+        try:
+            line = await self._reader.readline()
+        except LineError as exc:
+            raise AgentRequestError(f"the agent socket's answer is not a line: {exc}") from None
         if line is None:
             raise ConnectionResetError("the agent socket closed before answering")
         return decode_reply(line)
@@ -340,7 +303,8 @@ async def serve_agent_socket(
     Each well-formed request is passed to ``handler`` and answered ``{"ok":true}`` once
     the handler returns (with ``"status"`` if it returns an :class:`AgentStatus`); a handler
     that raises, or a malformed line, is answered ``{"ok":false,"error":...}`` and the
-    connection stays usable. A peer of another uid (but root) is answered why it is refused,
+    connection stays usable; so does a line over ``MAX_LINE`` (refused, the rest of it dropped up
+    to its newline). A peer of another uid (but root) is answered why it is refused,
     and the connection closed.
 
     The socket is opened as :func:`hive._unix.open_unix_listener` opens it: a live socket at
@@ -362,14 +326,18 @@ async def serve_agent_socket(
                 )
                 await answer_then_close(stream, encode(AgentReply(ok=False, error=reason)))
                 return
-            reader = LineReader(stream)
+            reader = LineReader(stream, MAX_LINE)
             while True:
                 try:
                     line = await reader.readline()
                 except LineTooLong as exc:
-                    await answer_then_close(stream, encode(AgentReply(ok=False, error=str(exc))))
-                    return
-                except AgentRequestError as exc:
+                    # Answered like any bad request; the rest of the line is dropped as it comes,
+                    # and the request after it is read and answered in its turn.
+                    reason = f"this request is a {exc}; send a shorter one"
+                    if not await _answer(stream, AgentReply(ok=False, error=reason)):
+                        return
+                    continue
+                except LineCut as exc:
                     await _answer(stream, AgentReply(ok=False, error=str(exc)))
                     return
                 except trio.BrokenResourceError:

@@ -13,15 +13,16 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "_files": set(),
     "_proc": set(),
+    "_lines": {"errors"},
     "_state_dir": {"_files", "errors"},
-    "sink": {"sink", "_proc", "_files", "errors"},
-    "runtime": {"runtime", "sink", "_proc", "_files", "errors"},
-    "claude": {"claude", "runtime", "sink", "_proc", "_files", "errors"},
-    "acp": {"acp", "runtime", "sink", "_proc", "_files", "errors", ""},
-    "_unix": {"_proc", "_files", "errors"},
-    "wake": {"_unix", "_proc", "_files", "errors"},
-    "sdnotify": {"_proc"},
-    "bash": {"bash", "wake", "sdnotify", "_unix", "_proc", "_state_dir", "_files", "errors", ""},
+    "sink": {"sink", "_proc", "_lines", "_files", "errors"},
+    "runtime": {"runtime", "sink", "_proc", "_lines", "_files", "errors"},
+    "claude": {"claude", "runtime", "sink", "_proc", "_lines", "_files", "errors"},
+    "acp": {"acp", "runtime", "sink", "_proc", "_lines", "_files", "errors", ""},
+    "_unix": {"_proc", "_lines", "_files", "errors"},
+    "wake": {"_unix", "_proc", "_lines", "_files", "errors"},
+    "sdnotify": {"_proc", "_lines"},
+    "bash": {"bash", "wake", "sdnotify", "_unix", "_proc", "_lines", "_state_dir", "_files", "errors", ""},
     "agent": {
         "agent",
         "bash",
@@ -31,6 +32,7 @@ ALLOWED: dict[str, set[str]] = {
         "sdnotify",
         "_unix",
         "_proc",
+        "_lines",
         "_state_dir",
         "_files",
         "errors",
@@ -44,6 +46,7 @@ ALLOWED: dict[str, set[str]] = {
         "sdnotify",
         "_unix",
         "_proc",
+        "_lines",
         "_state_dir",
         "_files",
         "errors",
@@ -110,6 +113,9 @@ def test_the_cli_client_imports_only_the_standard_library() -> None:
     """`hive bash` must start fast: its client speaks MCP itself, without the SDK, and imports
     Trio only in the functions of its Trio flavour."""
     imported = imported_roots(HIVE / "bash" / "client.py", on_import=True)
-    allowed = set(sys.stdlib_module_names) | {"hive", "hive.bash._errors"}
+    allowed = set(sys.stdlib_module_names) | {"hive", "hive.bash._errors", "hive._lines"}
     assert imported <= allowed, imported - allowed
     assert imported_roots(HIVE / "bash" / "_errors.py") <= set(sys.stdlib_module_names)
+    allowed_leaf = set(sys.stdlib_module_names) | {"hive.errors"}
+    assert imported_roots(HIVE / "_lines.py", on_import=True) <= allowed_leaf
+    assert imported_roots(HIVE / "errors.py") <= set(sys.stdlib_module_names)

@@ -21,6 +21,7 @@ import attrs
 import trio
 
 from hive import __version__, sdnotify
+from hive._lines import LineCut, LineReader, LineTooLong
 from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
 from hive.errors import HiveError
@@ -29,7 +30,7 @@ from hive.subagent._manager import SubagentManager
 from hive.subagent._store import Store
 from hive.subagent._tools import Result, SubagentTools
 from hive.subagent._wire import MAX_LINE, decode_call, decode_written, encode, refusal
-from hive.wake import AgentRequestError, LineReader, LineTooLong, answer_then_close
+from hive.wake import answer_then_close
 
 log = logging.getLogger("hive.subagent.daemon")
 
@@ -108,7 +109,7 @@ def _connection_handler(tools: SubagentTools, confirm_within: float):  # type: i
                     reason = f"the subagent daemon cannot read this request: {exc}; send a shorter one"
                     await answer_then_close(stream, encode(refusal(reason)))
                     return
-                except (AgentRequestError, trio.BrokenResourceError, trio.ClosedResourceError):
+                except (LineCut, trio.BrokenResourceError, trio.ClosedResourceError):
                     return
                 if line is None:
                     return
@@ -155,7 +156,7 @@ async def _answer(
         reason = f"the subagent daemon cannot read this line: {exc}; send a shorter one"
         await answer_then_close(stream, encode(refusal(reason)))
         goes_on = False
-    except (trio.BrokenResourceError, trio.ClosedResourceError, AgentRequestError):
+    except (trio.BrokenResourceError, trio.ClosedResourceError, LineCut):
         goes_on = False
     finally:
         if result.delivered is not None:
