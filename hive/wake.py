@@ -382,7 +382,11 @@ K = TypeVar("K", bound=Hashable)
 _UNREACHABLE = (OSError, trio.BrokenResourceError, trio.TooSlowError, AgentRequestError, WakeRefused)
 
 
-@attrs.define(eq=False)
+OnAcked = Callable[[K], Awaitable[None] | None]
+"""Told the key of each wake once it is acknowledged (a coroutine function is awaited)."""
+
+
+@attrs.define(eq=False, kw_only=True)
 class WakeCourier(Generic[K]):
     """Sends each owed wake until its agent socket acknowledges it: at least once, and to each
     socket in the order they were owed.
@@ -390,17 +394,22 @@ class WakeCourier(Generic[K]):
     Each destination socket has a sender of its own (a task of :meth:`run`'s nursery, with its
     own backoff while that socket is away), so a socket nobody listens on never holds up the
     wakes to another. A wake with no socket (None) is held, never sent, and stays owed.
-    ``on_acked(key)`` runs once a wake is acknowledged.
+    ``on_acked(key)`` (given here, or to :meth:`run`) runs once a wake is acknowledged. The
+    bash daemon's and the subagent daemon's couriers are this one; each package adds only how
+    it keys and addresses its wakes.
     """
 
+    on_acked: OnAcked[K] | None = None
     retry_initial: float = 0.05
+    """The first pause after a socket is found away; each further one doubles, up to ``retry_max``."""
     retry_max: float = 5.0
     reply_timeout: float = 30.0
+    """How long a socket may take to acknowledge one wake (0: no limit)."""
     delivered: int = 0
     _pending: dict[K, tuple[Path | None, Wake]] = attrs.field(factory=dict)
     _senders: set[Path] = attrs.field(factory=set)
     _nursery: trio.Nursery | None = None
-    _on_acked: Callable[[K], Awaitable[None]] | None = None
+    _acked: OnAcked[K] | None = None
 
     def send(self, key: K, socket: Path | None, wake: Wake) -> None:
         """Deliver ``wake`` to ``socket`` in the background; ``key`` names it for :meth:`withdraw`."""
@@ -412,16 +421,19 @@ class WakeCourier(Generic[K]):
         self._pending.pop(key, None)
 
     def pending(self) -> list[K]:
+        """The keys of the wakes owed, in the order they were owed."""
         return list(self._pending)
 
     async def run(
         self,
-        on_acked: Callable[[K], Awaitable[None]],
+        on_acked: OnAcked[K] | None = None,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Send the wakes owed (and those owed later) until cancelled; ``on_acked`` in place of
+        the one given at construction."""
         async with trio.open_nursery() as nursery:
-            self._nursery, self._on_acked = nursery, on_acked
+            self._nursery, self._acked = nursery, on_acked or self.on_acked
             for socket, _wake in list(self._pending.values()):
                 self._start_sender(socket)
             task_status.started()
@@ -459,7 +471,6 @@ class WakeCourier(Generic[K]):
             self._senders.discard(socket)
 
     async def _deliver(self, socket: Path) -> None:
-        assert self._on_acked is not None
         async with open_agent_connection(socket) as conn:
             while (owed := self._next(socket)) is not None:
                 key, entry = owed
@@ -469,4 +480,6 @@ class WakeCourier(Generic[K]):
                 if self._pending.get(key) is entry:
                     del self._pending[key]
                 self.delivered += 1
-                await self._on_acked(key)
+                told = None if self._acked is None else self._acked(key)
+                if told is not None:
+                    await told

@@ -42,7 +42,7 @@ from hive.runtime import (
 from hive.sink import JsonlSink
 from hive.subagent import _slots
 from hive.subagent._agents import Host, SystemHost, TurnAgent
-from hive.subagent._courier import Courier, WakeCourier
+from hive.subagent._courier import Courier, wake_courier
 from hive.subagent._errors import BadArgument, NameBusy, NameStopping, UnknownSubagent
 from hive.subagent._records import AgentPid, Current, SessionRecord, TurnEnd
 from hive.subagent._slots import Arm, Phase, Refusal, Slot
@@ -140,7 +140,7 @@ class SubagentManager:
     store: Store
     host: Host = attrs.field(factory=SystemHost)
     opener: Opener = open_subagent_runtime
-    courier_factory: CourierFactory = WakeCourier
+    courier_factory: CourierFactory = wake_courier
     shutdown_grace: float = 25.0
     """How long a stopping daemon waits for its turns' stop paths (cancel grace + stop grace + a margin)."""
     stopping: bool = False
