@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hive import __version__
 from hive._limits import MAX_NAME, MAX_WAIT, NAME_RULE, is_name
 from hive._main import run_main
+from hive._state_dir import default_state_dir
 from hive.errors import BadInput
 
 if TYPE_CHECKING:
@@ -306,12 +307,7 @@ def _bash_ls(args: argparse.Namespace) -> int:
 
 
 def _state_dir(given: str | None = None) -> Path:
-    if given:
-        return Path(given)
-    if os.environ.get("HIVE_STATE_DIR"):
-        return Path(os.environ["HIVE_STATE_DIR"])
-    xdg = os.environ.get("XDG_STATE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "hive"
+    return Path(given) if given else default_state_dir()
 
 
 def _agent_socket(args: argparse.Namespace) -> Path:

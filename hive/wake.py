@@ -30,6 +30,7 @@ import attrs
 import trio
 
 from hive._convert import DecodeError, strict_converter, structure
+from hive._lines import MAX_LINE, LineCut, LineError, LineReader, LineTooLong
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
 from hive.errors import HiveError
 
@@ -66,7 +67,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_LINE = 1 << 20
 _KNOWN_AS = "agent socket path"  # what its owner calls the path, in messages
 
 
@@ -226,46 +226,6 @@ def decode_reply(line: bytes) -> AgentReply:
         raise AgentRequestError(str(exc)) from None
 
 
-class LineTooLong(AgentRequestError):
-    """A line is longer than its reader's limit: the peer is answered why, then the connection ends."""
-
-
-class LineCut(AgentRequestError):
-    """The stream ended in the middle of a line."""
-
-
-class LineReader:
-    """Splits a byte stream into lines, refusing any longer than ``limit``.
-
-    The one line reader of hive's sockets (the agent socket, the bash daemon's MCP connections,
-    the subagent daemon's socket and its client): a line over the limit raises
-    :class:`LineTooLong`, which its server answers with an error before closing
-    (:func:`answer_then_close`), so no peer meets a bare reset.
-    """
-
-    def __init__(self, stream: trio.abc.ReceiveStream, limit: int = MAX_LINE) -> None:
-        self._stream = stream
-        self._buffer = bytearray()
-        self._limit = limit
-
-    async def readline(self) -> bytes | None:
-        """The next line without its newline, or None at a clean end of stream."""
-        while True:
-            end = self._buffer.find(b"\n")
-            if end > self._limit or (end < 0 and len(self._buffer) > self._limit):
-                raise LineTooLong(f"line longer than {self._limit} bytes")
-            if end >= 0:
-                line = bytes(self._buffer[:end])
-                del self._buffer[: end + 1]
-                return line
-            data = await self._stream.receive_some(65536)
-            if not data:
-                if self._buffer:
-                    raise LineCut("connection closed in the middle of a line")
-                return None
-            self._buffer += data
-
-
 LINGER = 2.0
 """How long a refused peer's input is read and dropped after the refusal (see :func:`answer_then_close`)."""
 
@@ -289,12 +249,15 @@ class AgentConnection:
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self._stream = stream
-        self._reader = LineReader(stream)
+        self._reader = LineReader(stream, MAX_LINE)
 
     async def request(self, message: AgentRequest) -> AgentReply:
         """Send ``message`` and wait for its reply."""
         await self._stream.send_all(encode(message))
-        line = await self._reader.readline()
+        try:
+            line = await self._reader.readline()
+        except LineError as exc:
+            raise AgentRequestError(f"the agent socket's answer is not a line: {exc}") from None
         if line is None:
             raise ConnectionResetError("the agent socket closed before answering")
         return decode_reply(line)
@@ -342,7 +305,8 @@ async def serve_agent_socket(
     Each well-formed request is passed to ``handler`` and answered ``{"ok":true}`` once
     the handler returns (with ``"status"`` if it returns an :class:`AgentStatus`); a handler
     that raises, or a malformed line, is answered ``{"ok":false,"error":...}`` and the
-    connection stays usable. A peer of another uid (but root) is answered why it is refused,
+    connection stays usable; so does a line over ``MAX_LINE`` (refused, the rest of it dropped up
+    to its newline). A peer of another uid (but root) is answered why it is refused,
     and the connection closed.
 
     The socket is opened as :func:`hive._unix.open_unix_listener` opens it: a live socket at
@@ -364,14 +328,18 @@ async def serve_agent_socket(
                 )
                 await answer_then_close(stream, encode(AgentReply(ok=False, error=reason)))
                 return
-            reader = LineReader(stream)
+            reader = LineReader(stream, MAX_LINE)
             while True:
                 try:
                     line = await reader.readline()
                 except LineTooLong as exc:
-                    await answer_then_close(stream, encode(AgentReply(ok=False, error=str(exc))))
-                    return
-                except AgentRequestError as exc:
+                    # Answered like any bad request; the rest of the line is dropped as it comes,
+                    # and the request after it is read and answered in its turn.
+                    reason = f"this request is a {exc}; send a shorter one"
+                    if not await _answer(stream, AgentReply(ok=False, error=reason)):
+                        return
+                    continue
+                except LineCut as exc:
                     await _answer(stream, AgentReply(ok=False, error=str(exc)))
                     return
                 except trio.BrokenResourceError:
@@ -416,7 +384,11 @@ K = TypeVar("K", bound=Hashable)
 _UNREACHABLE = (OSError, trio.BrokenResourceError, trio.TooSlowError, AgentRequestError, WakeRefused)
 
 
-@attrs.define(eq=False)
+OnAcked = Callable[[K], Awaitable[None] | None]
+"""Told the key of each wake once it is acknowledged (a coroutine function is awaited)."""
+
+
+@attrs.define(eq=False, kw_only=True)
 class WakeCourier(Generic[K]):
     """Sends each owed wake until its agent socket acknowledges it: at least once, and to each
     socket in the order they were owed.
@@ -424,17 +396,22 @@ class WakeCourier(Generic[K]):
     Each destination socket has a sender of its own (a task of :meth:`run`'s nursery, with its
     own backoff while that socket is away), so a socket nobody listens on never holds up the
     wakes to another. A wake with no socket (None) is held, never sent, and stays owed.
-    ``on_acked(key)`` runs once a wake is acknowledged.
+    ``on_acked(key)`` (given here, or to :meth:`run`) runs once a wake is acknowledged. The
+    bash daemon's and the subagent daemon's couriers are this one; each package adds only how
+    it keys and addresses its wakes.
     """
 
+    on_acked: OnAcked[K] | None = None
     retry_initial: float = 0.05
+    """The first pause after a socket is found away; each further one doubles, up to ``retry_max``."""
     retry_max: float = 5.0
     reply_timeout: float = 30.0
+    """How long a socket may take to acknowledge one wake (0: no limit)."""
     delivered: int = 0
     _pending: dict[K, tuple[Path | None, Wake]] = attrs.field(factory=dict)
     _senders: set[Path] = attrs.field(factory=set)
     _nursery: trio.Nursery | None = None
-    _on_acked: Callable[[K], Awaitable[None]] | None = None
+    _acked: OnAcked[K] | None = None
 
     def send(self, key: K, socket: Path | None, wake: Wake) -> None:
         """Deliver ``wake`` to ``socket`` in the background; ``key`` names it for :meth:`withdraw`."""
@@ -451,14 +428,14 @@ class WakeCourier(Generic[K]):
 
     async def run(
         self,
-        on_acked: Callable[[K], Awaitable[None]],
+        on_acked: OnAcked[K] | None = None,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Send the wakes owed, and those owed later, until cancelled; ``on_acked(key)`` as each
-        is acknowledged."""
+        """Send the wakes owed (and those owed later) until cancelled; ``on_acked`` in place of
+        the one given at construction."""
         async with trio.open_nursery() as nursery:
-            self._nursery, self._on_acked = nursery, on_acked
+            self._nursery, self._acked = nursery, on_acked or self.on_acked
             for socket, _wake in list(self._pending.values()):
                 self._start_sender(socket)
             task_status.started()
@@ -496,7 +473,6 @@ class WakeCourier(Generic[K]):
             self._senders.discard(socket)
 
     async def _deliver(self, socket: Path) -> None:
-        assert self._on_acked is not None
         async with open_agent_connection(socket) as conn:
             while (owed := self._next(socket)) is not None:
                 key, entry = owed
@@ -506,4 +482,6 @@ class WakeCourier(Generic[K]):
                 if self._pending.get(key) is entry:
                     del self._pending[key]
                 self.delivered += 1
-                await self._on_acked(key)
+                told = None if self._acked is None else self._acked(key)
+                if told is not None:
+                    await told

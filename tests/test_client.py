@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from hive.bash import BashError, DaemonUnavailable
-from hive.bash.client import BadAnswer, CallResult, connect, open_bash_client
+from hive.bash.client import BadAnswer, CallResult, _Session, connect, open_bash_client
 from tests.conftest import DaemonHandle
 from tests.fake_bash_daemon import BAD_ANSWERS, Conversation, fake_daemon
 
@@ -114,3 +114,20 @@ async def test_a_ping_and_notifications_from_the_daemon_are_handled_on_the_way(s
     assert pongs[0] == {"jsonrpc": "2.0", "id": "p1", "result": {}}
     assert pongs[1]["id"] == "r1"
     assert pongs[1]["error"]["code"] == -32601  # type: ignore[index]
+
+
+def test_an_over_long_line_from_the_daemon_fails_its_call_and_the_session_reads_on() -> None:
+    """In-process: the session's lines, with a small limit (the real one is 256 MiB)."""
+    session = _Session("/run/fake.sock", limit=64)
+    request_id, _ = session.request("tools/call", {"name": "list", "arguments": {}})
+    session.feed(b'{"jsonrpc": "2.0", "id": 0, "result": {"x": "' + b"y" * 100)
+    with pytest.raises(BadAnswer, match=r"the daemon at /run/fake\.sock sent a line longer than 64 bytes"):
+        session.next_line()
+    session.feed(b"y" * 1000)  # the rest of the giant: dropped as it comes
+    assert session.next_line() is None
+    next_id, _ = session.request("tools/call", {"name": "list", "arguments": {}})
+    session.feed(b'"}}\n{"jsonrpc":"2.0","id":' + str(next_id).encode() + b',"result":{}}\n')
+    line = session.next_line()
+    assert line is not None
+    assert session.take(line, next_id) == ({}, None)
+    assert request_id != next_id

@@ -12,7 +12,9 @@ import trio.testing
 
 from hive import wake as _courier
 from hive.bash._courier import WakeCourier
+from hive.subagent._courier import wake_courier
 from hive.wake import AgentRequest, Wake, serve_agent_socket
+from hive.wake import WakeCourier as Sender
 
 
 async def test_backoff_doubles_to_its_cap_then_every_wake_is_delivered_in_order(
@@ -32,8 +34,8 @@ async def test_backoff_doubles_to_its_cap_then_every_wake_is_delivered_in_order(
     received: list[Wake] = []
     arrived = trio.Event()
 
-    async def on_acked(task_id: str, serial: str) -> None:
-        acked.append((task_id, serial))
+    async def on_acked(key: tuple[str, str]) -> None:
+        acked.append(key)
 
     async def take(request: AgentRequest) -> None:
         assert isinstance(request, Wake)
@@ -76,15 +78,15 @@ async def test_a_withdrawn_wake_is_not_sent(short_tmp: Path, autojump_clock: tri
     courier = WakeCourier(socket_path, retry_initial=0.5, retry_max=0.5)
     acked: list[str] = []
 
-    async def on_acked(task_id: str, serial: str) -> None:
-        acked.append(task_id)
+    async def on_acked(key: tuple[str, str]) -> None:
+        acked.append(key[0])
 
     async with trio.open_nursery() as nursery:
         await nursery.start(courier.run, on_acked)
         courier.enqueue("a", "1", Wake(sender="bash-task-a", body=""))
         courier.enqueue("b", "1", Wake(sender="bash-task-b", body=""))
         await trio.sleep(1.0)
-        courier.withdraw("a", "1")  # a status call told the agent
+        courier.withdraw(("a", "1"))  # a status call told the agent
         await nursery.start(serve_agent_socket, socket_path, take)
         await trio.sleep(2.0)
         nursery.cancel_scope.cancel()
@@ -97,7 +99,7 @@ async def test_without_an_agent_socket_nothing_is_sent_and_wakes_stay_owed(
 ) -> None:
     courier = WakeCourier(None)
 
-    async def on_acked(task_id: str, serial: str) -> None:
+    async def on_acked(key: tuple[str, str]) -> None:
         raise AssertionError("nothing can be acknowledged without a socket")
 
     async with trio.open_nursery() as nursery:
@@ -111,8 +113,6 @@ async def test_without_an_agent_socket_nothing_is_sent_and_wakes_stay_owed(
 async def test_a_socket_nobody_listens_on_holds_up_no_wake_to_another(
     short_tmp: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    from hive.subagent._courier import WakeCourier as SubagentCourier
-
     absent, live = short_tmp / "absent.sock", short_tmp / "live.sock"
     acked: list[str] = []
     received: list[str] = []
@@ -123,7 +123,9 @@ async def test_a_socket_nobody_listens_on_holds_up_no_wake_to_another(
         received.append(request.sender)
         arrived.set()
 
-    courier = SubagentCourier(acked.append, retry_initial=0.1, retry_max=1.0)
+    courier = wake_courier(acked.append)
+    assert isinstance(courier, Sender)
+    courier = Sender[str](on_acked=acked.append, retry_initial=0.1, retry_max=1.0)
     async with trio.open_nursery() as nursery:
         await nursery.start(serve_agent_socket, live, take)
         await nursery.start(courier.run)

@@ -12,41 +12,42 @@ from hive._lazy import exports
 HIVE = Path(__file__).resolve().parent.parent / "hive"
 
 # What each part of hive may import from hive itself (the package root holds only __version__).
+LEAVES = {
+    "errors",
+    "_files",
+    "_main",
+    "_proc",
+    "_lines",
+    "_state_dir",
+    "_limits",
+    "_lazy",
+    "_arguments",
+    "_convert",
+}
+"""The shared mechanisms (hive/_*.py, hive/errors.py): each imports only leaves, and every part may import them."""
+
 ALLOWED: dict[str, set[str]] = {
     "__init__": set(),
-    "errors": set(),
-    "_files": {"errors"},
-    "_main": {"errors"},
-    "sink": {"sink", "_files", "errors"},
-    "runtime": {"runtime", "sink", "_files", "errors"},
-    "claude": {"claude", "runtime", "sink", "_files", "errors"},
-    "acp": {"acp", "runtime", "sink", "_files", "errors", ""},
-    "_unix": {"_files", "errors"},
-    "wake": {"_unix", "_files", "errors"},
-    "sdnotify": set(),
-    "bash": {"bash", "wake", "sdnotify", "_unix", "_files", "errors", "_main", ""},
-    "agent": {
-        "agent",
-        "bash",
-        "runtime",
-        "sink",
-        "wake",
-        "sdnotify",
-        "_unix",
-        "_files",
-        "errors",
-        "_main",
-        "",
-    },
-    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_files", "errors", "_main", ""},
-    "_turn": {"runtime", "sink", "_files", "errors", "_main"},
-    "turn": {"_turn", "runtime", "sink", "_files", "errors", "_main"},
-    "demo_agent": {"", "errors", "_main"},
-    "demo": {"agent", "bash", "wake", "sdnotify", "_unix", "_files", "errors", "_main", ""},
+    **{leaf: LEAVES for leaf in LEAVES},
+    "sink": {"sink"} | LEAVES,
+    "runtime": {"runtime", "sink"} | LEAVES,
+    "claude": {"claude", "runtime", "sink"} | LEAVES,
+    "acp": {"acp", "runtime", "sink", ""} | LEAVES,
+    "_unix": LEAVES,
+    "wake": {"_unix"} | LEAVES,
+    "sdnotify": LEAVES,
+    "bash": {"bash", "wake", "sdnotify", "_unix", ""} | LEAVES,
+    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", ""} | LEAVES,
+    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", ""} | LEAVES,
+    "_turn": {"runtime", "sink"} | LEAVES,
+    "turn": {"_turn", "runtime", "sink"} | LEAVES,
+    "demo_agent": {""} | LEAVES,
+    "demo": {"agent", "bash", "wake", "sdnotify", "_unix", ""} | LEAVES,
     "cli": {
         *("turn", "_turn", "demo", "agent", "bash", "subagent", "claude", "acp", "runtime", "sink"),
-        *("wake", "sdnotify", "_unix", "_files", "errors", "_main", ""),
-    },
+        *("wake", "sdnotify", "_unix", ""),
+    }
+    | LEAVES,
 }
 SHARED_LEAVES: dict[str, set[str]] = {
     "_limits": set(),
@@ -163,7 +164,7 @@ def test_the_cli_client_imports_only_the_standard_library() -> None:
     """`hive bash` must start fast: its client speaks MCP itself, without the SDK, and imports
     Trio only in the functions of its Trio flavour."""
     imported = imported_roots(HIVE / "bash" / "client.py", on_import=True)
-    allowed = set(sys.stdlib_module_names) | {"hive", "hive.bash._errors"}
+    allowed = set(sys.stdlib_module_names) | {"hive", "hive.bash._errors", "hive._lines"}
     assert imported <= allowed, imported - allowed
     assert imported_roots(HIVE / "bash" / "_errors.py") <= set(sys.stdlib_module_names) | STDLIB_LEAVES
 
@@ -179,3 +180,9 @@ def test_every_lazy_face_lists_in_all_exactly_what_it_imports_for_the_type_check
         assert dir(package) == sorted(package.__all__), name
         for export in package.__all__:
             assert getattr(package, export) is getattr(package, export), (name, export)
+
+
+def test_the_line_reader_and_the_errors_are_light_leaves() -> None:
+    allowed_leaf = set(sys.stdlib_module_names) | {"hive.errors"}
+    assert imported_roots(HIVE / "_lines.py", on_import=True) <= allowed_leaf
+    assert imported_roots(HIVE / "errors.py") <= set(sys.stdlib_module_names)

@@ -142,8 +142,7 @@ def test_an_oserror_is_told_by_its_words_and_its_path() -> None:
 
 # -- the family ---------------------------------------------------------------------------------------
 
-# Unified onto StateBusy by another part of issue 21; until then they stand outside the family.
-NOT_YET = {"StateDirBusy", "StateDirUnusable"}
+NOT_YET: set[str] = set()
 
 
 def _hive_exceptions() -> Iterator[type[BaseException]]:

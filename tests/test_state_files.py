@@ -17,11 +17,14 @@ import pytest
 import trio
 
 from hive._files import append_whole, ensure_private_dir, open_append, open_lock, try_lock, write_atomic
+from hive._state_dir import StateDirBusy, StateDirUnusable, default_state_dir
+from hive._state_dir import lock_state_dir as lock_state_dir_for
 from hive.agent._log import TurnLog
 from hive.agent._queue import open_queue_file
 from hive.agent._session import SessionStore
 from hive.agent.harness import lock_state_dir
 from hive.bash.daemon import _lock_state_dir
+from hive.errors import HiveError, StateBusy
 from hive.sink import JsonlFile, JsonlSink
 
 PLANTED = b"someone else's file\n"
@@ -41,8 +44,8 @@ def _close(fd: int) -> None:
 
 
 OPENERS: dict[str, tuple[str, Callable[[Path], object]]] = {
-    "bash-daemon.lock": ("bash-daemon.lock", lambda p: _close(_lock_state_dir(p.parent))),
-    "agent.lock": ("agent.lock", lambda p: _close(lock_state_dir(p.parent))),
+    "bash-daemon.lock": ("bash-daemon.lock", lambda p: _lock_state_dir(p.parent).close()),
+    "agent.lock": ("agent.lock", lambda p: lock_state_dir(p.parent).close()),
     "queue": ("queue", _open_queue),
     "turns.jsonl": ("turns.jsonl", lambda p: _close(open_append(p))),
     "turn log": ("turns.jsonl", lambda p: trio.run(TurnLog.open(p).aclose)),
@@ -105,7 +108,7 @@ def test_a_state_dir_hive_makes_is_0700_and_an_open_one_is_warned_of(
 ) -> None:
     os.umask(0o022)
     made = tmp_path / "made" / "state"
-    os.close(lock_state_dir(made))
+    lock_state_dir(made).close()
     assert stat.S_IMODE(os.stat(made).st_mode) == 0o700
     assert not caplog.records
 
@@ -124,6 +127,9 @@ def _over_a_size_limit(body: str) -> str:
     script = f"""
 import os, resource, signal
 from pathlib import Path
+from hive._state_dir import StateDirBusy, StateDirUnusable, default_state_dir
+from hive._state_dir import lock_state_dir as lock_state_dir_for
+from hive.errors import HiveError, StateBusy
 from hive._files import append_whole, open_append, write_atomic
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
@@ -183,3 +189,79 @@ def test_append_whole_writes_everything_it_is_given(tmp_path: Path) -> None:
         os.close(fd)
     data = (tmp_path / "log").read_bytes()
     assert data == b"A" * 100_000 + b"B" * 100_000 + b"C" * 100_000
+
+
+# -- the state directory: its default and its lock (hive._state_dir) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"HIVE_STATE_DIR": "/s", "XDG_STATE_HOME": "/x"}, Path("/s")),
+        ({"HIVE_STATE_DIR": "", "XDG_STATE_HOME": "/x"}, Path("/x/hive")),
+        ({"XDG_STATE_HOME": "/x"}, Path("/x/hive")),
+        ({"XDG_STATE_HOME": ""}, Path.home() / ".local" / "state" / "hive"),
+        ({}, Path.home() / ".local" / "state" / "hive"),
+    ],
+)
+def test_the_default_state_dir_is_hive_state_dir_then_xdg_then_home(
+    env: dict[str, str], expected: Path
+) -> None:
+    assert default_state_dir(env) == expected
+
+
+def test_a_state_dir_lock_holds_its_pid_and_refuses_a_second_holder_naming_the_first(tmp_path: Path) -> None:
+    lock = lock_state_dir_for(tmp_path, "x.lock", holder="hive-thing")
+    try:
+        assert (tmp_path / "x.lock").read_text() == f"{os.getpid()}\n"
+        with pytest.raises(StateDirBusy) as refused:
+            lock_state_dir_for(tmp_path, "x.lock", holder="hive-thing", advice="use that one")
+        assert str(refused.value) == (
+            f"another hive-thing is using {tmp_path} (pid {os.getpid()} holds {tmp_path / 'x.lock'}); use that one"
+        )
+        assert isinstance(refused.value, StateBusy) and refused.value.exit_code == 2
+        assert refused.value.pid == os.getpid()
+        assert (tmp_path / "x.lock").read_text() == f"{os.getpid()}\n"  # the refused one wiped nothing
+    finally:
+        lock.close()
+    assert (tmp_path / "x.lock").read_bytes() == b""  # no pid left for anyone to signal
+    lock.close()  # twice: nothing
+    with lock_state_dir_for(tmp_path, "x.lock", holder="hive-thing"):
+        pass
+
+
+def test_a_busy_lock_without_a_pid_in_it_is_refused_all_the_same(tmp_path: Path) -> None:
+    held = try_lock(tmp_path / "x.lock")
+    assert held is not None
+    try:
+        with pytest.raises(
+            StateDirBusy, match=r"another hive-thing is using .* \(it holds .*x\.lock\); stop it"
+        ):
+            lock_state_dir_for(tmp_path, "x.lock", holder="hive-thing")
+    finally:
+        os.close(held)
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo", "directory"])
+def test_a_lock_that_cannot_be_opened_is_state_dir_unusable(tmp_path: Path, planted: str) -> None:
+    path = tmp_path / "x.lock"
+    if planted == "symlink":
+        (tmp_path / "target").write_bytes(PLANTED)
+        path.symlink_to(tmp_path / "target")
+    elif planted == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    with pytest.raises(StateDirUnusable, match="move whatever is there away") as refused:
+        lock_state_dir_for(tmp_path, "x.lock", holder="hive-thing")
+    assert isinstance(refused.value, OSError) and isinstance(refused.value, HiveError)
+    assert str(path) in str(refused.value)
+    if planted == "symlink":
+        assert (tmp_path / "target").read_bytes() == PLANTED
+
+
+def test_each_program_names_itself_when_its_state_dir_is_busy(tmp_path: Path) -> None:
+    with lock_state_dir(tmp_path), pytest.raises(StateDirBusy, match=r"^another hive-agent is using"):
+        lock_state_dir(tmp_path)
+    with _lock_state_dir(tmp_path), pytest.raises(StateDirBusy, match=r"^another hive-bash-daemon is using"):
+        _lock_state_dir(tmp_path)

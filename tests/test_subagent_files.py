@@ -15,6 +15,7 @@ import attrs
 import pytest
 import trio
 
+from hive._state_dir import StateDirUnusable
 from hive.subagent import _client, daemon
 from hive.subagent._convert import DecodeError
 from hive.subagent._errors import DaemonUnavailable
@@ -48,7 +49,7 @@ def mode(path: Path) -> int:
 def test_a_symlink_planted_at_the_lock_is_not_followed(short_tmp: Path) -> None:
     store = Store(short_tmp / "state")
     target = planted(store.lock, short_tmp / "target")
-    with pytest.raises(daemon.StateDirUnusable, match="move whatever is there away"):
+    with pytest.raises(StateDirUnusable, match="move whatever is there away"):
         daemon._lock(store)
     assert target.read_bytes() == b"precious\n"
 

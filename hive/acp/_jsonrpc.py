@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import trio
 
+from hive._lines import LineCut, LineReader, LineTooLong
 from hive.acp._errors import AcpError, JsonRpcError
 
 log = logging.getLogger(__name__)
@@ -136,39 +137,26 @@ class Connection:
                 handlers.cancel_scope.cancel()
 
     async def _read(self) -> None:
-        buffer = bytearray()
-        # buffer[:searched] holds no newline: each byte is searched once, so a long line that
-        # arrives in many chunks costs linear time, not a rescan of the buffer per chunk.
-        searched = 0
-        # The buffer is the rest of an over-long line: drop everything up to its newline.
-        dropping = False
+        reader = LineReader(self.receive_stream, self.max_line, read_size=READ_SIZE)
         while True:
             try:
-                chunk = await self.receive_stream.receive_some(READ_SIZE)
+                line = await reader.readline()
+            except LineTooLong:
+                # Dropped, and the messages after it are read on: the connection stays usable.
+                log.error(  # noqa: TRY400 - the agent's fault, not a traceback's
+                    "the agent sent a message longer than %d bytes; dropping it", self.max_line
+                )
+                continue
+            except LineCut as exc:
+                if exc.partial.strip():
+                    log.warning("the agent's output ended in the middle of a message: %r", exc.partial[:200])
+                return
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
-            if not chunk:
-                if buffer.strip():
-                    log.warning(
-                        "the agent's output ended in the middle of a message: %r", bytes(buffer[:200])
-                    )
+            if line is None:
                 return
-            buffer += chunk
-            start = 0
-            while (end := buffer.find(b"\n", searched)) >= 0:
-                if dropping:
-                    dropping = False
-                elif (line := bytes(buffer[start:end])).strip():
-                    await self._apply(line)
-                start = searched = end + 1
-            del buffer[:start]
-            searched = len(buffer)
-            if dropping or len(buffer) > self.max_line:
-                if not dropping:
-                    log.error("the agent sent a message longer than %d bytes; dropping it", self.max_line)
-                    dropping = True
-                buffer.clear()
-                searched = 0
+            if line.strip():
+                await self._apply(line)
 
     async def _apply(self, line: bytes) -> None:
         try:

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from hive import __version__
+from hive._state_dir import default_state_dir
 from hive.agent._errors import HarnessError
 from hive.errors import BadInput
 from hive.runtime import CompactionPolicy, HttpServer, McpServer, Permission, StdioServer
@@ -63,13 +64,6 @@ class Options:
     subagents: bool = False
     permission: Permission = Permission.DEFAULT
     log_level: str = "info"
-
-
-def default_state_dir(env: Mapping[str, str]) -> Path:
-    if env.get("HIVE_STATE_DIR"):
-        return Path(env["HIVE_STATE_DIR"])
-    xdg = env.get("XDG_STATE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "hive"
 
 
 def build_parser() -> argparse.ArgumentParser:

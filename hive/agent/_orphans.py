@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import select
 import signal
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,9 +20,10 @@ import attrs
 import trio
 
 from hive._files import read_regular, write_atomic
+from hive._proc import Pidfd, start_time
 from hive.agent._errors import HarnessError
 from hive.errors import StateBusy
-from hive.runtime import AgentProcess, start_time
+from hive.runtime import AgentProcess
 
 log = logging.getLogger("hive.agent")
 
@@ -99,29 +98,13 @@ class AgentRecorder:
             log.warning("cannot record agent pid %d in %s: %s", agent.pid, self.record.path, exc)
 
 
-def _open_if_same(recorded: Recorded) -> int | None:
-    """A pidfd for the recorded process if it is still running; None if it is gone (or its pid
-    is another process's now)."""
-    try:
-        pidfd = os.pidfd_open(recorded.pid)
-    except ProcessLookupError:
-        return None
-    # Checked after the pidfd is open: the pidfd names the process the start time was read of.
-    if start_time(recorded.pid) != recorded.start_time:
-        os.close(pidfd)
-        return None
-    return pidfd
-
-
 async def stop_previous(record: ProcessRecord, *, within: float = STOP_WITHIN) -> None:
     """SIGINT to every process in ``record`` still running, and wait for each to exit; raises
     ``PreviousStillRunning`` for one still running ``within`` seconds later."""
-    found = [(r, pidfd) for r in record.load() if (pidfd := _open_if_same(r)) is not None]
+    found = [(r, pidfd) for r in record.load() if (pidfd := Pidfd.adopt(r.pid, r.start_time)) is not None]
     try:
         for recorded, pidfd in found:
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGINT)
-            except ProcessLookupError:
+            if not pidfd.send_signal(signal.SIGINT):
                 continue
             log.info(
                 "%s (pid %d), left running by a previous hive-agent on this state dir: sent it SIGINT, "
@@ -131,10 +114,10 @@ async def stop_previous(record: ProcessRecord, *, within: float = STOP_WITHIN) -
             )
         with trio.move_on_after(within):
             for recorded, pidfd in found:
-                await trio.lowlevel.wait_readable(pidfd)
+                await pidfd.wait()
                 log.info("%s (pid %d) of the previous hive-agent has exited", recorded.name, recorded.pid)
         for recorded, pidfd in found:
-            if not _exited(pidfd):
+            if not pidfd.exited():
                 raise PreviousStillRunning(
                     f"{recorded.name} (pid {recorded.pid}), left running by a previous hive-agent on "
                     f"{record.path.parent}, did not exit within {within:.0f} s of SIGINT; stop it "
@@ -142,11 +125,4 @@ async def stop_previous(record: ProcessRecord, *, within: float = STOP_WITHIN) -
                 )
     finally:
         for _, pidfd in found:
-            os.close(pidfd)
-
-
-def _exited(pidfd: int) -> bool:
-    """Whether the process of ``pidfd`` has exited (its pidfd is readable)."""
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(0))
+            pidfd.close()

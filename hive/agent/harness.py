@@ -18,7 +18,6 @@ end. A signal while it starts cancels the start (an ACP agent starting gets SIGI
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -29,9 +28,10 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive import sdnotify
-from hive._files import ensure_private_dir, try_lock
+from hive import _state_dir, sdnotify
+from hive._files import ensure_private_dir
 from hive._main import run_main
+from hive._state_dir import StateDirLock
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
 from hive.agent._loop import Harness, open_harness
 from hive.agent._options import Options, OptionsError, parse_options, relay_server, subagent_server
@@ -44,7 +44,6 @@ from hive.agent._orphans import (
     stop_previous,
 )
 from hive.agent._session import SessionStore
-from hive.errors import StateBusy
 from hive.runtime import (
     Backend,
     Config,
@@ -68,18 +67,9 @@ SESSION_FILE = "session"
 LOOSE_ENDS = "mcp-loose-ends"
 
 
-class StateDirBusy(RuntimeError):
-    """Another hive-agent is using the state directory."""
-
-
-def lock_state_dir(state_dir: Path) -> int:
-    """The harness's hold on ``state_dir`` (made 0700 if missing): a descriptor to close at the end."""
-    lock = try_lock(ensure_private_dir(state_dir) / LOCK_FILE)
-    if lock is None:
-        raise StateDirBusy(
-            f"another hive-agent is using {state_dir}; stop it, or give this one another --state-dir"
-        )
-    return lock
+def lock_state_dir(state_dir: Path) -> StateDirLock:
+    """The harness's hold on ``state_dir`` (made 0700 if missing), to close at the end."""
+    return _state_dir.lock_state_dir(ensure_private_dir(state_dir), LOCK_FILE, holder="hive-agent")
 
 
 def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | None) -> Config:
@@ -234,14 +224,11 @@ def _run(argv: Sequence[str] | None) -> int:
         raise OptionsError(f"--log-level {options.log_level!r}: use debug, info, warning or error") from None
     for noisy in ("mcp", "httpx", "hypercorn", "hive.agent._hyperhive.http"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
-    try:
-        lock = lock_state_dir(options.state_dir)
-    except StateDirBusy as exc:  # until StateDirBusy derives from StateBusy (issue 21): exit 2
-        raise StateBusy(str(exc)) from None
+    lock = lock_state_dir(options.state_dir)
     try:
         trio.run(_main, options, spec)
     finally:
-        os.close(lock)
+        lock.close()
     return 0
 
 

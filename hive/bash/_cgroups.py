@@ -31,6 +31,8 @@ from pathlib import Path
 
 import trio
 
+from hive._proc import start_time, wait_exit
+
 log = logging.getLogger(__name__)
 
 _IN_MODIFY = 0x2
@@ -220,7 +222,7 @@ async def wait_empty(cgroup: Path) -> None:
         log.warning("cannot watch cgroup %s (%s): waiting for its processes one by one", cgroup, exc)
         while pids := members(cgroup):
             for pid in pids:
-                await _wait_pid(pid)
+                await wait_exit(pid, start_time(pid))
         return
     try:
         try:
@@ -232,14 +234,3 @@ async def wait_empty(cgroup: Path) -> None:
             inotify.drain()
     finally:
         inotify.close()
-
-
-async def _wait_pid(pid: int) -> None:
-    try:
-        fd = os.pidfd_open(pid)
-    except OSError:
-        return
-    try:
-        await trio.lowlevel.wait_readable(fd)
-    finally:
-        os.close(fd)

@@ -23,7 +23,8 @@ from mcp.shared._context_streams import ContextReceiveStream, ContextSendStream,
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
-from hive.wake import LineCut, LineReader, LineTooLong, answer_then_close
+from hive._lines import LineCut, LineReader, LineTooLong
+from hive.wake import answer_then_close
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO
 
-import attrs
 import trio
 
+from hive._proc import ChildExit
 from hive.bash._errors import BashError
 
 log = logging.getLogger(__name__)
@@ -33,13 +33,12 @@ class DaemonFailedToStart(BashError):
     """A daemon exited before it was ready, or was not ready (READY=1) in time; the message says which."""
 
 
-@attrs.define(eq=False)
 class DaemonProcess:
     """A daemon started by ``running_daemon``: its pid, its exit awaited on a pidfd."""
 
-    popen: subprocess.Popen[bytes]
-    _pidfd: int
-    _waiting: trio.Lock = attrs.field(factory=trio.Lock)
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self._exit = ChildExit(popen)
 
     @property
     def pid(self) -> int:
@@ -48,26 +47,18 @@ class DaemonProcess:
     @property
     def returncode(self) -> int | None:
         """Its exit status, or None while it runs."""
-        if self._waiting.locked():
-            return self.popen.returncode
-        return self.popen.poll()
+        return self._exit.returncode
 
     def send_signal(self, signum: int) -> None:
-        if self.returncode is None:
-            self.popen.send_signal(signum)
+        """Send ``signum`` to the daemon (nothing once it has exited)."""
+        self._exit.pidfd.send_signal(signum)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
     async def wait(self) -> int:
         """Wait for it to exit (reaping it); its exit status."""
-        async with self._waiting:
-            if self._pidfd >= 0:
-                if self.popen.poll() is None:
-                    await trio.lowlevel.wait_readable(self._pidfd)
-                os.close(self._pidfd)
-                self._pidfd = -1
-            return self.popen.wait()
+        return await self._exit.wait()
 
 
 @asynccontextmanager
@@ -109,7 +100,7 @@ async def running_daemon(
                 start_new_session=True,
                 preexec_fn=preexec_fn,  # noqa: PLW1509 - it calls prctl and getppid, nothing that locks
             )
-            process = DaemonProcess(popen, os.pidfd_open(popen.pid))
+            process = DaemonProcess(popen)
             try:
                 await _wait_ready(notify, process, ready_within, name)
                 yield process

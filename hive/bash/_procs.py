@@ -36,6 +36,7 @@ import attrs
 import trio
 
 from hive._files import read_regular
+from hive._proc import is_same_process, read_stat, signal_group, start_time, wait_exit
 from hive.bash._errors import BashError
 
 # The wrapper is bash, and the command runs as `bash -c CMD` would run it. It runs in the
@@ -228,40 +229,13 @@ def spawn_task(
     return Child(popen, os.pidfd_open(popen.pid))
 
 
-def _stat_fields(pid: int | str) -> list[bytes] | None:
-    """The fields of /proc/<pid>/stat from the third (the state) on; None if there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    return stat[stat.rindex(b")") + 2 :].split()
-
-
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or None.
-
-    A zombie keeps its start time until it is reaped, so a child that has already exited
-    still has one.
-    """
-    fields = _stat_fields(pid)
-    return None if fields is None else int(fields[19])
-
-
-def is_same_process(pid: int, recorded_start: int | None) -> bool:
-    """Whether ``pid`` is still the live (not zombie) process that started at ``recorded_start``."""
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] != b"Z" and recorded_start == int(fields[19])
-
-
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes whose process group is ``pgid``."""
     members = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            fields = _stat_fields(entry.name)
-            if fields is not None and fields[0] != b"Z" and int(fields[2]) == pgid:
+            stat = read_stat(entry.name)
+            if stat is not None and not stat.zombie and stat.pgid == pgid:
                 members.append(int(entry.name))
     return members
 
@@ -287,20 +261,19 @@ def snapshot(*, read_tags: bool = True) -> list[ProcInfo]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        fields = _stat_fields(entry.name)
-        if fields is None:
+        stat = read_stat(entry.name)
+        if stat is None:
             continue
-        zombie = fields[0] == b"Z"
         tag = None
-        if read_tags and not zombie:
+        if read_tags and not stat.zombie:
             tag = _tag_of(entry.name, uid, prefix)
         found.append(
             ProcInfo(
                 pid=int(entry.name),
-                ppid=int(fields[1]),
-                pgid=int(fields[2]),
-                zombie=zombie,
-                start_time=int(fields[19]),
+                ppid=stat.ppid,
+                pgid=stat.pgid,
+                zombie=stat.zombie,
+                start_time=stat.start_time,
                 tag=tag,
             )
         )
@@ -311,15 +284,15 @@ def proc_infos(pids: Iterable[int]) -> list[ProcInfo]:
     """These processes as ``/proc`` shows them now, the live ones only, without their tags."""
     found = []
     for pid in pids:
-        fields = _stat_fields(pid)
-        if fields is not None and fields[0] != b"Z":
+        stat = read_stat(pid)
+        if stat is not None and not stat.zombie:
             found.append(
                 ProcInfo(
                     pid=pid,
-                    ppid=int(fields[1]),
-                    pgid=int(fields[2]),
+                    ppid=stat.ppid,
+                    pgid=stat.pgid,
                     zombie=False,
-                    start_time=int(fields[19]),
+                    start_time=stat.start_time,
                     tag=None,
                 )
             )
@@ -454,7 +427,7 @@ def _wait_gone(procs: Collection[ProcInfo], seconds: float) -> None:
 async def wait_gone(procs: Iterable[ProcInfo]) -> None:
     """Wait until every one of these processes has exited (a zombie counts as exited)."""
     for proc in procs:
-        await wait_pidfd(proc.pid, proc.start_time)
+        await wait_exit(proc.pid, proc.start_time)
 
 
 def reap_orphans(procs: Iterable[ProcInfo]) -> list[int]:
@@ -501,32 +474,6 @@ def _has_zombie_child() -> bool:
         return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return False
-
-
-def signal_group(pgid: int, sig: signal.Signals) -> bool:
-    """Send ``sig`` to the group; False if the group no longer exists."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-async def wait_pidfd(pid: int, recorded_start: int | None) -> bool:
-    """Wait for a process that is not our child to exit; False if it was already gone (or reused)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return False
-    try:
-        # Check identity after opening: the pidfd now pins this exact process.
-        if not is_same_process(pid, recorded_start):
-            return False
-        await trio.lowlevel.wait_readable(fd)
-        return True
-    finally:
-        with contextlib.suppress(OSError):
-            os.close(fd)
 
 
 def _is_wrapper(argv: list[bytes]) -> bool:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from hive import _proc
 from hive.bash import _cgroups, _procs
 from hive.bash._model import Exited, HeldBy, Spawned, StopBegun, StopReason, TaskState, Vanished
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
@@ -236,7 +237,7 @@ async def _resume(manager: TaskManager, task: Task) -> None:
             manager._apply(task, Spawned(), pid=pid, pid_start_time=start)
             if task.record.started_at is None:
                 manager._apply(task, started_at=record.created_at)
-    if pid is not None and _procs.is_same_process(pid, task.record.pid_start_time):
+    if pid is not None and _proc.is_same_process(pid, task.record.pid_start_time):
         log.info("re-adopting task %s (pid %d)", task.id, pid)
         await manager._sync_loose_end(task)
         await manager._persist(task)
@@ -273,7 +274,7 @@ async def _resume(manager: TaskManager, task: Task) -> None:
 
 def _adopted_exit(pid: int, start: int | None) -> Callable[[], Awaitable[int | None]]:
     async def wait() -> int | None:
-        await _procs.wait_pidfd(pid, start)
+        await _proc.wait_exit(pid, start)
         return None
 
     return wait

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from hive import _proc
 from hive.bash import _cgroups, _procs
 from hive.bash._model import StopBegun, StopReason
 
@@ -146,7 +147,7 @@ class Stopper:
         pgid = task.record.pid
         assert pgid is not None and task.record.stop_started_at is not None
         # Once the wrapper is reaped its pid may be anyone's: the scan below finds what is left.
-        if not task.exited.is_set() and _procs.signal_group(pgid, signal.SIGINT):
+        if not task.exited.is_set() and _proc.signal_group(pgid, signal.SIGINT):
             self._signalled(task, "SIGINT")
         tag = tag_of(task)
         cgroup = self._cgroup(task)
@@ -271,7 +272,7 @@ class Stopper:
                 disk_full=not store.has_space(),
                 sizes={serial: store.output_size(task_id) for serial, task_id in measure},
                 # Off the spawn path: reading /proc/<pid>/stat can wait on the child's exec.
-                start_times={s: None if pid is None else _procs.start_time(pid) for s, pid in unstarted},
+                start_times={s: None if pid is None else _proc.start_time(pid) for s, pid in unstarted},
                 leftovers=leftovers,
             )
 

@@ -434,7 +434,7 @@ class TaskManager:
             if task.owed:
                 task.owed = False
                 self._earlier.pop((task.id, task.record.serial), None)
-                self.courier.withdraw(task.id, task.record.serial)
+                self.courier.withdraw((task.id, task.record.serial))
                 assert self._nursery is not None
                 self._nursery.start_soon(self._sync_loose_end, task)
         elif task.owed and task.final and task.waiters == 0:
@@ -446,7 +446,7 @@ class TaskManager:
             return
         task.owed = False
         self._earlier.pop((task.id, task.record.serial), None)
-        self.courier.withdraw(task.id, task.record.serial)
+        self.courier.withdraw((task.id, task.record.serial))
         await self._sync_loose_end(task)
 
     def _send_wake(self, task: Task) -> None:
@@ -460,7 +460,8 @@ class TaskManager:
             task.id, serial, Wake(sender=wake.sender, body=wake.body, end_id=end_id(task.id, serial))
         )
 
-    async def _on_acked(self, task_id: str, serial: str) -> None:
+    async def _on_acked(self, key: tuple[str, str]) -> None:
+        task_id, serial = key
         task = self.tasks.get(task_id)
         if task is None or task.record.serial != serial:
             task = self._earlier.pop((task_id, serial), None)

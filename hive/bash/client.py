@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hive import __version__
+from hive._lines import LineBuffer, LineTooLong
 from hive.bash._errors import BashError, DaemonUnavailable
 
 if TYPE_CHECKING:
@@ -72,10 +73,10 @@ class BadAnswer(BashError, ValueError):
 class _Session:
     """The client's half of an MCP session: what to send, and what the lines that come back mean."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, limit: int = MAX_ANSWER) -> None:
         self.path = path
         self._ids = itertools.count()
-        self._buffer = bytearray()
+        self._lines = LineBuffer(limit)
 
     def request(self, method: str, params: dict[str, Any]) -> tuple[int, bytes]:
         request_id = next(self._ids)
@@ -99,18 +100,18 @@ class _Session:
         """Add what was read; ``b""`` (the end of the stream) before the answer means the daemon left."""
         if not data:
             raise self.lost()
-        self._buffer += data
+        self._lines.feed(data)
 
     def next_line(self) -> bytes | None:
-        """The next whole line read, if there is one."""
-        end = self._buffer.find(b"\n")
-        if end < 0:
-            if len(self._buffer) > MAX_ANSWER:
-                raise BadAnswer(f"the daemon at {self.path} sent a line longer than {MAX_ANSWER} bytes")
-            return None
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 1]
-        return line
+        """The next whole line read, if there is one.
+
+        A line over the limit is a `BadAnswer` (the call it answered fails); the rest of it is
+        dropped, and a later call on the same session reads on after it.
+        """
+        try:
+            return self._lines.next_line()
+        except LineTooLong as exc:
+            raise BadAnswer(f"the daemon at {self.path} sent a line longer than {exc.limit} bytes") from None
 
     def take(self, line: bytes, request_id: int) -> tuple[dict[str, Any] | None, bytes | None]:
         """What ``line`` means while ``request_id`` is unanswered: (its result, if it is the answer;

@@ -18,8 +18,8 @@ import attrs
 import trio
 
 from hive import __version__, sdnotify
-from hive._files import try_lock
 from hive._main import run_main
+from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
 from hive._unix import open_unix_listener
 from hive.bash import _cgroups
 from hive.bash._cgroups import open_task_parent
@@ -31,7 +31,6 @@ from hive.bash._server import make_mcp_server, serve_mcp
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from hive.errors import StateBusy, leaves
 
 log = logging.getLogger("hive.bash.daemon")
 
@@ -65,25 +64,8 @@ class DaemonConfig:
 SOCKET_FLAG = "--socket (or HIVE_BASH_SOCKET)"
 
 
-class StateDirBusy(RuntimeError):
-    """Another daemon holds the state directory."""
-
-
-def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    if env.get("HIVE_STATE_DIR"):
-        return Path(env["HIVE_STATE_DIR"])
-    xdg = env.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "hive"
-
-
-def _lock_state_dir(state_dir: Path) -> int:
-    lock = try_lock(state_dir / "bash-daemon.lock")
-    if lock is None:
-        raise StateDirBusy(
-            f"another hive-bash-daemon is using {state_dir}; stop it, or give this one another --state-dir"
-        )
-    return lock
+def _lock_state_dir(state_dir: Path) -> StateDirLock:
+    return lock_state_dir(state_dir, "bash-daemon.lock", holder="hive-bash-daemon")
 
 
 async def serve_daemon(
@@ -130,7 +112,7 @@ async def serve_daemon(
             for name in _cgroups.leftovers(cgroup_parent):
                 _cgroups.remove(cgroup_parent / name)
             _cgroups.remove(cgroup_parent)
-        os.close(lock)
+        lock.close()
 
 
 # -- command line ---------------------------------------------------------------------------------
@@ -387,8 +369,6 @@ def _run(argv: Sequence[str] | None) -> int:
     gc.freeze()
     try:
         trio.run(_main, config)
-    except* StateDirBusy as busy:  # until StateDirBusy derives from StateBusy (issue 21): exit 2
-        raise StateBusy("; ".join(map(str, leaves(busy)))) from None
     finally:
         # Ignored from here on: the interpreter's finalization puts back the default action
         # for signals with Python handlers, and a late SIGINT would end the process by it.

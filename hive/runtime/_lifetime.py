@@ -7,8 +7,9 @@ kernel sends that signal when the *thread* that forked the child exits, not the 
 child meant to live as long as its parent is forked on a thread that lives as long (the main
 thread, Trio's), never on a worker thread that may exit while the child runs.
 
-``start_time`` is a process's start time from ``/proc/<pid>/stat``: with its pid, it names one
-process, so that a pid reused by another is not mistaken for it.
+``start_time`` (``hive._proc``'s, named here too) is a process's start time from
+``/proc/<pid>/stat``: with its pid, it names one process, so that a pid reused by another is not
+mistaken for it.
 
 Nothing here imports Trio.
 """
@@ -19,7 +20,10 @@ import ctypes
 import os
 import signal
 from collections.abc import Callable
-from pathlib import Path
+
+from hive._proc import start_time
+
+__all__ = ["ParentGone", "die_with_parent", "start_time"]
 
 from hive.runtime._errors import HiveRuntimeError
 
@@ -46,15 +50,3 @@ def die_with_parent(signum: int = signal.SIGINT) -> Callable[[], None]:
             raise ParentGone(f"the parent (pid {parent}) exited before this child could exec")
 
     return preexec
-
-
-def start_time(pid: int) -> int | None:
-    """The start time of process ``pid`` (clock ticks after boot, field 22 of its stat), or
-    None if there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    # The command name (field 2) is in parentheses and may hold spaces and parentheses itself.
-    fields = stat[stat.rindex(b")") + 2 :].split()
-    return int(fields[22 - 3])

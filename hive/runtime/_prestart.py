@@ -22,6 +22,7 @@ from pathlib import Path
 
 import attrs
 
+from hive._proc import signal_group
 from hive.runtime._lifetime import die_with_parent
 
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
@@ -189,8 +190,6 @@ def interrupt_unclaimed() -> list[int]:
     its runtime could take them); their pids. They are not waited for: each ends by itself."""
     pids = []
     for spawned in unclaimed():
-        if spawned.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(spawned.popen.pid, signal.SIGINT)
-                pids.append(spawned.popen.pid)
+        if spawned.popen.poll() is None and signal_group(spawned.popen.pid, signal.SIGINT):
+            pids.append(spawned.popen.pid)
     return pids

@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,6 +20,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive._proc import ChildExit, GroupLeader
 from hive.runtime._errors import AgentUnavailable
 from hive.runtime._prestart import AgentCommand, Spawned, claim, spawn, unclaimed
 
@@ -55,24 +54,23 @@ class AgentProcess:
     stdin: trio.lowlevel.FdStream | None
     stdout: trio.lowlevel.FdStream
     stderr: trio.lowlevel.FdStream
-    _pidfd: int
+    _exit: ChildExit
     _stdin_rest: bytes = b""
-    signalled: bool = False
-    """Whether it has been sent SIGINT (it is sent at most once: a second SIGINT makes some
-    agents quit at once, without their own end of the turn)."""
-    _waiting: trio.Lock = attrs.field(factory=trio.Lock)
+    _leader: GroupLeader = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._leader = GroupLeader(self._exit.pidfd)
 
     @classmethod
     def adopt(cls, spawned: Spawned) -> AgentProcess:
         """Hold a process just spawned: its pipes as Trio streams, and a pidfd for its exit."""
-        pidfd = os.pidfd_open(spawned.popen.pid)
         return cls(
             spawned.popen,
             spawned.argv,
             None if spawned.stdin is None else trio.lowlevel.FdStream(spawned.stdin),
             trio.lowlevel.FdStream(spawned.stdout),
             trio.lowlevel.FdStream(spawned.stderr),
-            pidfd,
+            ChildExit(spawned.popen),
             spawned.stdin_rest,
         )
 
@@ -82,13 +80,15 @@ class AgentProcess:
         return self.popen.pid
 
     @property
+    def signalled(self) -> bool:
+        """Whether it has been sent SIGINT (it is sent at most once: a second SIGINT makes some
+        agents quit at once, without their own end of the turn)."""
+        return self._leader.signalled
+
+    @property
     def returncode(self) -> int | None:
         """Its exit status, or None while it runs (reaping it if it has just exited)."""
-        status = self.popen.poll()
-        if status is not None and self._pidfd >= 0 and not self._waiting.locked():
-            os.close(self._pidfd)
-            self._pidfd = -1
-        return status
+        return self._exit.returncode
 
     async def feed_stdin(self) -> None:
         """Write what of its stdin data the spawn could not, then close its stdin (nothing to
@@ -108,26 +108,15 @@ class AgentProcess:
     def interrupt(self) -> bool:
         """SIGINT to the agent's process group, once; False if it was sent before or the
         agent is gone."""
-        if self.signalled or self.returncode is not None:
+        if self.returncode is not None or not self._leader.interrupt():
             return False
-        try:
-            os.killpg(self.pid, signal.SIGINT)
-        except ProcessLookupError:
-            return False
-        self.signalled = True
         SIGNALS_SENT.append(SentSignal(self.pid, "SIGINT", time.time()))
         log.info("sent SIGINT to %s (process group %d)", self.argv[0], self.pid)
         return True
 
     async def wait(self) -> int:
         """Wait for the agent to exit (reaping it); its exit status."""
-        async with self._waiting:
-            if self._pidfd >= 0:
-                if self.popen.poll() is None:
-                    await trio.lowlevel.wait_readable(self._pidfd)
-                os.close(self._pidfd)
-                self._pidfd = -1
-            status = self.popen.wait()
+        status = await self._exit.wait()
         RUNNING.discard(self)
         return status
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import signal
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import attrs
-import trio
 
+from hive._proc import GroupLeader, Pidfd, start_time
 from hive.runtime import AgentProcess, watching_agents
 
 log = logging.getLogger(__name__)
@@ -57,57 +55,36 @@ class Host(Protocol):
         ...
 
 
-def process_start(pid: int) -> int | None:
-    """Field 22 of ``/proc/<pid>/stat`` (the process's start, in clock ticks from boot)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-    fields = data.rsplit(b")", 1)[-1].split()
-    return int(fields[19]) if len(fields) > 19 else None
-
-
 @attrs.define(eq=False)
 class AdoptedAgent:
     """An agent an earlier daemon started, still running: watched through its pidfd."""
 
-    _pid: int
-    _pidfd: int
-    signalled: bool
+    _leader: GroupLeader
     returncode: int | None = None
 
     @property
     def pid(self) -> int:
-        return self._pid
+        return self._leader.pid
+
+    @property
+    def signalled(self) -> bool:
+        return self._leader.signalled
 
     def interrupt(self) -> bool:
-        if self.signalled or self.returncode is not None:
+        if self.returncode is not None or not self._leader.interrupt():
             return False
-        try:
-            # The leader is alive (its pidfd says so below), so its group id is still its own.
-            signal.pidfd_send_signal(self._pidfd, 0)
-            os.killpg(self._pid, signal.SIGINT)
-        except ProcessLookupError:
-            return False
-        self.signalled = True
-        log.info("sent SIGINT to the process group %d, an agent left by an earlier daemon", self._pid)
+        log.info("sent SIGINT to the process group %d, an agent left by an earlier daemon", self.pid)
         return True
 
     async def wait(self) -> int:
         if self.returncode is None:
-            with contextlib.suppress(trio.ClosedResourceError):
-                await trio.lowlevel.wait_readable(self._pidfd)
+            await self._leader.pidfd.wait()
             self.returncode = 0  # not our child: its status is not ours to read
             self.close()
         return self.returncode
 
     def close(self) -> None:
-        if self._pidfd >= 0:
-            trio.lowlevel.notify_closing(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = -1
+        self._leader.pidfd.close()
 
 
 class SystemHost:
@@ -122,15 +99,8 @@ class SystemHost:
             yield
 
     def start_time(self, agent: TurnAgent) -> int:
-        return process_start(agent.pid) or 0
+        return start_time(agent.pid) or 0
 
     def adopt(self, pid: int, start: int, *, signalled: bool) -> TurnAgent | None:
-        try:
-            pidfd = os.pidfd_open(pid)
-        except (ProcessLookupError, PermissionError):
-            return None
-        # Checked after the pidfd is open: the pidfd now pins this very process.
-        if process_start(pid) != start:
-            os.close(pidfd)
-            return None
-        return AdoptedAgent(pid, pidfd, signalled)
+        pidfd = Pidfd.adopt(pid, start)
+        return None if pidfd is None else AdoptedAgent(GroupLeader(pidfd, signalled=signalled))

@@ -19,9 +19,9 @@ import attrs
 import trio
 
 from hive._files import ensure_private_dir, open_append
+from hive._lines import LineCut, LineReader, LineTooLong
 from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._wire import MAX_LINE, Answer, Call, Written, decode_answer, encode
-from hive.wake import AgentRequestError, LineReader, LineTooLong
 
 RACE_RETRIES = 40
 RACE_PAUSE = 0.05
@@ -135,7 +135,7 @@ async def request(state_dir: Path, socket: Path, call: Call) -> Reply:
             ) from None
         except LineTooLong:
             raise DaemonUnavailable("the subagent daemon's answer is too long") from None
-        except AgentRequestError:
+        except LineCut:
             line = None
         if line is None:
             raise DaemonUnavailable(

@@ -32,7 +32,7 @@ from hive._limits import is_name
 from hive.runtime import Backend, HiveRuntimeError, RuntimeSpec
 from hive.subagent import _slots
 from hive.subagent._agents import Host, SystemHost
-from hive.subagent._courier import Courier, WakeCourier
+from hive.subagent._courier import Courier, wake_courier
 from hive.subagent._errors import BadArgument, UnknownSubagent
 from hive.subagent._ledger import Ledger
 from hive.subagent._live import Live
@@ -80,7 +80,7 @@ class SubagentManager:
     """Where the sessions live; the ledger writes its records there."""
     host: Host = attrs.field(factory=SystemHost)
     opener: Opener = open_subagent_runtime
-    courier_factory: CourierFactory = WakeCourier
+    courier_factory: CourierFactory = wake_courier
     shutdown_grace: float = 25.0
     """How long a stopping daemon waits for its turns' stop paths (cancel grace + stop grace + a margin)."""
     stop_grace: float = 10.0

@@ -26,8 +26,8 @@ from mcp.shared._context_streams import ContextReceiveStream, ContextSendStream,
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
+from hive._lines import LineCut, LineReader, LineTooLong
 from hive.subagent._wire import MAX_LINE
-from hive.wake import LineCut, LineReader, LineTooLong
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,14 +28,6 @@ from hive.subagent._convert import DecodeError, structure, unstructure
 from hive.subagent._records import SessionRecord
 
 log = logging.getLogger(__name__)
-
-
-def default_state_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    """``HIVE_STATE_DIR``, else ``$XDG_STATE_HOME/hive``, else ``~/.local/state/hive``."""
-    if env.get("HIVE_STATE_DIR"):
-        return Path(env["HIVE_STATE_DIR"])
-    xdg = env.get("XDG_STATE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "hive"
 
 
 @attrs.frozen

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import logging
 import os
 import signal
@@ -18,30 +17,25 @@ import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import IO
 
 import attrs
 import trio
 
 from hive import __version__, sdnotify
-from hive._files import open_lock
+from hive._lines import LineCut, LineReader, LineTooLong
 from hive._main import run_main
+from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
-from hive.errors import HiveError, StateBusy, leaves
 from hive.subagent._convert import DecodeError
 from hive.subagent._manager import SubagentManager
-from hive.subagent._store import Store, default_state_dir
+from hive.subagent._store import Store
 from hive.subagent._tools import Result, SubagentTools
 from hive.subagent._wire import MAX_LINE, decode_call, decode_written, encode, refusal
-from hive.wake import AgentRequestError, LineReader, LineTooLong, answer_then_close
+from hive.wake import answer_then_close
 
 log = logging.getLogger("hive.subagent.daemon")
 
 SOCKET_FLAG = "--socket (or HIVE_SUBAGENT_SOCKET)"
-
-
-class StateDirBusy(RuntimeError):
-    """Another subagent daemon holds the state directory."""
 
 
 @attrs.frozen
@@ -57,35 +51,14 @@ class DaemonConfig:
     client (past it, the ends are told by wakes)."""
 
 
-class StateDirUnusable(RuntimeError):
-    """The lock file of the state directory cannot be opened (a symlink or a FIFO planted there)."""
-
-
-def _lock(store: Store) -> IO[bytes]:
-    # Not truncated on open: a daemon that finds the lock held must not wipe its holder's pid.
-    try:
-        fd = open_lock(store.lock)
-    except OSError as exc:
-        raise StateDirUnusable(
-            f"cannot open the lock file {store.lock}: {exc}; move whatever is there away "
-            "(hive keeps its own lock file there), or give this daemon another --state-dir"
-        ) from None
-    lock = os.fdopen(fd, "r+b")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise StateDirBusy(
-            f"another subagent daemon is using {store.state_dir}; use it, or give this one another --state-dir"
-        ) from None
-    # Who holds it, for an operator (and a test) to stop: SIGINT to this pid.
-    try:
-        lock.truncate(0)
-        lock.write(f"{os.getpid()}\n".encode())
-        lock.flush()
-    except OSError as exc:
-        log.warning("cannot write this daemon's pid into %s: %s", store.lock, exc)
-    return lock
+def _lock(store: Store) -> StateDirLock:
+    # It holds this daemon's pid, for an operator (and a test) to stop: SIGINT to it.
+    return lock_state_dir(
+        store.state_dir,
+        store.lock.name,
+        holder="subagent daemon",
+        advice="use it, or give this one another --state-dir",
+    )
 
 
 async def serve_daemon(
@@ -112,10 +85,7 @@ async def serve_daemon(
             log.info("listening on %s (state in %s)", config.socket, config.state_dir)
             task_status.started(manager)
     finally:
-        # No pid left behind for anyone to signal once this one is gone.
-        with contextlib.suppress(OSError):
-            lock.truncate(0)
-        lock.close()
+        lock.close()  # no pid left behind for anyone to signal once this one is gone
 
 
 def _connection_handler(tools: SubagentTools, confirm_within: float):  # type: ignore[no-untyped-def]
@@ -142,7 +112,7 @@ def _connection_handler(tools: SubagentTools, confirm_within: float):  # type: i
                     reason = f"the subagent daemon cannot read this request: {exc}; send a shorter one"
                     await answer_then_close(stream, encode(refusal(reason)))
                     return
-                except (AgentRequestError, trio.BrokenResourceError, trio.ClosedResourceError):
+                except (LineCut, trio.BrokenResourceError, trio.ClosedResourceError):
                     return
                 if line is None:
                     return
@@ -189,7 +159,7 @@ async def _answer(
         reason = f"the subagent daemon cannot read this line: {exc}; send a shorter one"
         await answer_then_close(stream, encode(refusal(reason)))
         goes_on = False
-    except (trio.BrokenResourceError, trio.ClosedResourceError, AgentRequestError):
+    except (trio.BrokenResourceError, trio.ClosedResourceError, LineCut):
         goes_on = False
     finally:
         if result.delivered is not None:
@@ -277,14 +247,7 @@ def _run(argv: Sequence[str] | None) -> int:
     )
     # The daemon runs agents; it is nested in no Claude Code, whoever started it.
     os.environ.pop("CLAUDECODE", None)
-    try:
-        trio.run(_main, config)
-    # Until these derive from hive.errors (issue 21): another daemon's state dir exits 2, an
-    # unusable lock file 1, as every program's do.
-    except* StateDirBusy as busy:
-        raise StateBusy("; ".join(map(str, leaves(busy)))) from None
-    except* StateDirUnusable as unusable:
-        raise HiveError("; ".join(map(str, leaves(unusable)))) from None
+    trio.run(_main, config)
     return 0
 
 

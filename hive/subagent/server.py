@@ -25,11 +25,12 @@ from mcp.server import Server
 
 from hive import __version__
 from hive._main import run_main
+from hive._state_dir import default_state_dir
 from hive.subagent import _client
 from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._specs import INSTRUCTIONS, TOOLS
 from hive.subagent._stdio import Receipts, process_stdio, stdio_streams
-from hive.subagent._store import Store, default_state_dir
+from hive.subagent._store import Store
 from hive.subagent._wire import Call, Caller
 
 PERMISSIONS = ("default", "accept_edits", "allow")
