@@ -344,6 +344,8 @@ class OwedEndsMachine(RuleBasedStateMachine):
                 self.await_lines(self.handle(Recovered(key, ended=final, content=content, at=at)), data)
                 if not final and self.runs[key].process == "exited":
                     self.settle(key, data)
+        # Before it answers: the loose ends of the ends it settled get their wake.
+        self.await_lines(self.handle(Interval()), data)
         return True
 
     # -- invariants -----------------------------------------------------------------------------

@@ -133,6 +133,8 @@ async def recover(manager: Manager) -> None:
             superseded=True,
             unknown="a later task took its name; its end is unknown",
         )
+    # Before the daemon answers, each loose end of an end it settled holds its wake.
+    await ledger.sync_ends(manager.tasks)
 
 
 def _content(loose_end: LooseEnd) -> Content:
