@@ -47,6 +47,7 @@ from hive.bash._owed import (
     DropLooseEnd,
     Ended,
     Event,
+    Found,
     Held,
     Interval,
     Key,
@@ -289,12 +290,16 @@ class Ledger:
 
     # -- recovery -------------------------------------------------------------------------------
 
-    async def load(self) -> tuple[list[TaskRecord], list[tuple[LooseEnd, Place]]]:
-        """Every task record and every loose end on disk, and where each loose end is."""
+    async def load(self) -> tuple[list[TaskRecord], dict[Found, LooseEnd]]:
+        """Every task record and every loose end on disk (by what the model makes of each)."""
         store = self.store
         records = await trio.to_thread.run_sync(lambda: list(store.load_records()))
         loose_ends = await trio.to_thread.run_sync(lambda: list(store.load_loose_ends()))
-        return records, [(le, Place.OWN if earlier else Place.LATEST) for le, earlier in loose_ends]
+        found = {}
+        for loose_end, earlier in loose_ends:
+            key = (loose_end.task_id, loose_end.serial)
+            found[Found(key, Place.OWN if earlier else Place.LATEST, _content(loose_end))] = loose_end
+        return records, found
 
     async def recovered(self, task: Task, loose_end: LooseEnd | None, at: Place | None) -> None:
         """A restarted daemon found ``task``, and ``loose_end``, its own, at ``at`` (or none). A
@@ -392,12 +397,15 @@ class Ledger:
     async def _carry_out(self, writes: Iterable[_Write]) -> None:
         """Wait until ``writes`` are done, carrying out their lines here if nothing else does."""
         waiting = [w for w in writes if not w.done.is_set()]
-        if not waiting:
-            return
-        async with trio.open_nursery() as nursery:
-            for key in dict.fromkeys(w.action.key for w in waiting):
-                line = self._lines.get(key)
-                if line is not None and not line.carrying:
+        idle = {
+            key: line
+            for key in dict.fromkeys(w.action.key for w in waiting)
+            if (line := self._lines.get(key)) is not None and not line.carrying
+        }
+        if idle:
+            # Lined up while the ledger was not serving (it is stopping): carried out here.
+            async with trio.open_nursery() as nursery:
+                for key, line in idle.items():
                     line.carrying = True
                     nursery.start_soon(self._carry_line, key, line)
         for write in waiting:

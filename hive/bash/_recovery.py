@@ -49,7 +49,7 @@ import trio
 from hive.bash import _cgroups, _procs
 from hive.bash._ledger import Ledger
 from hive.bash._model import Exited, HeldBy, Spawned, StopBegun, StopReason, TaskState, Vanished
-from hive.bash._owed import Content, Found, Place, RecoveryPlan, plan_recovery
+from hive.bash._owed import Place, plan_recovery
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._stopping import Stopper
 from hive.bash._task import Task, TaskSettings
@@ -82,14 +82,8 @@ async def recover(manager: Manager) -> None:
     and owe the agent every end it has not been told."""
     ledger = manager.ledger
     records, found = await ledger.load()
-    loose_ends = {(le.task_id, le.serial, at): le for le, at in found}
-    plan = plan_recovery(
-        ((r.id, r.serial) for r in records),
-        (Found((le.task_id, le.serial), at, _content(le)) for le, at in found),
-    )
-
-    def loose_end_of(what: Found) -> LooseEnd:
-        return loose_ends[(*what.key, what.at)]
+    plan = plan_recovery(((r.id, r.serial) for r in records), found)
+    loose_end_of = found.__getitem__
 
     # First, before anything is written at the latest path of its id: the loose end there of
     # an earlier run whose name a later one took as the previous daemon died.
@@ -103,22 +97,19 @@ async def recover(manager: Manager) -> None:
     for record in records:
         task = Task(record)
         manager.register(task)
-        own = plan.runs[record.id, record.serial]
         if record.state.final:
             task.ended.set()
             task.exited.set()
-            await ledger.recovered(
-                task, None if own is None else loose_end_of(own), None if own is None else own.at
-            )
-            continue
-        # The previous daemon died before this task's end was recorded, so the agent has
-        # not been told it (or was told it inline moments before: a wake then is a repeat).
+        own = plan.runs[task.key]
         await ledger.recovered(
             task, None if own is None else loose_end_of(own), None if own is None else own.at
         )
-        await _resume(manager, task)
+        if not record.state.final:
+            # The previous daemon died before this task's end was recorded, so the agent has
+            # not been told it (or was told it inline moments before: a wake then is a repeat).
+            await _resume(manager, task)
     orphans = {task_id: loose_end_of(orphan) for task_id, orphan in plan.orphans.items()}
-    await _adopt_unrecorded(manager, {r.serial for r in records}, orphans, plan)
+    await _adopt_unrecorded(manager, {r.serial for r in records}, orphans)
     await _recover_from_files(manager, orphans)
     await _watch_leftovers(manager)
     for orphan in orphans.values():
@@ -137,13 +128,7 @@ async def recover(manager: Manager) -> None:
     await ledger.sync_ends(manager.tasks)
 
 
-def _content(loose_end: LooseEnd) -> Content:
-    return Content.OPEN if loose_end.wake is None else Content.WAKE
-
-
-async def _adopt_unrecorded(
-    manager: Manager, known: set[str], orphans: dict[str, LooseEnd], plan: RecoveryPlan
-) -> None:
+async def _adopt_unrecorded(manager: Manager, known: set[str], orphans: dict[str, LooseEnd]) -> None:
     """Adopt live tasks of ours that have no record (it was lost, or written by a daemon that
     saved records only after the start)."""
     ledger = manager.ledger

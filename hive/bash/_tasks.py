@@ -48,6 +48,10 @@ LAST_SYNC_SECS = 10.0
 
 @attrs.define(eq=False)
 class TaskManager:
+    """Starts, watches and stops the tasks, and answers for them by id. What it must not lose
+    (records, loose ends, the ends owed to the agent) it keeps through its :class:`Ledger`; the
+    signals it sends are its :class:`Stopper`'s."""
+
     store: TaskStore
     settings: TaskSettings
     courier: WakeCourier
