@@ -267,6 +267,8 @@ class OwedEnds:
     """Every run the protocol is about: those that owe their end, and those a caller holds."""
 
     _debts: dict[Key, Debt] = attrs.field(factory=dict)
+    _serials: dict[str, set[str]] = attrs.field(factory=dict)
+    """The serials of the runs in ``_debts``, by task id."""
 
     def debt(self, key: Key) -> Debt | None:
         return self._debts.get(key)
@@ -293,11 +295,14 @@ class OwedEnds:
 
     def blocked(self, key: Key) -> bool:
         """Whether the latest path of the run's id holds another run's owed end."""
+        return any(debt.owed and debt.at is Place.LATEST for _other, debt in self._others(key))
+
+    def _others(self, key: Key) -> list[tuple[Key, Debt]]:
+        """The other runs of the same id."""
         task_id, serial = key
-        return any(
-            other[0] == task_id and other[1] != serial and debt.owed and debt.at is Place.LATEST
-            for other, debt in self._debts.items()
-        )
+        return [
+            ((task_id, s), self._debts[task_id, s]) for s in self._serials.get(task_id, ()) if s != serial
+        ]
 
     def handle(self, event: Event) -> tuple[Action, ...]:  # noqa: PLR0911, PLR0912 - a case each
         """Take ``event``; the actions that carry it out, in order."""
@@ -349,19 +354,24 @@ class OwedEnds:
                     superseded=superseded or at is Place.OWN,
                     unclaimed=True,
                 )
-                self._debts[key] = debt
+                self._put(key, debt)
                 aside: tuple[Action, ...] = (SetAside(key),) if debt.superseded and at is Place.LATEST else ()
                 return (*aside, SendWake(key))
         raise AssertionError(f"unknown event {event!r}")
 
     # -- transitions ------------------------------------------------------------------------------
 
-    def _put(self, key: Key, debt: Debt) -> None:
-        if debt.owed or debt.holds:
+    def _put(self, key: Key, debt: Debt | None) -> None:
+        task_id, serial = key
+        if debt is not None and (debt.owed or debt.holds):
             self._debts[key] = debt
-        else:
-            # Told and no longer held: nothing is left to know of it.
-            self._debts.pop(key, None)
+            self._serials.setdefault(task_id, set()).add(serial)
+        elif self._debts.pop(key, None) is not None:
+            # Told and no longer held (or abandoned): nothing is left to know of it.
+            serials = self._serials[task_id]
+            serials.discard(serial)
+            if not serials:
+                del self._serials[task_id]
 
     def _persist(self, key: Key, debt: Debt, *, durable: bool) -> Action | None:
         """The write that makes the run's loose end say what is known of it, unless the latest
@@ -373,25 +383,23 @@ class OwedEnds:
     def _began(self, key: Key) -> tuple[Action, ...]:
         if key in self._debts:
             return ()
-        task_id, serial = key
         actions: list[Action] = []
-        for other, debt in list(self._debts.items()):
-            if other[0] != task_id or not debt.owed:
+        for other, debt in self._others(key):
+            if not debt.owed:
                 continue
             if not debt.superseded:
-                self._debts[other] = attrs.evolve(debt, superseded=True, superseded_by=serial)
+                self._put(other, attrs.evolve(debt, superseded=True, superseded_by=key[1]))
             if debt.at is not Place.OWN:
                 actions.append(SetAside(other))
-        self._debts[key] = Debt(holds=1, starting=True)
+        self._put(key, Debt(holds=1, starting=True))
         return tuple(actions)
 
     def _abandoned(self, key: Key) -> None:
-        self._debts.pop(key, None)
-        task_id, serial = key
-        for other, debt in list(self._debts.items()):
-            if other[0] == task_id and debt.superseded_by == serial:
+        self._put(key, None)
+        for other, debt in self._others(key):
+            if debt.superseded_by == key[1]:
                 # Set aside already, it stays there; else it is the latest run's end again.
-                self._debts[other] = attrs.evolve(debt, superseded=debt.at is Place.OWN, superseded_by=None)
+                self._put(other, attrs.evolve(debt, superseded=debt.at is Place.OWN, superseded_by=None))
 
     def _ended(self, key: Key) -> tuple[Action, ...]:
         debt = self._debts.get(key)
@@ -454,7 +462,7 @@ class OwedEnds:
         if ended:
             debt = attrs.evolve(debt, wake_sent=True)
             actions.append(SendWake(key))
-        self._debts[key] = debt
+        self._put(key, debt)
         return tuple(actions)
 
 
