@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import trio
-import trio.testing
 
 from hive.bash._courier import WakeCourier
 from hive.bash._store import TaskStore
@@ -74,12 +73,10 @@ async def test_an_end_told_before_the_interval_leaves_no_loose_end_to_rewrite(sh
         with trio.fail_after(30):
             await task.recorded.wait()
         answer.delivered(True)  # the answer reached a client still connected: the end is told
-        assert not task.owed
-        # The removal `delivered` started is under way (it holds the lock): wait for its end.
-        await trio.testing.wait_all_tasks_blocked()
+        assert not manager.ledger.owes(task)
+        # The removal `delivered` lined up is under way: wait for its end.
         with trio.fail_after(30):
-            async with task.loose_end_lock:
-                pass
+            await manager.ledger.wait_written(task)
         assert not store.loose_end_path("t").exists()
         await manager._sync_ends()
         assert not store.loose_end_path("t").exists()

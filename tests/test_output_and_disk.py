@@ -151,7 +151,7 @@ async def test_a_record_saved_once_the_disk_has_room_again_no_longer_says_it_cou
         await task.recorded.wait()
         assert any("its record could not be saved" in note for note in task.record.notes)
         store.full = False
-        await manager._persist(task)
+        await manager.ledger.save(task)
         assert not any("could not be saved" in note for note in task.record.notes), task.record.notes
         on_disk = json.loads(store.record_path("w").read_bytes())
         assert on_disk["state"] == "stopped"

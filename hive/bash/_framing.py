@@ -21,7 +21,7 @@ import mcp_types as types
 import trio
 from mcp.shared._context_streams import ContextReceiveStream, ContextSendStream, create_context_streams
 from mcp.shared._stream_protocols import ReadStream, WriteStream
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from hive._lines import LineCut, LineReader, LineTooLong
 from hive.wake import answer_then_close
@@ -159,6 +159,8 @@ class _Framer:
 
     async def read_lines(self, to_session: ContextSendStream[SessionMessage | Exception]) -> None:
         reader = LineReader(self.stream, MAX_MESSAGE)
+        # Each request takes the receipts to its handler (the SDK's `ctx.request`).
+        metadata = ServerMessageMetadata(request_context=self.receipts)
         async with to_session:
             while True:
                 try:
@@ -193,7 +195,7 @@ class _Framer:
                         continue
                 if self.answer_garbage and isinstance(message, types.JSONRPCRequest):
                     self._unanswered.add(message.id)
-                await to_session.send(SessionMessage(message))
+                await to_session.send(SessionMessage(message, metadata))
 
     async def _answer_misread(self, answer: bytes) -> None:
         log.info("answered a misread message: %s", answer[:200])
@@ -228,7 +230,8 @@ async def message_streams(
 ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
     """The SDK's (read, write) message streams over ``stream``.
 
-    ``receipts`` learns whether each answer was written to a peer still there.
+    ``receipts`` learns whether each answer was written to a peer still there; it comes with
+    each request, so that its handler finds it as ``ctx.request``.
     A line that is not a JSON-RPC message ends the connection: with ``answer_garbage``
     (the server side) the peer is first sent a JSON-RPC parse error saying why. The read
     stream ends when the peer closes its side or the connection breaks.

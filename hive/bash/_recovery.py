@@ -9,10 +9,10 @@ again; and every end the agent has not been told is owed once more and its wake 
 The processes that ended tasks left behind are found in their task's cgroup (or by their
 tag, for a task the subreaper held) and watched by the stopper (see `hive.bash._stopping`),
 as they were before the restart; a task cgroup that no task owns any more is emptied and
-removed. A loose end is always
-written before the final record it goes with, so a crash between the two leaves the end
-owed, never forgotten. Each wake carries its end's id (``<id>:<serial>``), so a receiver
-can drop the repeat that a crash during recovery may cause.
+removed. Which ends are owed again is the owed-end model's (`hive.bash._owed.plan_recovery`):
+a loose end is always written before the final record it goes with, so a crash between the two
+leaves the end owed, never forgotten. Each wake carries its end's id (``<id>:<serial>``), so a
+receiver can drop the repeat that a crash during recovery may cause.
 
 What survives what:
 
@@ -26,7 +26,7 @@ What survives what:
   record saved once the task runs is (temporary file, fsync, rename); the final record, and
   the loose end of an end still owed (rewritten then with its wake), are fsynced at the next
   interval after the end, all of an interval's together, and at an orderly stop (the loose
-  end saved at the start owes the end meanwhile: see `TaskManager._sync_ends`), as are the
+  end saved at the start owes the end meanwhile: see `Ledger.sync_ends`), as are the
   removals of the loose ends of ends told (their directory: a removal a power loss undoes
   is an end told twice). The
   directory is not fsynced after a rename, so the newest rename may be lost: the file is
@@ -40,95 +40,120 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
 from hive import _proc
 from hive.bash import _cgroups, _procs
+from hive.bash._ledger import Ledger
 from hive.bash._model import Exited, HeldBy, Spawned, StopBegun, StopReason, TaskState, Vanished
-from hive.bash._records import LooseEnd, OwedWake, TaskRecord
-from hive.wake import Wake, end_id
-
-if TYPE_CHECKING:
-    from hive.bash._tasks import Task, TaskManager
+from hive.bash._owed import Place, plan_recovery
+from hive.bash._records import LooseEnd, TaskRecord
+from hive.bash._stopping import Stopper
+from hive.bash._task import Task, TaskSettings
 
 log = logging.getLogger(__name__)
 
+WaitExit = Callable[[], Awaitable[int | None]]
 
-async def recover(manager: TaskManager) -> None:
+
+class Manager(Protocol):
+    """What recovery needs of the task manager: its ledger, settings, stopper and clock, the
+    tasks it knows, and a way to know one more and to watch it."""
+
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def settings(self) -> TaskSettings: ...
+    @property
+    def stopper(self) -> Stopper: ...
+    @property
+    def tasks(self) -> Mapping[str, Task]: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    def register(self, task: Task) -> None: ...
+    def supervise_soon(self, task: Task, wait_exit: WaitExit) -> None: ...
+
+
+async def recover(manager: Manager) -> None:
     """Pick up where the previous daemon left off: re-adopt live tasks, settle dead ones,
     and owe the agent every end it has not been told."""
-    # The manager's module imports this one (its `serve` calls `recover`), so `Task` is
-    # imported when recovery runs, not when this module loads.
-    from hive.bash._tasks import Task
+    ledger = manager.ledger
+    records, found = await ledger.load()
+    plan = plan_recovery(((r.id, r.serial) for r in records), found)
+    loose_end_of = found.__getitem__
 
-    store = manager.store
-    records = await trio.to_thread.run_sync(lambda: list(store.load_records()))
-    loose_ends = await trio.to_thread.run_sync(lambda: list(store.load_loose_ends()))
-    by_id = {le.task_id: le for le, earlier in loose_ends if not earlier}
-    earlier_runs = {(le.task_id, le.serial): le for le, earlier in loose_ends if earlier}
+    # First, before anything is written at the latest path of its id: the loose end there of
+    # an earlier run whose name a later one took as the previous daemon died.
+    for superseded in plan.superseded:
+        await ledger.unclaimed(
+            loose_end_of(superseded),
+            Place.LATEST,
+            superseded=True,
+            unknown="a later task took its name; its end is unknown",
+        )
     for record in records:
-        task = manager._register(Task(record))
-        loose_end = by_id.pop(record.id, None)
-        if loose_end is not None and loose_end.serial != record.serial:
-            # An earlier run's end, still owed: a later run took the name as it was set aside.
-            await trio.to_thread.run_sync(store.set_aside_loose_end, loose_end)
-            earlier_runs[loose_end.task_id, loose_end.serial] = loose_end
-            loose_end = None
+        task = Task(record)
+        manager.register(task)
         if record.state.final:
             task.ended.set()
             task.exited.set()
-            if loose_end is not None:
-                task.owed = True
-                task.owed_wake = loose_end.wake or manager.compose_wake(record)
-                await manager._sync_loose_end(task)
-                manager._send_wake(task)
-            continue
-        # The previous daemon died before this task's end was recorded, so the agent has
-        # not been told it (or was told it inline moments before: a wake then is a repeat).
-        task.owed = True
-        await _resume(manager, task)
-    await _adopt_unrecorded(manager, {r.serial for r in records}, by_id)
-    await _recover_from_files(manager, by_id)
+        own = plan.runs[task.key]
+        await ledger.recovered(
+            task, None if own is None else loose_end_of(own), None if own is None else own.at
+        )
+        if not record.state.final:
+            # The previous daemon died before this task's end was recorded, so the agent has
+            # not been told it (or was told it inline moments before: a wake then is a repeat).
+            await _resume(manager, task)
+    orphans = {task_id: loose_end_of(orphan) for task_id, orphan in plan.orphans.items()}
+    await _adopt_unrecorded(manager, {r.serial for r in records}, orphans)
+    await _recover_from_files(manager, orphans)
     await _watch_leftovers(manager)
-    for orphan in by_id.values():
+    for orphan in orphans.values():
         log.warning("loose end for %s has no task record; sending what it holds", orphan.task_id)
-        _send_what_it_holds(manager, orphan, "its record was lost; its end is unknown")
-    for earlier in earlier_runs.values():
-        _send_what_it_holds(manager, earlier, "a later task took its name; its end is unknown")
+        await ledger.unclaimed(
+            orphan, Place.LATEST, superseded=False, unknown="its record was lost; its end is unknown"
+        )
+    for earlier in plan.earlier:
+        await ledger.unclaimed(
+            loose_end_of(earlier),
+            Place.OWN,
+            superseded=True,
+            unknown="a later task took its name; its end is unknown",
+        )
+    # Before the daemon answers, each loose end of an end it settled holds its wake.
+    await ledger.sync_ends(manager.tasks)
 
 
-def _send_what_it_holds(manager: TaskManager, loose_end: LooseEnd, unknown: str) -> None:
-    """Owe the agent the end a loose end holds, with no task of its own to tell it by."""
-    wake = loose_end.wake or OwedWake(
-        sender=f"bash-task-{loose_end.task_id}",
-        body=f"bash task {loose_end.task_id} (`{loose_end.cmd}`): {unknown}",
-    )
-    manager.courier.enqueue(
-        loose_end.task_id,
-        loose_end.serial,
-        Wake(sender=wake.sender, body=wake.body, end_id=end_id(loose_end.task_id, loose_end.serial)),
-    )
-
-
-async def _adopt_unrecorded(manager: TaskManager, known: set[str], loose_ends: dict[str, LooseEnd]) -> None:
+async def _adopt_unrecorded(manager: Manager, known: set[str], orphans: dict[str, LooseEnd]) -> None:
     """Adopt live tasks of ours that have no record (it was lost, or written by a daemon that
     saved records only after the start)."""
-    from hive.bash._tasks import Task
-
-    found_all = await trio.to_thread.run_sync(_procs.find_wrappers, manager.store.tasks_dir)
+    ledger = manager.ledger
+    found_all = await trio.to_thread.run_sync(_procs.find_wrappers, ledger.store.tasks_dir)
     for found in found_all:
         current = manager.tasks.get(found.task_id)
         if found.serial in known or (current is not None and not current.final):
             continue
         log.warning("adopting task %s (pid %d), which has no record", found.task_id, found.pid)
-        loose_end = loose_ends.get(found.task_id)
-        if loose_end is not None and loose_end.serial == found.serial:
-            del loose_ends[found.task_id]
-        created = _mtime(manager.store.cmd_path(found.task_id)) or manager.clock()
+        loose_end = orphans.get(found.task_id)
+        own = None
+        if loose_end is not None:
+            del orphans[found.task_id]
+            if loose_end.serial == found.serial:
+                own = loose_end
+            else:
+                # Another run's end at the latest path of the id this one holds: kept apart.
+                await ledger.unclaimed(
+                    loose_end,
+                    Place.LATEST,
+                    superseded=True,
+                    unknown="its record was lost; its end is unknown",
+                )
+        created = _mtime(ledger.store.cmd_path(found.task_id)) or manager.clock()
         record = TaskRecord(
             id=found.task_id,
             serial=found.serial,
@@ -141,22 +166,23 @@ async def _adopt_unrecorded(manager: TaskManager, known: set[str], loose_ends: d
             pid_start_time=found.start_time,
             notes=("its record was lost while the daemon was down; it was found running",),
         )
-        task = manager._register(Task(record, owed=True, record_dirty=True))
+        task = Task(record, record_dirty=True)
+        manager.register(task)
+        await ledger.recovered(task, own, None if own is None else Place.LATEST)
         await _resume(manager, task)
 
 
-async def _recover_from_files(manager: TaskManager, loose_ends: dict[str, LooseEnd]) -> None:
+async def _recover_from_files(manager: Manager, orphans: dict[str, LooseEnd]) -> None:
     """A task whose files are here but whose record is not (lost, unreadable, or never saved
     by a daemon that died as it started the task) is recovered from its files: its command
     from ``<id>.cmd``, its end from ``<id>.exit``. Nobody was told its end: it is owed."""
-    from hive.bash._tasks import Task
-
-    store = manager.store
+    ledger = manager.ledger
+    store = ledger.store
     ids = await trio.to_thread.run_sync(store.current_task_ids)
     for task_id in ids:
         if task_id in manager.tasks:
             continue
-        loose_end = loose_ends.pop(task_id, None)
+        loose_end = orphans.pop(task_id, None)
         cmd = await trio.to_thread.run_sync(store.read_cmd, task_id)
         created = _mtime(store.cmd_path(task_id)) or manager.clock()
         log.warning("recovering task %s from its files: its record is missing or unreadable", task_id)
@@ -168,11 +194,13 @@ async def _recover_from_files(manager: TaskManager, loose_ends: dict[str, LooseE
             created_at=created,
             notes=("its record was lost while the daemon was down; it was recovered from its files",),
         )
-        task = manager._register(Task(record, owed=True, record_dirty=True))
+        task = Task(record, record_dirty=True)
+        manager.register(task)
+        await ledger.recovered(task, loose_end, None if loose_end is None else Place.LATEST)
         await _resume(manager, task)
 
 
-async def _watch_leftovers(manager: TaskManager) -> None:
+async def _watch_leftovers(manager: Manager) -> None:
     """Hand the ended tasks whose processes outlived them (and the previous daemon) to the
     stopper, as an end seen by this daemon is: a stopped task's leftovers are stopped, and
     the output cap holds on the files of a finished one's for as long as they write them.
@@ -193,7 +221,7 @@ async def _watch_leftovers(manager: TaskManager) -> None:
                 if task.record.held_by is not HeldBy.CGROUP:
                     # Its record was lost (or written by a daemon that did not say): the
                     # cgroup named by its serial holds it.
-                    manager._apply(task, held_by=HeldBy.CGROUP)
+                    manager.ledger.change(task, held_by=HeldBy.CGROUP)
                 if task.final:
                     if await trio.to_thread.run_sync(_cgroups.populated, cgroup):
                         log.info(
@@ -223,9 +251,10 @@ async def _watch_leftovers(manager: TaskManager) -> None:
         manager.stopper.ended(task)
 
 
-async def _resume(manager: TaskManager, task: Task) -> None:
+async def _resume(manager: Manager, task: Task) -> None:
     """Watch a task that may still run; settle it if it does not."""
-    store = manager.store
+    ledger = manager.ledger
+    store = ledger.store
     record = task.record
     pid = record.pid
     if pid is None or record.pid_start_time is None:
@@ -234,42 +263,41 @@ async def _resume(manager: TaskManager, task: Task) -> None:
         found = await trio.to_thread.run_sync(_procs.find_wrapper, _procs.wrapper_mark(record.serial))
         if found is not None:
             pid, start = found
-            manager._apply(task, Spawned(), pid=pid, pid_start_time=start)
+            ledger.change(task, Spawned(), pid=pid, pid_start_time=start)
             if task.record.started_at is None:
-                manager._apply(task, started_at=record.created_at)
+                ledger.change(task, started_at=record.created_at)
     if pid is not None and _proc.is_same_process(pid, task.record.pid_start_time):
         log.info("re-adopting task %s (pid %d)", task.id, pid)
-        await manager._sync_loose_end(task)
-        await manager._persist(task)
+        await ledger.save(task)
         manager.supervise_soon(task, _adopted_exit(pid, task.record.pid_start_time))
         return
     exit_code = store.read_exit_status(task.id)
     if exit_code is not None:
         if task.record.state is TaskState.PENDING:  # started, but its record not saved since
-            manager._apply(task, Spawned(), started_at=task.record.created_at)
+            ledger.change(task, Spawned(), started_at=task.record.created_at)
         ended_at = _mtime(store.exit_path(task.id)) or manager.clock()
         timeout = task.record.timeout_secs
         started = task.record.started_at or task.record.created_at
         if timeout is not None and ended_at >= started + timeout:
             # Its deadline passed before it ended: it was stopped at the deadline by a daemon
             # that died before saving so, or it outran a deadline nobody was there to enforce.
-            manager._apply(task, StopBegun(StopReason.TIMEOUT), stop_started_at=started + timeout)
-        manager._apply(task, Exited(), exit_code=exit_code, ended_at=ended_at)
-        manager._note(task, "it ended while the daemon was down; its exit status was recovered")
+            ledger.change(task, StopBegun(StopReason.TIMEOUT), stop_started_at=started + timeout)
+        ledger.change(task, Exited(), exit_code=exit_code, ended_at=ended_at)
+        ledger.note(task, "it ended while the daemon was down; its exit status was recovered")
     else:
-        manager._apply(task, Vanished(), ended_at=manager.clock())
-        manager._note(
+        ledger.change(task, Vanished(), ended_at=manager.clock())
+        ledger.note(
             task,
             "it was gone when the daemon started and left no exit status: its wrapper shell ended "
             "before writing one (killed, or the machine went down)",
         )
     task.ended.set()
     task.exited.set()
-    # The loose end (with the wake) before the final record: a crash between the two leaves
-    # the end owed by the loose end, where the other order would leave it forgotten.
-    await manager._sync_loose_end(task)
-    await manager._persist(task)
-    manager._send_wake(task)
+    # Its wake, then the final record (the ledger saves it only once a loose end owes the end:
+    # a crash between the two leaves the end owed, where the other order would forget it).
+    await ledger.wake_of(task)
+    await ledger.end(task)
+    await ledger.save(task)
 
 
 def _adopted_exit(pid: int, start: int | None) -> Callable[[], Awaitable[int | None]]:

@@ -93,12 +93,12 @@ class _Known:
 def _protected(manager: TaskManager, task: Task) -> bool:
     return (
         not task.final
-        or task.owed
-        or task.waiters > 0
+        or manager.ledger.owes(task)
+        or manager.ledger.held(task)
         or task.supervisor is not None
         or task.record_dirty
         or task.write_lock.locked()
-        or task.loose_end_lock.locked()
+        or manager.ledger.writing(task)
         or manager.stopper.watching(task)
     )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import os
 from typing import Any
@@ -27,10 +26,6 @@ INSTRUCTIONS = (
 )
 
 
-_receipts: contextvars.ContextVar[Receipts | None] = contextvars.ContextVar("_receipts", default=None)
-"""The connection's receipts, in each of its request handlers (they run in tasks it spawned)."""
-
-
 def make_mcp_server(tools: BashTools) -> Server[Any]:
     listing = types.ListToolsResult(
         tools=[
@@ -50,8 +45,10 @@ def make_mcp_server(tools: BashTools) -> Server[Any]:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         result = await tools.call(params.name, params.arguments)
         if result.delivered is not None:
-            # The end it carries is told only if this answer reaches a client still there.
-            receipts = _receipts.get()
+            # The end it carries is told only if this answer reaches a client still there. The
+            # connection's receipts come with each request, as the SDK carries a transport's
+            # own context (see `message_streams`).
+            receipts = ctx.request if isinstance(ctx.request, Receipts) else None
             if receipts is None or ctx.request_id is None:
                 result.delivered(False)
             else:
@@ -105,7 +102,6 @@ async def serve_mcp(
                 await refuse_connection(stream, reason)
                 return
             receipts = Receipts()
-            _receipts.set(receipts)
             try:
                 async with message_streams(stream, answer_garbage=True, receipts=receipts) as (read, write):
                     await server.run(read, write, options)

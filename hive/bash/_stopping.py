@@ -32,19 +32,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
 from hive import _proc
 from hive.bash import _cgroups, _procs
+from hive.bash._ledger import Ledger
 from hive.bash._model import StopBegun, StopReason
-
-if TYPE_CHECKING:
-    from hive.bash._tasks import Task, TaskManager
+from hive.bash._task import Task, TaskSettings
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +88,15 @@ class _Survey:
 
 @attrs.define(eq=False)
 class Stopper:
-    """The stopping side of a :class:`~hive.bash._tasks.TaskManager`."""
+    """The stopping side of a :class:`~hive.bash._tasks.TaskManager`: it changes and saves the
+    records of the tasks it stops through the ledger, and sees the manager's tasks by id."""
 
-    manager: TaskManager
+    ledger: Ledger
+    settings: TaskSettings
+    tasks: Mapping[str, Task]
+    clock: Callable[[], float]
+    _nursery: trio.Nursery | None = None
+    """Where the stops of what ended tasks left behind run (see `serve`)."""
     _ended: dict[str, Task] = attrs.field(factory=dict)
     """Ended tasks (by serial) that may still have processes: looked for at the next survey."""
     _cleaning: set[str] = attrs.field(factory=set)
@@ -100,6 +104,13 @@ class Stopper:
     """Serial -> the grace of a stop under way; cancelling it sends SIGKILL at once."""
     _cap_sizes: dict[str, int] = attrs.field(factory=dict)
     """Serial -> the output's size when a stop for the cap began."""
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the stops of leftovers (see `survey`) until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
 
     # -- beginning a stop -----------------------------------------------------------------------
 
@@ -110,7 +121,6 @@ class Stopper:
     def begin(self, task: Task, reason: StopReason) -> bool:
         """Begin stopping a running task: the stop is recorded now, and its supervisor saves it,
         then signals (see `finish`)."""
-        manager = self.manager
         if (
             task.final
             or task.exited.is_set()
@@ -120,7 +130,7 @@ class Stopper:
             return False
         # Recorded before anything awaits, so a second stop (a deadline during a requested
         # stop, say) finds this one under way and leaves it be.
-        manager._apply(task, StopBegun(reason), stop_started_at=manager.clock())
+        self.ledger.change(task, StopBegun(reason), stop_started_at=self.clock())
         task.supervisor.start_soon(self.finish, task)
         return True
 
@@ -128,7 +138,7 @@ class Stopper:
         """Stop the task ``seconds`` after it started, unless ``scope`` is cancelled first."""
         with scope:
             started = task.record.started_at or task.record.created_at
-            await trio.sleep(max(0.0, started + seconds - self.manager.clock()))
+            await trio.sleep(max(0.0, started + seconds - self.clock()))
             self.begin(task, StopReason.TIMEOUT)
 
     # -- finishing a stop -----------------------------------------------------------------------
@@ -142,8 +152,7 @@ class Stopper:
         ``timed_out``), not ``done`` with the status the signal gave it. This also runs for a
         stop that a previous daemon began (see `_supervise`): the group gets SIGINT again.
         """
-        manager = self.manager
-        await manager._persist(task)
+        await self.ledger.save(task)
         pgid = task.record.pid
         assert pgid is not None and task.record.stop_started_at is not None
         # Once the wrapper is reaped its pid may be anyone's: the scan below finds what is left.
@@ -157,14 +166,14 @@ class Stopper:
             escaped = await trio.to_thread.run_sync(_procs.signal_escaped, tag, pgid, signal.SIGINT)
         if escaped:
             self._signalled(task, "SIGINT")
-            manager._note(
+            self.ledger.note(
                 task,
                 f"SIGINT also went to {len(escaped)} of its processes outside its process group "
                 f"(pids {_pids(escaped)})",
             )
-        grace_ends = task.record.stop_started_at + manager.settings.kill_grace
+        grace_ends = task.record.stop_started_at + self.settings.kill_grace
         all_gone = False
-        with self._grace(task, max(0.0, grace_ends - manager.clock())):
+        with self._grace(task, max(0.0, grace_ends - self.clock())):
             await task.exited.wait()
             # The wrapper is gone but some of the task may linger: it gets the rest of the grace.
             if cgroup is not None:
@@ -190,7 +199,7 @@ class Stopper:
                 self._cap_sizes.pop(serial, None)
 
     def _cgroup(self, task: Task) -> Path | None:
-        return self.manager.settings.cgroup_of(task.record)
+        return self.settings.cgroup_of(task.record)
 
     async def _kill(self, task: Task, why: str, *, by_group: bool = True) -> None:
         cgroup = self._cgroup(task)
@@ -202,7 +211,7 @@ class Stopper:
         if group or killed:
             self._signalled(task, "SIGKILL")
         if killed:
-            self.manager._note(
+            self.ledger.note(
                 task, f"SIGKILL went to {len(killed)} of its processes {why} (pids {_pids(killed)})"
             )
 
@@ -213,21 +222,19 @@ class Stopper:
         if not killed:
             return
         self._signalled(task, "SIGKILL")
-        self.manager._note(
-            task, f"SIGKILL went to {len(killed)} of its processes {why} (pids {_pids(killed)})"
-        )
+        self.ledger.note(task, f"SIGKILL went to {len(killed)} of its processes {why} (pids {_pids(killed)})")
         with trio.move_on_after(KILL_SETTLE) as waited:
             await _cgroups.wait_empty(cgroup)
         if waited.cancelled_caught:
             left = await trio.to_thread.run_sync(_cgroups.members, cgroup)
-            self.manager._note(
+            self.ledger.note(
                 task,
                 f"{len(left)} of its processes were still dying {KILL_SETTLE:g} s after SIGKILL (pids {_pids(left)})",
             )
 
     def _signalled(self, task: Task, name: str) -> None:
         if name not in task.record.signals:
-            self.manager._apply(task, signals=(*task.record.signals, name))
+            self.ledger.change(task, signals=(*task.record.signals, name))
 
     # -- after the end --------------------------------------------------------------------------
 
@@ -244,12 +251,11 @@ class Stopper:
     async def survey(self) -> None:
         """The per-interval check: every running task's output against the cap and its disk for
         space, and the processes that ended tasks left behind. One worker hop for all of it."""
-        manager = self.manager
-        store = manager.store
-        running = [t for t in manager.tasks.values() if t.supervisor is not None and not t.exited.is_set()]
+        store = self.ledger.store
+        running = [t for t in self.tasks.values() if t.supervisor is not None and not t.exited.is_set()]
         ended = list(self._ended.values())
         # Stops for the cap under way (see `_check_cap_stop`).
-        capped = [t for t in (*manager.tasks.values(), *ended) if t.record.serial in self._cap_sizes]
+        capped = [t for t in (*self.tasks.values(), *ended) if t.record.serial in self._cap_sizes]
         # Everything the thread needs is read here, on the loop.
         measure = [(t.record.serial, t.id) for t in (*running, *ended, *capped)]
         unstarted = [(t.record.serial, t.record.pid) for t in running if t.record.pid_start_time is None]
@@ -259,7 +265,7 @@ class Stopper:
         tags = {t.record.serial: (tag_of(t), None) for t in ended if t.record.serial not in cgroups}
         # A cgroup is removed once empty, unless a stop (which waits on it) is still under way.
         removable = {serial for serial in cgroups if serial not in self._graces}
-        reap = manager.settings.reap_orphans
+        reap = self.settings.reap_orphans
 
         def work() -> _Survey:
             found = _procs.scan_tasks(dict(tags.values()), reap=reap)
@@ -293,9 +299,9 @@ class Stopper:
         if at_stop is None or scope is None:
             return
         size = survey.sizes.get(serial, 0)
-        margin = max(self.manager.settings.max_output_bytes // 10, CAP_MARGIN)
+        margin = max(self.settings.max_output_bytes // 10, CAP_MARGIN)
         if size > at_stop + margin:
-            self.manager._note(
+            self.ledger.note(
                 task,
                 f"its output went on growing after SIGINT ({size} bytes), so SIGKILL came without "
                 "waiting out the grace",
@@ -304,19 +310,18 @@ class Stopper:
             scope.cancel()
 
     def _check_running(self, task: Task, survey: _Survey) -> None:
-        manager = self.manager
         serial = task.record.serial
         start = survey.start_times.get(serial)
         if start is not None and task.record.pid_start_time is None:
-            manager._apply(task, pid_start_time=start)
-        cap = manager.settings.max_output_bytes
+            self.ledger.change(task, pid_start_time=start)
+        cap = self.settings.max_output_bytes
         size = survey.sizes.get(serial, 0)
         if size > cap and task.record.stop_reason is None and not task.exited.is_set():
-            manager._note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
+            self.ledger.note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
             if self.begin(task, StopReason.OUTPUT_CAP):
                 self._cap_sizes[serial] = size
         if survey.disk_full:
-            manager._note(task, FILLED_UP.format(manager.store.tasks_dir))
+            self.ledger.note(task, FILLED_UP.format(self.ledger.store.tasks_dir))
 
     def _check_ended(self, task: Task, survey: _Survey) -> None:
         serial = task.record.serial
@@ -327,30 +332,30 @@ class Stopper:
         if serial in self._cleaning:
             return
         pids = [p.pid for p in left]
-        cap = self.manager.settings.max_output_bytes
+        cap = self.settings.max_output_bytes
         size = survey.sizes.get(serial, 0)
         if task.record.stop_reason is not None:
             why = f"after it was {task.record.state.value}, {len(left)} of its processes were still running"
-        elif size > cap and self.manager.tasks.get(task.id) is task:
+        elif size > cap and self.tasks.get(task.id) is task:
             why = (
                 f"after it ended, {len(left)} of its processes kept writing: its output reached {size} "
                 f"bytes, over the cap of {cap} bytes"
             )
         else:
             return
-        self.manager._note(task, f"{why} (pids {_pids(pids)}); they were stopped")
+        self.ledger.note(task, f"{why} (pids {_pids(pids)}); they were stopped")
         self._cleaning.add(serial)
         if task.record.stop_reason is None:
             self._cap_sizes[serial] = size
-        assert self.manager._nursery is not None
-        self.manager._nursery.start_soon(self._stop_leftovers, task, left)
+        assert self._nursery is not None
+        self._nursery.start_soon(self._stop_leftovers, task, left)
 
     async def _stop_leftovers(self, task: Task, left: list[_procs.ProcInfo]) -> None:
         """SIGINT to what an ended task left behind, SIGKILL to what is left of it after the grace."""
         cgroup = self._cgroup(task)
         try:
             await trio.to_thread.run_sync(_procs.signal_processes, left, signal.SIGINT)
-            with self._grace(task, self.manager.settings.kill_grace):
+            with self._grace(task, self.settings.kill_grace):
                 if cgroup is not None:
                     await _cgroups.wait_empty(cgroup)
                 else:

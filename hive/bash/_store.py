@@ -133,15 +133,17 @@ class StoredRun:
 @attrs.define
 class _IdLocks:
     """A lock per task id, held while a run's files are moved, created or removed, so that
-    retention never removes the files of a run that started meanwhile under the same name."""
+    retention never removes the files of a run that started meanwhile under the same name, and
+    a loose end removed by serial never takes the new run's with it. Reentrant: a new run whose
+    start fails removes what it saved while it holds its id's lock."""
 
     _guard: threading.Lock = attrs.field(factory=threading.Lock)
-    _held: dict[str, tuple[threading.Lock, list[int]]] = attrs.field(factory=dict)
+    _held: dict[str, tuple[threading.RLock, list[int]]] = attrs.field(factory=dict)
 
     @contextlib.contextmanager
     def holding(self, task_id: str) -> Iterator[None]:
         with self._guard:
-            lock, users = self._held.setdefault(task_id, (threading.Lock(), [0]))
+            lock, users = self._held.setdefault(task_id, (threading.RLock(), [0]))
             users[0] += 1
         try:
             with lock:
@@ -491,19 +493,23 @@ class TaskStore:
     def set_aside_loose_end(self, loose_end: LooseEnd) -> None:
         """Keep ``loose_end``, an earlier run's, at that run's own path (durably), and remove it
         from the latest run's path if it is still there."""
-        self.save_loose_end(loose_end, earlier=True)
-        current = self.load_loose_end(loose_end.task_id)
-        if current is not None and current.serial == loose_end.serial:
-            self.loose_end_path(loose_end.task_id).unlink(missing_ok=True)
+        with self._id_locks.holding(loose_end.task_id):
+            self.save_loose_end(loose_end, earlier=True)
+            current = self.load_loose_end(loose_end.task_id)
+            if current is not None and current.serial == loose_end.serial:
+                self.loose_end_path(loose_end.task_id).unlink(missing_ok=True)
         fsync_dir(self.loose_ends_dir)
 
     def delete_loose_end(self, task_id: str, serial: str, *, durable: bool = True) -> None:
         """Remove the loose end of this run of ``task_id`` (not of a later task that reused the name).
 
         ``durable`` fsyncs the directory after (without it, the caller does so later)."""
-        self.loose_end_path(task_id, serial).unlink(missing_ok=True)
-        current = self.load_loose_end(task_id)
-        if current is not None and current.serial == serial:
-            self.loose_end_path(task_id).unlink(missing_ok=True)
+        # Under the id's lock: a new run of the name cannot save its loose end between the
+        # read and the removal.
+        with self._id_locks.holding(task_id):
+            self.loose_end_path(task_id, serial).unlink(missing_ok=True)
+            current = self.load_loose_end(task_id)
+            if current is not None and current.serial == serial:
+                self.loose_end_path(task_id).unlink(missing_ok=True)
         if durable:
             fsync_dir(self.loose_ends_dir)

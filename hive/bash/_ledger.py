@@ -1,0 +1,514 @@
+"""The ledger: what the daemon keeps on disk of its tasks, and the ends it owes the agent.
+
+It owns every write of a task record and of a loose end (through :class:`TaskStore`), and the
+owed-end model (`hive.bash._owed`) that decides them: the task manager, the stopper and recovery
+tell it what happened (a task began, ended, was held, answered, acknowledged, found again by a
+restarted daemon), and it carries out what the model answers: loose ends saved, set aside and
+removed, wakes handed to the courier and taken back.
+
+The loose-end writes of one run go in a line of their own, one after another in the order the
+model asked for them (the model counts a write as done once it has landed, so a later event
+never races an earlier write of the same file); different runs' lines run side by side. A
+caller that needs its writes done before it goes on (a final record waits for the loose end
+before it, a new run for the previous run's loose end to be set aside) awaits them; the others
+are carried out soon after, by the line's own task.
+
+A final record is saved only once the model allows it (`OwedEnds.may_record_end`): a record that
+says a task ended, with nothing on disk owing its end, would lose the end at the next crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import re
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import attrs
+import trio
+
+from hive._files import fsync_dir, open_regular
+from hive.bash import _limits
+from hive.bash._batches import Batcher
+from hive.bash._courier import WakeCourier
+from hive.bash._describe import wake_body
+from hive.bash._errors import DiskError
+from hive.bash._model import Event as TaskEvent
+from hive.bash._model import advance
+from hive.bash._owed import (
+    Abandoned,
+    Acked,
+    Began,
+    Content,
+    DropLooseEnd,
+    Ended,
+    Event,
+    Found,
+    Held,
+    Interval,
+    Key,
+    LooseEndAction,
+    OwedEnds,
+    PersistLooseEnd,
+    Place,
+    Recovered,
+    Released,
+    SendWake,
+    SetAside,
+    Spawning,
+    Stored,
+    Told,
+    Unclaimed,
+    WithdrawWake,
+)
+from hive.bash._records import LooseEnd, OwedWake, TaskRecord
+from hive.bash._store import TaskStore
+from hive.bash._task import Task
+from hive.wake import Wake, end_id
+
+log = logging.getLogger(__name__)
+
+ComposeWake = Callable[[TaskRecord], OwedWake]
+"""How a task's wake is worded: its state, exit code and last stdout lines (blocking: it reads them)."""
+
+
+def wake_for(record: TaskRecord, stdout: str) -> OwedWake:
+    """The wake for a task's end, given the tail of its stdout."""
+    return OwedWake(sender=f"bash-task-{record.id}", body=wake_body(record, stdout))
+
+
+@attrs.frozen
+class _Unclaimed:
+    """A loose end a restarted daemon found with no task of its own, and the wake it owes."""
+
+    loose_end: LooseEnd
+    wake: OwedWake
+
+
+@attrs.define(eq=False)
+class _Write:
+    """One loose-end write in a run's line."""
+
+    action: LooseEndAction
+    task: Task | None
+    unclaimed: _Unclaimed | None
+    done: trio.Event = attrs.field(factory=trio.Event)
+    landed: bool = False
+    error: OSError | None = None
+
+
+@attrs.define(eq=False)
+class _Line:
+    writes: deque[_Write] = attrs.field(factory=deque)
+    carrying: bool = False
+
+
+@attrs.define(eq=False)
+class Ledger:
+    """Task records and loose ends on disk, kept in line with the owed-end model."""
+
+    store: TaskStore
+    courier: WakeCourier
+    reads: Batcher
+    writes: Batcher
+    compose: ComposeWake
+    ends: OwedEnds = attrs.field(factory=OwedEnds)
+    _tasks: dict[Key, Task] = attrs.field(factory=dict)
+    """The runs the model is about, by key (a superseded run is no longer the manager's by id)."""
+    _unclaimed: dict[Key, _Unclaimed] = attrs.field(factory=dict)
+    _lines: dict[Key, _Line] = attrs.field(factory=dict)
+    _nursery: trio.Nursery | None = None
+    _unsynced: dict[str, Task] = attrs.field(factory=dict)
+    """Ended tasks (by serial) whose final record is not fsynced yet (see `sync_ends`)."""
+    _removed_unsynced: bool = False
+    """Loose ends were removed since the directory was last fsynced (see `sync_ends`)."""
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Carry out the writes nobody awaits until cancelled; once it has stopped, a caller
+        that awaits writes carries out their lines itself."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+
+    # -- what the model knows -------------------------------------------------------------------
+
+    def owes(self, task: Task) -> bool:
+        """Whether the agent is owed this task's end."""
+        return self.ends.owes(task.key)
+
+    def held(self, task: Task) -> bool:
+        """Whether a caller waits to answer with this task's end."""
+        return self.ends.held(task.key)
+
+    def writing(self, task: Task) -> bool:
+        """Whether a write of this task's loose end is lined up or under way."""
+        return task.key in self._lines
+
+    async def wait_written(self, task: Task) -> None:
+        """Wait until the writes of this task's loose end lined up so far are done."""
+        line = self._lines.get(task.key)
+        if line is not None:
+            await self._carry_out(list(line.writes))
+
+    # -- records --------------------------------------------------------------------------------
+
+    def change(self, task: Task, event: TaskEvent | None = None, **changes: object) -> None:
+        """Change the task's record in memory (``event`` moves its state); saved by `save`."""
+        record = task.record
+        if event is not None:
+            phase = advance(record.phase, event)
+            changes["state"] = phase.state
+            changes["stop_reason"] = phase.stop_reason
+        task.record = attrs.evolve(record, **changes)  # type: ignore[arg-type]
+        task.record_dirty = True
+
+    def note(self, task: Task, note: str) -> None:
+        if note not in task.record.notes:
+            self.change(task, notes=(*task.record.notes, note))
+
+    async def save(self, task: Task, *, durable: bool = True) -> None:
+        """Bring the record on disk up to date; a failing disk becomes a note on the task.
+
+        Not ``durable``: not fsynced now (see `sync_ends`). A final record whose end is owed
+        waits until a loose end owing it has landed (it stays to be saved).
+        """
+        async with task.write_lock:
+            if not task.record_dirty:
+                return
+            if task.final and not self.ends.may_record_end(task.key):
+                return
+            task.record_dirty = False
+            # A note that an earlier save failed is not true of the record that gets saved.
+            record = _without_unsaved_notes(task.record)
+            try:
+                await self.writes.run(self.store.save_record, record, durable=durable)
+            except OSError as exc:
+                task.record_dirty = True
+                log.warning("cannot save the record of task %s: %s", task.id, exc)
+                self.note(task, _disk_note("its record", exc))
+            else:
+                task.record = _without_unsaved_notes(task.record)
+
+    def recorded_end(self, task: Task) -> None:
+        """The task's final record was saved without fsync: `sync_ends` makes it durable."""
+        self._unsynced[task.record.serial] = task
+
+    # -- wakes ----------------------------------------------------------------------------------
+
+    async def wake_of(self, task: Task) -> OwedWake:
+        """The wake for the task's end, composed once (its tail read in a worker thread)."""
+        if task.owed_wake is None:
+            task.owed_wake = await self.reads.run(self.compose, task.record)
+        return task.owed_wake
+
+    def _wake_now(self, task: Task) -> OwedWake:
+        # Composed as the task ended, or by `wake_of`; composing it here, on the loop, is the
+        # fallback for a task that came by neither.
+        if task.owed_wake is None:
+            task.owed_wake = self.compose(task.record)
+        return task.owed_wake
+
+    # -- the protocol ---------------------------------------------------------------------------
+
+    async def begin(self, task: Task) -> None:
+        """A new run takes its id: it owes its end from now, held for its caller, and the ends
+        still owed under the id are set aside first (durably). A disk that cannot take them
+        refuses the new run: :class:`DiskError` (then call `abandon`)."""
+        self._tasks[task.key] = task
+        writes = self._handle(Began(task.key))
+        await self._carry_out(writes)
+        failed = next((w for w in writes if not w.landed), None)
+        if failed is not None:
+            why = "" if failed.error is None else f" ({failed.error.strerror or failed.error})"
+            raise DiskError(
+                f"cannot keep the unreported end of the previous task named {task.id}{why}; nothing "
+                f"ran. Ask status({task.id!r}) first, or free space in {self.store.loose_ends_dir}"
+            )
+
+    def spawning(self, task: Task) -> LooseEnd:
+        """The loose end to save with the new run's record, before its process starts."""
+        if not self.ends.handle(Spawning(task.key)):
+            raise DiskError(
+                f"cannot keep the unreported end of the previous task named {task.id}: it could not "
+                f"be set aside; nothing ran. Free space in {self.store.loose_ends_dir}, and run it again"
+            )
+        return _loose_end_of(task, None)
+
+    def save_start(self, record: TaskRecord, loose_end: LooseEnd) -> None:
+        """Save a new run's record and loose end, not fsynced (blocking: the spawn's worker
+        thread calls it before the process starts). See `_recovery` for what a power loss keeps."""
+        self.store.save_record(record, durable=False)
+        self.store.save_loose_end(loose_end, durable=False)
+
+    def unsave_start(self, record: TaskRecord) -> None:
+        """Remove what `save_start` saved for a run whose process then did not start (blocking)."""
+        with contextlib.suppress(OSError):
+            self.store.delete_record(record.id)
+        with contextlib.suppress(OSError):
+            self.store.delete_loose_end(record.id, record.serial)
+
+    def spawned(self, task: Task) -> None:
+        """The new run's process started, its record and loose end saved before it."""
+        self._handle(Stored(task.key, Content.OPEN, Place.LATEST))
+
+    def abandon(self, task: Task) -> None:
+        """The new run's start failed: nothing ran, nothing of it is owed."""
+        self._handle(Abandoned(task.key))
+
+    async def end(self, task: Task) -> None:
+        """The task has ended: its wake goes out if nobody holds it, and a loose end owing its
+        end is on disk before this returns, where the model can have one there."""
+        await self._carry_out(self._handle(Ended(task.key)))
+
+    def hold(self, task: Task) -> None:
+        """A caller waits to answer with the task's end: its wake waits for it. Every hold is
+        ended by `release`."""
+        self._tasks[task.key] = task
+        self._handle(Held(task.key))
+
+    def release(self, task: Task, *, told: bool) -> None:
+        """The caller that held ``task`` is done. ``told``: an answer carrying the final state
+        was written to a client still connected, so the agent has seen the end. Otherwise an
+        end that is still owed goes out as a wake once no other caller holds it."""
+        self._handle(Released(task.key, told=told))
+
+    async def told(self, task: Task) -> None:
+        """The agent has seen the final state (a `status` answer): no wake is owed any more."""
+        await self._carry_out(self._handle(Told(task.key)))
+
+    async def acked(self, key: Key) -> None:
+        """The agent's socket acknowledged the wake of the end of run ``key`` (task id, serial)."""
+        await self._carry_out(self._handle(Acked(key)))
+
+    # -- recovery -------------------------------------------------------------------------------
+
+    async def load(self) -> tuple[list[TaskRecord], dict[Found, LooseEnd]]:
+        """Every task record and every loose end on disk (by what the model makes of each)."""
+        store = self.store
+        records = await trio.to_thread.run_sync(lambda: list(store.load_records()))
+        loose_ends = await trio.to_thread.run_sync(lambda: list(store.load_loose_ends()))
+        found = {}
+        for loose_end, earlier in loose_ends:
+            key = (loose_end.task_id, loose_end.serial)
+            found[Found(key, Place.OWN if earlier else Place.LATEST, _content(loose_end))] = loose_end
+        return records, found
+
+    async def recovered(self, task: Task, loose_end: LooseEnd | None, at: Place | None) -> None:
+        """A restarted daemon found ``task``, and ``loose_end``, its own, at ``at`` (or none). A
+        task that had not ended is owed, and one that had, if its loose end is there: its wake
+        goes out again, with the same end id."""
+        self._tasks[task.key] = task
+        if task.final and loose_end is not None and task.owed_wake is None:
+            task.owed_wake = loose_end.wake or await self.reads.run(self.compose, task.record)
+        content = Content.NONE if loose_end is None else _content(loose_end)
+        await self._carry_out(self._handle(Recovered(task.key, ended=task.final, content=content, at=at)))
+
+    async def unclaimed(self, loose_end: LooseEnd, at: Place, *, superseded: bool, unknown: str) -> None:
+        """A restarted daemon found ``loose_end`` with no task of its own: its end is owed as it
+        tells it (``unknown`` says why there is no more to tell, if it has no wake), set aside
+        first if it is ``superseded`` at the latest path of its id."""
+        key = (loose_end.task_id, loose_end.serial)
+        wake = loose_end.wake or OwedWake(
+            sender=f"bash-task-{loose_end.task_id}",
+            body=f"bash task {loose_end.task_id} (`{loose_end.cmd}`): {unknown}",
+        )
+        self._unclaimed[key] = _Unclaimed(loose_end, wake)
+        await self._carry_out(self._handle(Unclaimed(key, at, superseded=superseded)))
+
+    # -- durability -----------------------------------------------------------------------------
+
+    async def sync_ends(self, current: Mapping[str, Task]) -> None:
+        """Make the ends since the last interval durable: the final records fsynced, the loose
+        end of each end still owed rewritten with its wake and fsynced, and the removals of the
+        loose ends of ends told, in one worker trip for all of them (on a journalled file system
+        the first fsync commits the rest). A removal lost to a power loss is an end told twice,
+        never one lost. ``current``: the tasks by id (a record replaced by a later run's is
+        not this one's to sync).
+        """
+        ended = [t for t in self._unsynced.values() if current.get(t.id) is t]
+        self._unsynced.clear()
+        writes = self._handle(Interval())
+        await self._carry_out(writes)
+        store = self.store
+        paths = [store.record_path(t.id) for t in ended]
+        for write in writes:
+            action = write.action
+            if write.landed and isinstance(action, PersistLooseEnd):
+                task_id, serial = action.key
+                paths.append(store.loose_end_path(task_id, serial if action.at is Place.OWN else None))
+        removed, self._removed_unsynced = self._removed_unsynced, False
+        if paths or removed:
+            await self.writes.run(_make_durable, paths, store.loose_ends_dir if removed else None)
+
+    # -- carrying out the model's actions -------------------------------------------------------
+
+    def _handle(self, event: Event) -> list[_Write]:
+        """Hand ``event`` to the model; the wakes go to the courier at once, and the loose-end
+        writes into their lines (returned, for a caller that awaits them)."""
+        lined: list[_Write] = []
+        for action in self.ends.handle(event):
+            match action:
+                case SendWake(key):
+                    self._send(key)
+                case WithdrawWake(key):
+                    self.courier.withdraw(key)
+                case PersistLooseEnd() | SetAside() | DropLooseEnd():
+                    lined.append(self._line_up(action))
+        if not isinstance(event, Interval):
+            self._settle_entries(event.key)
+        return lined
+
+    def _settle_entries(self, key: Key) -> None:
+        """Forget a run the model has nothing more to say about (its lined-up writes keep it)."""
+        if self.ends.debt(key) is None:
+            self._tasks.pop(key, None)
+            self._unclaimed.pop(key, None)
+
+    def _send(self, key: Key) -> None:
+        task = self._tasks.get(key)
+        if task is not None:
+            wake = self._wake_now(task)
+        else:
+            unclaimed = self._unclaimed.get(key)
+            if unclaimed is None:
+                log.warning("no wake to send for %s:%s: neither a task nor a loose end of it is known", *key)
+                return
+            wake = unclaimed.wake
+        self.courier.enqueue(*key, Wake(sender=wake.sender, body=wake.body, end_id=end_id(*key)))
+
+    def _line_up(self, action: LooseEndAction) -> _Write:
+        key = action.key
+        write = _Write(action, self._tasks.get(key), self._unclaimed.get(key))
+        line = self._lines.setdefault(key, _Line())
+        line.writes.append(write)
+        if not line.carrying and self._nursery is not None:
+            line.carrying = True
+            self._nursery.start_soon(self._carry_line, key, line)
+        return write
+
+    async def _carry_out(self, writes: Iterable[_Write]) -> None:
+        """Wait until ``writes`` are done, carrying out their lines here if nothing else does."""
+        waiting = [w for w in writes if not w.done.is_set()]
+        idle = {
+            key: line
+            for key in dict.fromkeys(w.action.key for w in waiting)
+            if (line := self._lines.get(key)) is not None and not line.carrying
+        }
+        if idle:
+            # Lined up while the ledger was not serving (it is stopping): carried out here.
+            async with trio.open_nursery() as nursery:
+                for key, line in idle.items():
+                    line.carrying = True
+                    nursery.start_soon(self._carry_line, key, line)
+        for write in waiting:
+            await write.done.wait()
+
+    async def _carry_line(self, key: Key, line: _Line) -> None:
+        try:
+            while line.writes:
+                write = line.writes[0]
+                try:
+                    write.landed = await self._write(write)
+                finally:
+                    line.writes.popleft()
+                    write.done.set()
+        finally:
+            line.carrying = False
+            if not line.writes and self._lines.get(key) is line:
+                del self._lines[key]
+
+    async def _write(self, write: _Write) -> bool:
+        """Carry out one loose-end write; whether it landed (and the model was told so)."""
+        store = self.store
+        task = write.task
+        try:
+            match write.action:
+                case PersistLooseEnd(key, wake, at, durable):
+                    if task is None:
+                        return False  # a loose end with no task is never rewritten
+                    loose_end = _loose_end_of(task, await self.wake_of(task) if wake else None)
+                    await self.writes.run(
+                        store.save_loose_end, loose_end, earlier=at is Place.OWN, durable=durable
+                    )
+                    self._handle(Stored(key, Content.WAKE if wake else Content.OPEN, at))
+                case SetAside(key):
+                    if task is not None:
+                        loose_end = _loose_end_of(task, await self.wake_of(task))
+                    elif write.unclaimed is not None:
+                        loose_end = write.unclaimed.loose_end
+                    else:
+                        return False
+                    await self.writes.run(store.set_aside_loose_end, loose_end)
+                    self._handle(Stored(key, Content.WAKE, Place.OWN))
+                case DropLooseEnd(key):
+                    self._removed_unsynced = True
+                    await self.writes.run(store.delete_loose_end, *key, durable=False)
+                    self._handle(Stored(key, Content.NONE, None))
+        except OSError as exc:
+            write.error = exc
+            task_id = write.action.key[0]
+            log.warning("cannot update the loose end of task %s: %s", task_id, exc)
+            if task is not None and not isinstance(write.action, DropLooseEnd):
+                self.note(task, _disk_note("its loose end", exc))
+            return False
+        return True
+
+
+def _loose_end_of(task: Task, wake: OwedWake | None) -> LooseEnd:
+    record = task.record
+    return LooseEnd(
+        task_id=record.id, serial=record.serial, cmd=record.cmd, since=record.created_at, wake=wake
+    )
+
+
+def _content(loose_end: LooseEnd) -> Content:
+    return Content.OPEN if loose_end.wake is None else Content.WAKE
+
+
+def _make_durable(paths: list[Path], directory: Path | None) -> None:
+    """fsync each of these regular files that is there (a symlink planted there is not
+    followed), and then ``directory``, if given."""
+    for path in paths:
+        try:
+            fd = open_regular(path)
+        except OSError as exc:
+            log.warning("cannot make %s durable: %s", path, exc)
+            continue
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                log.warning("cannot make %s durable: %s", path, exc)
+            finally:
+                os.close(fd)
+    if directory is not None:
+        try:
+            fsync_dir(directory)
+        except OSError as exc:
+            log.warning("cannot make the removals in %s durable: %s", directory, exc)
+
+
+_UNSAVED_RECORD = re.compile(r"(?:the disk is full: )?its record could not be saved\b")
+
+
+def _without_unsaved_notes(record: TaskRecord) -> TaskRecord:
+    """The record without the notes that its saving failed (see `_disk_note`)."""
+    notes = tuple(n for n in record.notes if not _UNSAVED_RECORD.match(n))
+    return record if notes == record.notes else attrs.evolve(record, notes=notes)
+
+
+def _disk_note(what: str, exc: OSError) -> str:
+    fds = _limits.out_of_descriptors(exc)
+    if fds is not None:
+        return f"{what} could not be saved: {fds}; it is kept in memory"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk is full: {what} could not be saved ({exc.strerror}); it is kept in memory"
+    return f"{what} could not be saved ({exc}); it is kept in memory"
