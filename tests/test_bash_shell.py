@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from tests.conftest import DaemonHandle, call, structured, text_of
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.results import call, structured, text_of
 
 MAX_CMD_BYTES = 1024 * 1024  # the documented cap (hive.bash._tools.MAX_CMD_BYTES)
 

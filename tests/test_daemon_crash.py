@@ -28,8 +28,10 @@ import attrs
 import trio
 
 from hive.wake import AgentRequest
-from tests.conftest import AgentListener, DaemonHandle, call, structured
-from tests.test_daemon_ends import answer, open_raw_session, run_request, send
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.jsonrpc import answer, open_raw_session, run_request, send
+from tests.helpers.listener import AgentListener
+from tests.helpers.results import call, structured
 
 ROUNDS = 10
 SHARED_NAMES = ("n0", "n1", "n2")

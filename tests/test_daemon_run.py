@@ -8,7 +8,9 @@ import stat
 
 import trio
 
-from tests.conftest import AgentListener, DaemonHandle, call, group_alive, structured, text_of
+from tests.helpers.daemon import DaemonHandle, group_alive
+from tests.helpers.listener import AgentListener
+from tests.helpers.results import call, structured, text_of
 
 
 async def test_task_ending_inside_the_wait_answers_inline_with_no_wake_and_no_loose_end(

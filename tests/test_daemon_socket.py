@@ -10,7 +10,8 @@ import sys
 
 import trio
 
-from tests.conftest import DaemonHandle, call, structured
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.results import call, structured
 
 WITHIN = 60
 

@@ -19,7 +19,8 @@ from hive.bash._records import TaskRecord
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from tests.conftest import DaemonHandle, call, group_alive, structured, text_of
+from tests.helpers.daemon import DaemonHandle, group_alive
+from tests.helpers.results import call, structured, text_of
 
 
 async def test_a_task_past_the_output_cap_is_stopped_and_says_why(daemon: DaemonHandle) -> None:

@@ -8,116 +8,15 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import attrs
-import mcp_types as types
 import trio
 
-from tests.conftest import DaemonHandle, relay_argv
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.jsonrpc import initialize, notification, open_relay, request, result_of
 
 # A guard only: with no daemon the relay answers as soon as it reads a request.
 ANSWER_WITHIN = 20
-
-
-def request(request_id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
-def notification(method: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": method}
-
-
-def initialize(request_id: Any) -> dict[str, Any]:
-    return request(
-        request_id,
-        "initialize",
-        {
-            "protocolVersion": types.LATEST_PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "test-relay", "version": "0"},
-        },
-    )
-
-
-@attrs.define
-class Relay:
-    """A relay subprocess, spoken to in raw newline-delimited JSON-RPC."""
-
-    process: trio.Process
-    stderr_path: Path
-    _buffer: bytearray = attrs.field(factory=bytearray)
-    _eof: bool = False
-
-    async def send(self, *messages: Any) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send_all(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
-
-    async def close_stdin(self) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.aclose()
-
-    async def _fill(self) -> bool:
-        assert self.process.stdout is not None
-        data = await self.process.stdout.receive_some(65536)
-        if not data:
-            self._eof = True
-            return False
-        self._buffer += data
-        return True
-
-    async def receive(self) -> dict[str, Any]:
-        """The next JSON-RPC message the relay writes."""
-        while (end := self._buffer.find(b"\n")) < 0:
-            if not await self._fill():
-                raise AssertionError(f"the relay's stdout ended; stderr: {self.stderr_text()!r}")
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 1]
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-    async def receive_all(self) -> list[dict[str, Any]]:
-        """Every message until the relay closes its stdout."""
-        while not self._eof:
-            await self._fill()
-        assert self._buffer.endswith(b"\n") or not self._buffer, bytes(self._buffer)
-        messages = [json.loads(line) for line in self._buffer.splitlines() if line.strip()]
-        self._buffer.clear()
-        return messages
-
-    def stderr_text(self) -> str:
-        return self.stderr_path.read_text() if self.stderr_path.exists() else ""
-
-
-@asynccontextmanager
-async def open_relay(socket_path: Path, stderr_path: Path) -> AsyncIterator[Relay]:
-    with open(stderr_path, "ab") as err:
-        process = await trio.lowlevel.open_process(
-            relay_argv(socket_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
-        )
-    try:
-        yield Relay(process, stderr_path)
-    finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
-            for stream in (process.stdin, process.stdout):
-                if stream is not None:
-                    await stream.aclose()
-
-
-def result_of(message: dict[str, Any], request_id: Any) -> dict[str, Any]:
-    assert message.get("id") == request_id, message
-    assert "error" not in message, message
-    result: dict[str, Any] = message["result"]
-    return result
 
 
 # -- importing ------------------------------------------------------------------------------------

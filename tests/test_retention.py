@@ -21,9 +21,10 @@ from hive.bash._retention import DAY, Candidate, Pruner, Retention, _Known, cand
 from hive.bash._store import StoredRun, TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from tests.conftest import DaemonHandle, call, structured, text_of
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.gates import make_gate, wait_pid_exit
+from tests.helpers.results import call, structured, text_of
 from tests.strategies import task_ids
-from tests.test_daemon_restart import make_gate, wait_pid_exit
 
 # -- the choice ---------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.test_daemon_input import INITIALIZE, answers_initialize
+from tests.helpers.jsonrpc import INITIALIZE, answers_initialize
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ from hive.bash._courier import WakeCourier
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from tests.conftest import DaemonHandle, call, structured, task_cgroup_parent, text_of
+from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
+from tests.helpers.results import call, structured, text_of
 
 PROBES = ("setsid", "double_fork", "set_m", "setpgid", "deaf")
 

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from hive.subagent import _client
 from hive.subagent._wire import Answer, Call, Caller, decode_answer, decode_call, encode
-from tests.conftest import AgentListener
-from tests.test_subagent_fixtures import (
+from tests.helpers.listener import AgentListener
+from tests.helpers.subagents import (
     World,
     daemon_pid,
     stop_daemon,

@@ -20,9 +20,7 @@ from hive.subagent._convert import DecodeError
 from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._records import SessionRecord
 from hive.subagent._store import Store
-from tests.test_subagent_fixtures import World, serving, wait_until, world_in
-from tests.test_subagent_stopping import tool_use_seen
-from tests.test_subagent_tell import Courier
+from tests.helpers.subagents import Courier, World, serving, tool_use_seen, wait_until, world_in
 
 TURN = 60
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import trio
 
-from tests.conftest import AgentListener, call, structured, text_of
-from tests.test_subagent_fixtures import (
+from tests.helpers.listener import AgentListener
+from tests.helpers.results import call, structured, text_of
+from tests.helpers.subagents import (
     World,
     daemon_pid,
     mcp_session,

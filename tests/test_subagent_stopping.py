@@ -19,10 +19,11 @@ from hive.runtime import AgentProcess
 from hive.subagent import _slots
 from hive.subagent._errors import NameStopping
 from hive.subagent._slots import Decision, Phase, Slot
-from tests.test_subagent_fixtures import (
+from tests.helpers.subagents import (
     RecordingHost,
     World,
     serving,
+    tool_use_seen,
     wait_exited,
     wait_for_slot,
     wait_until,
@@ -92,10 +93,6 @@ def wrong(variant: Variant) -> Any:
     return pytest.param(
         variant, marks=pytest.mark.xfail(strict=True, reason=variant.__doc__), id=variant.__name__
     )
-
-
-def tool_use_seen(world: World, name: str) -> bool:
-    return any(line.get("type") == "assistant" and "tool_use" in str(line) for line in world.log(name))
 
 
 # -- a fake claude that records SIGINT, interrupted -----------------------------------------------

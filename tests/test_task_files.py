@@ -6,7 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from tests.conftest import DaemonHandle, call, structured
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.results import call, structured
 
 SUFFIXES = (".json", ".cmd", ".out", ".err", ".exit")
 

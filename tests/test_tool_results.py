@@ -8,7 +8,8 @@ import jsonschema
 import mcp_types as types
 
 from hive.bash._tools import TOOLS
-from tests.conftest import DaemonHandle, call, structured, text_of
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.results import call, structured, text_of
 
 SCHEMAS = {spec.name: spec.output_schema for spec in TOOLS}
 

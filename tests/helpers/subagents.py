@@ -1,7 +1,4 @@
-"""What the subagent tests share: fake agents for subagents, a manager in the test's Trio run, waits.
-
-(No tests here: the name only keeps it among the subagent tests' files.)
-"""
+"""What the subagent tests share: fake agents for subagents, a manager in the test's Trio run, waits."""
 
 from __future__ import annotations
 
@@ -25,6 +22,7 @@ from hive.subagent._manager import SubagentManager
 from hive.subagent._slots import Phase
 from hive.subagent._store import Store
 from hive.subagent._wire import Caller
+from hive.wake import Wake
 from tests.acp_fake import FakeAcp
 from tests.claude_fake import FakeClaude
 
@@ -200,3 +198,27 @@ async def mcp_session(world: World, **env: str) -> AsyncIterator[ClientSession]:
         ):
             await session.initialize()
             yield session
+
+
+def tool_use_seen(world: World, name: str) -> bool:
+    return any(line.get("type") == "assistant" and "tool_use" in str(line) for line in world.log(name))
+
+
+@attrs.define(eq=False)
+class Courier:
+    """Keeps the wakes it is given; delivers none."""
+
+    sent: list[tuple[str, Wake]] = attrs.field(factory=list)
+    withdrawn: list[str] = attrs.field(factory=list)
+    arrived: trio.Event = attrs.field(factory=trio.Event)
+
+    def send(self, key: str, socket: Path, wake: Wake) -> None:
+        self.sent.append((key, wake))
+        self.arrived.set()
+
+    def withdraw(self, key: str) -> None:
+        self.withdrawn.append(key)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await trio.sleep_forever()
