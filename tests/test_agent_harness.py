@@ -20,7 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from fixtures import acp_agent
 from hive.agent._hyperhive import Hyperhive
 from hive.wake import Compact, Prompt, Wake, open_agent_connection, send_wake
-from tests.claude_fake import FakeClaude, wait_exited
+from tests.helpers.claude_fake import FakeClaude, wait_exited
 from tests.helpers.harness import (
     GUARD,
     HOLD,

@@ -17,7 +17,7 @@ import trio
 
 from hive.agent._render import render_live, render_log
 from hive.wake import LineReader
-from tests.claude_fake import FakeClaude
+from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import (
     HOLD,
     claude_env,

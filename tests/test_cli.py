@@ -17,8 +17,8 @@ import trio
 from hive._unix import open_unix_listener
 from hive.bash.client import CallResult
 from hive.cli import for_operator
-from tests.fake_bash_daemon import BAD_ANSWERS, fake_daemon
 from tests.helpers.daemon import DaemonHandle
+from tests.helpers.fake_bash_daemon import BAD_ANSWERS, fake_daemon
 from tests.helpers.gates import gated, make_gate, open_gate, sigkill, wait_pid_exit
 
 CLI_WITHIN = 60  # seconds for a whole test's CLI runs, each a fresh interpreter

@@ -9,8 +9,8 @@ import trio
 
 from hive.bash import BashError, DaemonUnavailable
 from hive.bash.client import BadAnswer, CallResult, connect, open_bash_client
-from tests.fake_bash_daemon import BAD_ANSWERS, Conversation, fake_daemon
 from tests.helpers.daemon import DaemonHandle
+from tests.helpers.fake_bash_daemon import BAD_ANSWERS, Conversation, fake_daemon
 
 WITHIN = 30
 

@@ -34,7 +34,7 @@ from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate, open_gate, start_gated, wait_pid_exit
 from tests.helpers.hyperhive import raw_post, session, tool_call
 from tests.helpers.results import call, structured, text_of
-from tests.strategies import loose_ends, records
+from tests.helpers.strategies import loose_ends, records
 
 LOOSE_ENDS_SCHEMA = next(t["output_schema"] for t in TOOLS if t["name"] == "loose_ends")
 

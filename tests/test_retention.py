@@ -24,7 +24,7 @@ from hive.bash._tools import BashTools
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate, wait_pid_exit
 from tests.helpers.results import call, structured, text_of
-from tests.strategies import task_ids
+from tests.helpers.strategies import task_ids
 
 # -- the choice ---------------------------------------------------------------------------------
 

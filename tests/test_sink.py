@@ -37,7 +37,13 @@ from hive.sink import (
     typed_lines,
     unstructure_message,
 )
-from tests.strategies import json_objects, other_objects, result_objects, spelled_json, stream_messages
+from tests.helpers.strategies import (
+    json_objects,
+    other_objects,
+    result_objects,
+    spelled_json,
+    stream_messages,
+)
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "claude_samples"
 

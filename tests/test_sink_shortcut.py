@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from hive.sink import ApiMessage, Usage, UserContent, converter, unstructure_message
 from hive.sink._wire import _BLOCKS, _PLANS, _RENAMES, _build, _Slow
-from tests.strategies import json_values, stream_messages
+from tests.helpers.strategies import json_values, stream_messages
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "claude_samples"
 

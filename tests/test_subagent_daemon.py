@@ -90,14 +90,14 @@ async def test_a_daemon_killed_mid_turn_loses_no_end_and_leaves_no_second_claude
     with trio.fail_after(TURN):
         async with agent.serving():
             await tool(world, "start", name="k", prompt="run the tool")
-            await wait_until(lambda: any("tool_use" in str(line) for line in world.log("k")))
+            await wait_until(world, lambda: any("tool_use" in str(line) for line in world.log("k")))
             pid = daemon_pid(world.state)
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
             await wait_exited(pid)
             (claude,) = [start["pid"] for start in world.claude.starts()]
             (status,) = (await tool(world, "status", name="k"))["subagents"]  # a new daemon
-            await wait_until(lambda: world.claude.events("note"))
+            await wait_until(world, lambda: world.claude.events("note"))
             assert status["slot"] == "stopping" and status["last_turn"]["stop_reason"] == "lost"
             (wake,) = await agent.wait_for(1)
             os.kill(claude, signal.SIGUSR1)
@@ -118,7 +118,7 @@ async def test_an_end_untold_at_a_clean_stop_is_told_after_the_restart(world: Wo
     world.claude.script([{"init": {}}, {"wait_for_signal": "SIGINT"}, {"interrupted": "stream"}])
     with trio.fail_after(TURN):
         await tool(world, "start", name="u", prompt="think")
-        await wait_until(lambda: world.claude.events("start"))
+        await wait_until(world, lambda: world.claude.events("start"))
         await stop_daemon(world.state)  # the turn's stop path: SIGINT, its own end; nobody to tell
         agent = AgentListener(world.agent_socket)
         async with agent.serving():

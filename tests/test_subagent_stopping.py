@@ -24,6 +24,7 @@ from tests.helpers.subagents import (
     World,
     serving,
     tool_use_seen,
+    turn_done,
     wait_exited,
     wait_for_slot,
     wait_until,
@@ -118,7 +119,7 @@ async def test_an_interrupted_claude_gets_one_sigint_and_ends_its_turn_itself(
     with trio.fail_after(TURN):
         async with serving(world, host=host) as manager:
             manager.start("a", "run the tool", world.caller())
-            await wait_until(lambda: tool_use_seen(world, "a"))
+            await wait_until(world, lambda: tool_use_seen(world, "a"))
             done = manager.interrupt("a")
             assert done.sent == "SIGINT"
             assert manager.slots["a"].phase is Phase.STOPPING  # at once, before the turn has ended
@@ -163,11 +164,11 @@ async def test_an_interrupted_claude_that_keeps_running_keeps_its_name(
     with trio.fail_after(TURN):
         async with serving(world) as manager:
             manager.start("b", "run the tool", world.caller())
-            await wait_until(lambda: tool_use_seen(world, "b"))
+            await wait_until(world, lambda: tool_use_seen(world, "b"))
             (pid,) = [start["pid"] for start in world.claude.starts()]
             try:
                 assert manager.interrupt("b").sent == "SIGINT"
-                await wait_until(lambda: world.claude.events("note"))
+                await wait_until(world, lambda: world.claude.events("note"))
                 # The claude has its SIGINT and is still running: the name stays claimed.
                 status = await manager.status("b")
                 assert status.views[0].slot is Phase.STOPPING
@@ -235,7 +236,8 @@ async def test_a_dropped_acp_agent_that_ignores_sigint_is_left_running(
             (agent,) = host.agents
             await wait_for_slot(manager, "i", None)
             await manager.status("i", wait=30)
-            await wait_until(lambda: manager.live.get("i") is None)  # the turn's task, drop included, is done
+            await turn_done(manager, "i")  # the turn's task, drop included, is done
+            assert manager.live.get("i") is None
             alive_after_the_drop = agent.returncode is None
             signals = world.acp.signals()
             if alive_after_the_drop:

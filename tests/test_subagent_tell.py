@@ -11,7 +11,7 @@ import trio
 
 from hive.subagent._tools import SubagentTools
 from hive.subagent._wire import Call
-from tests.helpers.subagents import Courier, World, serving, wait_until, world_in
+from tests.helpers.subagents import Courier, World, serving, turn_done, world_in
 
 TURN = 60
 SUBAGENT = Path(__file__).resolve().parent.parent / "hive" / "subagent"
@@ -72,7 +72,8 @@ async def test_no_agent_socket_no_wake_and_the_answer_says_so(world: World) -> N
         async with serving(world, courier_factory=lambda acked: courier) as manager:
             tools = SubagentTools(manager)
             result = await tools.call(Call("start", {"name": "q", "prompt": "hi"}, world.caller(wakes=False)))
-            await wait_until(lambda: manager.records.get("q") and manager.records["q"].last)
+            await turn_done(manager, "q")
+            assert manager.records["q"].last
     assert result.answer.structured["wake"] is None
     assert "No wake will come (HIVE_AGENT_SOCKET is not set)" in result.answer.text
     assert courier.sent == []

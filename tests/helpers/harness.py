@@ -19,8 +19,9 @@ import attrs
 import trio
 
 from fixtures import acp_agent
-from hive.agent._follow import _Inotify, follow_lines
-from tests.claude_fake import FakeClaude
+from hive.agent._follow import follow_lines
+from tests.helpers.claude_fake import FakeClaude
+from tests.helpers.inotify import wait_until
 
 GUARD = 60
 
@@ -90,12 +91,8 @@ async def wait_line(path: Path, predicate: Callable[[dict[str, Any]], bool]) -> 
 
 
 async def wait_gone(path: Path) -> None:
-    watcher = _Inotify(path.parent)
-    try:
-        while path.exists():
-            await watcher.wait()
-    finally:
-        watcher.close()
+    """Until ``path`` is gone (removed by another process)."""
+    await wait_until(lambda: not path.exists(), path.parent)
 
 
 @asynccontextmanager

@@ -23,10 +23,9 @@ from hive.subagent._slots import Phase
 from hive.subagent._store import Store
 from hive.subagent._wire import Caller
 from hive.wake import Wake
-from tests.acp_fake import FakeAcp
-from tests.claude_fake import FakeClaude
-
-POLL = 0.02
+from tests.helpers import inotify
+from tests.helpers.acp_fake import FakeAcp
+from tests.helpers.claude_fake import FakeClaude
 
 
 def clean_environ() -> dict[str, str]:
@@ -131,12 +130,17 @@ async def wait_for_slot(manager: SubagentManager, name: str, phase: Phase | None
         await manager.changed()
 
 
-async def wait_until(check: Callable[[], Any]) -> Any:
-    """Until ``check()`` is true: it reads a file another process writes (a fake's record, a
-    turn log), which has nothing to await, so it is read again every 20 ms."""
-    while not (found := check()):  # noqa: ASYNC110 (another process's file)
-        await trio.sleep(POLL)
-    return found
+async def wait_until(world: World, check: Callable[[], Any]) -> Any:
+    """Until ``check()`` is true: it reads a file another process writes (a fake's record in the
+    world's root, a turn log in its sessions), read again whenever one of those directories changes."""
+    return await inotify.wait_until(check, world.root, world.store.sessions)
+
+
+async def turn_done(manager: SubagentManager, name: str) -> None:
+    """Until the task of ``name``'s latest turn is done (its end recorded, its agents dropped)."""
+    live = manager.live.get(name)
+    if live is not None:
+        await live.done.wait()
 
 
 async def wait_exited(pid: int) -> None:
