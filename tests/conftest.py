@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.daemon import DaemonHandle, remove_task_cgroups, short_tmp_dir
+from tests.helpers.daemon import DaemonHandle, remove_task_cgroups, shared_daemon, short_tmp_dir
 from tests.helpers.listener import AgentListener
 
 
@@ -37,3 +37,12 @@ def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
 def agent(daemon: DaemonHandle) -> AgentListener:
     """A stand-in for the harness on the daemon's agent socket (served with ``agent.serving()``)."""
     return AgentListener(daemon.agent_socket)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[DaemonHandle]:
+    """One real daemon (no agent socket) for the tests of a module that each need only one that
+    serves: they share its state, so each uses task names of its own and asserts only about its
+    own tasks and connections."""
+    with shared_daemon() as handle:
+        yield handle

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from hive.bash._framing import misread
 from hive.bash._server import uid_allowed
 from hive.bash.daemon import DaemonConfig, config_from_args, serve_daemon
 from hive.bash.relay import refusal_of
-from tests.helpers.daemon import DaemonHandle, shared_daemon
+from tests.helpers.daemon import DaemonHandle
 from tests.helpers.jsonrpc import INITIALIZE, answers_initialize, raw_exchange
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.tools import serving_tools
@@ -55,14 +54,6 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("list", {"limit": "ten"}, "limit must be a whole number"),
     ("rm", {"id": "x"}, "unknown tool 'rm'"),
 ]
-
-
-@pytest.fixture(scope="module")
-def served() -> Iterator[DaemonHandle]:
-    """One daemon for the tests here that need only one that serves (each asserts about its own
-    connections and tasks alone)."""
-    with shared_daemon() as handle:
-        yield handle
 
 
 async def test_each_bad_call_is_a_tool_error_saying_what_was_wrong(short_tmp: Path) -> None:

@@ -72,9 +72,9 @@ def test_a_bad_reply_timeout_is_refused_with_a_usage_error() -> None:
 
 
 async def test_relay_splices_raw_json_rpc_to_the_daemon_and_exits_0_when_stdin_closes(
-    daemon: DaemonHandle,
+    served: DaemonHandle, short_tmp: Path
 ) -> None:
-    async with daemon.running(agent=False), open_relay(daemon.socket, daemon.root / "relay.err") as relay:
+    async with open_relay(served.socket, short_tmp / "relay.err") as relay:
         with trio.fail_after(30):
             await relay.send(initialize(1))
             init = result_of(await relay.receive(), 1)
@@ -98,15 +98,19 @@ async def test_relay_splices_raw_json_rpc_to_the_daemon_and_exits_0_when_stdin_c
             assert await relay.process.wait() == 0
 
 
-async def test_a_request_written_just_before_stdin_closes_is_still_answered(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), open_relay(daemon.socket, daemon.root / "relay.err") as relay:
+async def test_a_request_written_just_before_stdin_closes_is_still_answered(
+    served: DaemonHandle, short_tmp: Path
+) -> None:
+    async with open_relay(served.socket, short_tmp / "relay.err") as relay:
         with trio.fail_after(30):
             await relay.send(initialize(1))
             result_of(await relay.receive(), 1)
             await relay.send(
                 notification("notifications/initialized"),
-                request(2, "tools/call", {"name": "run", "arguments": {"cmd": "echo first"}}),
+                request(9, "tools/call", {"name": "list", "arguments": {}}),
             )
+            before = [t["id"] for t in result_of(await relay.receive(), 9)["structuredContent"]["tasks"]]
+            await relay.send(request(2, "tools/call", {"name": "run", "arguments": {"cmd": "echo first"}}))
             first = result_of(await relay.receive(), 2)["structuredContent"]
             # The client writes its last requests and closes stdin at once, as a one-shot client does.
             await relay.send(
@@ -122,7 +126,7 @@ async def test_a_request_written_just_before_stdin_closes_is_still_answered(daem
         assert "error" not in answer, answer
     (listed,) = [a for a in answers if a["id"] == 3]
     tasks = result_of(listed, 3)["structuredContent"]["tasks"]
-    assert [t["id"] for t in tasks] == [first["id"]]
+    assert [t["id"] for t in tasks] == [first["id"], *before]  # before: the module's other tasks
 
 
 async def test_requests_written_before_the_daemon_exists_are_answered_at_once_and_later_ones_reach_it(

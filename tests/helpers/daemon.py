@@ -103,12 +103,14 @@ class DaemonHandle:
 
 
 @contextlib.contextmanager
-def shared_daemon(*extra: str) -> Iterator[DaemonHandle]:
-    """A daemon process (no agent socket, so no wakes) for a whole module of tests that each need
-    only one that serves: started once (its READY=1 awaited), stopped with SIGINT at the end.
+def shared_daemon(*extra: str, agent: bool = False) -> Iterator[DaemonHandle]:
+    """A daemon process for a whole module of tests that each need only one that serves: started
+    once (its READY=1 awaited), stopped with SIGINT at the end. With ``agent``, it sends wakes to
+    its ``agent_socket`` (each test serves it while it runs); without, it sends none.
 
     Its tests share its state: each uses task names of its own and asserts nothing about the
-    tasks of others (`list` shows them all)."""
+    tasks of others (`list` shows them all); with ``agent``, each waits for every wake its own
+    tasks owe, so that none is left for the next."""
     handle = DaemonHandle.under(short_tmp_dir())
     handle.stderr_path = handle.root / "daemon.err"
     notify_path = handle.root / "notify"
@@ -119,7 +121,7 @@ def shared_daemon(*extra: str) -> Iterator[DaemonHandle]:
         ):
             notify.bind(str(notify_path))
             process = subprocess.Popen(
-                [sys.executable, "-m", "hive.bash.daemon", *handle.args(*extra, agent=False)],
+                [sys.executable, "-m", "hive.bash.daemon", *handle.args(*extra, agent=agent)],
                 env={**os.environ, "NOTIFY_SOCKET": str(notify_path)},
                 stdin=subprocess.DEVNULL,
                 stderr=err,
