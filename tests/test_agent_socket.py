@@ -15,8 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hive.wake import Status, Wake, decode_request, encode, serve_agent_socket
-from tests.test_agent_loop import ScriptedRuntime, serving
-from tests.test_wake import raw_client
+from tests.helpers.agent_loop import ScriptedRuntime, raw_client, serving
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

@@ -6,12 +6,16 @@ import contextlib
 import json
 import os
 import signal
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 import trio
 from mcp.shared.exceptions import MCPError
 
-from tests.helpers.daemon import DaemonHandle, group_alive
+from tests.helpers.daemon import DaemonHandle, group_alive, shared_daemon
 from tests.helpers.gates import gated, make_gate, open_gate, sigkill, start_gated, wait_pid_exit
+from tests.helpers.inotify import wait_until
 from tests.helpers.listener import AgentListener
 from tests.helpers.results import call, structured, text_of
 
@@ -142,12 +146,20 @@ async def test_wake_owed_before_a_restart_is_sent_after_it(
     assert not daemon.loose_end("owed").exists()
 
 
+@pytest.fixture(scope="module")
+def retrying() -> Iterator[DaemonHandle]:
+    """The daemon of the tests of wakes retried: its agent socket is served by each test in turn."""
+    with shared_daemon("--wake-retry-max", "0.2", agent=True) as handle:
+        yield handle
+
+
 async def test_wakes_wait_for_an_absent_agent_socket_and_arrive_once_each(
-    daemon: DaemonHandle, agent: AgentListener
+    retrying: DaemonHandle, short_tmp: Path
 ) -> None:
+    daemon, agent = retrying, AgentListener(retrying.agent_socket)
     names = [f"t{i}" for i in range(4)]
-    gates = {name: make_gate(daemon.root, name) for name in names}
-    async with daemon.running("--wake-retry-max", "0.2"), daemon.session() as session:
+    gates = {name: make_gate(short_tmp, name) for name in names}
+    async with daemon.session() as session:
         pids = [await start_gated(daemon, name, gates[name], code=0) for name in names]
         for name in names:
             open_gate(gates[name])
@@ -161,16 +173,18 @@ async def test_wakes_wait_for_an_absent_agent_socket_and_arrive_once_each(
             await call(session, "run", cmd="true", name="last", wait_seconds=0)
             with trio.fail_after(20):
                 await agent.wait_for(len(names) + 1)
+        # Each loose end goes once its wake is acknowledged.
+        with trio.fail_after(20):
+            for name in names:
+                gone = daemon.loose_end(name)
+                await wait_until(lambda gone=gone: not gone.exists(), gone.parent)
     assert sorted(agent.senders()) == sorted([*(f"bash-task-{n}" for n in names), "bash-task-last"])
-    for name in names:
-        assert not daemon.loose_end(name).exists()
 
 
-async def test_a_refused_wake_is_retried_until_acknowledged(
-    daemon: DaemonHandle, agent: AgentListener
-) -> None:
+async def test_a_refused_wake_is_retried_until_acknowledged(retrying: DaemonHandle) -> None:
+    daemon, agent = retrying, AgentListener(retrying.agent_socket)
     agent.refuse = True
-    async with agent.serving(), daemon.running("--wake-retry-max", "0.2"), daemon.session() as session:
+    async with agent.serving(), daemon.session() as session:
         await call(session, "run", cmd="true", name="refused", wait_seconds=0)
         with trio.fail_after(20):
             await agent.wait_for_refusals(2)

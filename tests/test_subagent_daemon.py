@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
-import subprocess
-import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +18,7 @@ from hypothesis import strategies as st
 from hive.subagent import _client
 from hive.subagent._wire import Answer, Call, Caller, decode_answer, decode_call, encode
 from tests.helpers.listener import AgentListener
+from tests.helpers.servers import subagent_daemon_process
 from tests.helpers.subagents import (
     World,
     daemon_pid,
@@ -151,37 +148,8 @@ async def test_servers_starting_a_daemon_at_once_share_one(world: World) -> None
 @pytest.fixture(scope="module")
 def daemon_socket() -> Iterator[str]:
     """One daemon for all the examples, started synchronously (outside any Trio run)."""
-    root = Path(tempfile.mkdtemp(prefix="hive-sfz-", dir="/tmp"))
-    sock = root / "subagent.sock"
-    (root / "empty").mkdir()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hive.subagent.daemon",
-            "--state-dir",
-            str(root),
-            "--socket",
-            str(sock),
-            "--ready-fd",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        # A line that happens to start a subagent finds no agent to run (nothing on PATH).
-        env={**os.environ, "PATH": str(root / "empty"), "HIVE_RUNTIME": "claude"},
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline() == b"ready\n"
-        yield str(sock)
-        assert process.poll() is None, "the daemon died"
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
-        if process.stdout is not None:
-            process.stdout.close()
-        shutil.rmtree(root, ignore_errors=True)
+    with subagent_daemon_process() as path:
+        yield str(path)
 
 
 def status_call() -> bytes:
