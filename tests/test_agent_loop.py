@@ -25,7 +25,6 @@ from hive.agent._model import (
     Arrived,
     CompactAsked,
     CompactEnded,
-    ItemKind,
     LoopState,
     Phase,
     Recorded,
@@ -45,6 +44,7 @@ from hive.agent._wire import Added
 from hive.sink import ContextUsage
 from hive.wake import AgentStatus, Compact, Prompt, Refused, Status, Wake
 from tests.helpers.agent_loop import ScriptedRuntime, serving
+from tests.helpers.strategies import loop_operations
 
 GUARD = 30
 
@@ -392,24 +392,9 @@ async def test_a_failed_write_is_refused_and_nothing_is_queued(short_tmp: Path) 
 
 # -- in lockstep with the model -------------------------------------------------------------------
 
-operations = st.lists(
-    st.one_of(
-        st.tuples(
-            st.just("arrive"), st.sampled_from(ItemKind), st.none() | st.sampled_from(["e1", "e2", "e3"])
-        ),
-        st.tuples(
-            st.just("end"),
-            st.sampled_from(["complete", "idle", "unavailable", "session_not_found", "fail_after_result"]),
-        ),
-        st.tuples(st.just("compact"), st.sampled_from(["operator", "agent"])),
-        st.tuples(st.just("restart")),
-    ),
-    max_size=25,
-)
-
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=operations, budget=st.sampled_from([40, 100_000]))
+@given(ops=loop_operations, budget=st.sampled_from([40, 100_000]))
 def test_the_loop_does_what_the_model_says(ops: list[tuple[Any, ...]], budget: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="hive-al-", dir="/tmp"))
     try:

@@ -22,6 +22,7 @@ from hive.bash.relay import refusal_of
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.jsonrpc import INITIALIZE, answers_initialize, raw_exchange
 from tests.helpers.results import call, structured, text_of
+from tests.helpers.strategies import rpc_json
 from tests.helpers.tools import serving_tools
 
 BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
@@ -303,14 +304,7 @@ def leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-json_like = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=10,
-)
-
-
-@given(st.binary(max_size=200) | json_like.map(lambda v: json.dumps(v).encode()))
+@given(st.binary(max_size=200) | rpc_json.map(lambda v: json.dumps(v).encode()))
 def test_misread_answers_only_a_line_that_is_json_and_never_raises(line: bytes) -> None:
     answer = misread(line, None)
     if answer is not None:

@@ -34,7 +34,7 @@ from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate, open_gate, start_gated, wait_pid_exit
 from tests.helpers.hyperhive import raw_post, session, tool_call
 from tests.helpers.results import call, structured, text_of
-from tests.helpers.strategies import loose_ends, records
+from tests.helpers.strategies import loose_end_files, loose_ends, records
 
 LOOSE_ENDS_SCHEMA = next(t["output_schema"] for t in TOOLS if t["name"] == "loose_ends")
 
@@ -402,38 +402,14 @@ def _check_answer(loose_ends_dir: Path) -> dict[str, Any]:
     return answer
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12,
-)
-loose_end_like = st.fixed_dictionaries(
-    {},
-    optional={
-        "task_id": json_values | st.text(),
-        "serial": json_values | st.text(),
-        "cmd": json_values | st.text(),
-        "since": json_values | st.floats(),
-        "wake": json_values | st.fixed_dictionaries({"sender": json_values, "body": json_values}),
-    },
-)
-file_contents = st.one_of(
-    st.binary(max_size=200),
-    json_values.map(lambda v: json.dumps(v).encode()),
-    loose_end_like.map(lambda v: json.dumps(v).encode()),
-    loose_ends.map(encode),
-    records.map(encode),
-)
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     files=st.dictionaries(
         st.text(min_size=1, max_size=12).filter(lambda n: "/" not in n and "\0" not in n),
-        file_contents,
+        loose_end_files,
         max_size=5,
     ),
-    record_files=st.dictionaries(st.sampled_from(["a", "b", "c", "x.1"]), file_contents, max_size=3),
+    record_files=st.dictionaries(st.sampled_from(["a", "b", "c", "x.1"]), loose_end_files, max_size=3),
     matching=st.lists(st.tuples(loose_ends, records), max_size=3),
 )
 def test_any_files_in_the_loose_ends_dir_give_an_answer(

@@ -20,6 +20,7 @@ from tests.helpers.servers import (
     subagent_daemon_process,
     subagent_status,
 )
+from tests.helpers.strategies import socket_payloads
 
 
 def expected_answers(junk: bytes) -> int:
@@ -83,18 +84,8 @@ def send_and_drain(path: str, payload: bytes, half_close: bool) -> bytes:
     return received
 
 
-lines = st.binary(max_size=512).map(lambda b: b.replace(b"\n", b""))
-payloads = st.one_of(
-    st.binary(max_size=4096),
-    st.lists(lines, max_size=5).map(lambda ls: b"\n".join(ls) + b"\n"),
-    st.lists(st.binary(max_size=64)).map(b"\n".join),
-    st.builds(lambda junk: INITIALIZE + junk, st.binary(max_size=256)),
-    st.builds(lambda n: INITIALIZE[:n], st.integers(min_value=0, max_value=len(INITIALIZE))),
-)
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(payload=payloads, half_close=st.booleans())
+@given(payload=socket_payloads(INITIALIZE), half_close=st.booleans())
 def test_random_bytes_never_stop_the_server(fuzzed: Fuzzed, payload: bytes, half_close: bool) -> None:
     reply = send_and_drain(fuzzed.path, payload, half_close)
     fuzzed.judge(payload, half_close, reply)

@@ -19,6 +19,7 @@ from hive.subagent import _client
 from hive.subagent._wire import Answer, Call, Caller, decode_answer, decode_call, encode
 from tests.helpers.listener import AgentListener
 from tests.helpers.servers import subagent_daemon_process
+from tests.helpers.strategies import subagent_lines
 from tests.helpers.subagents import (
     World,
     daemon_pid,
@@ -166,25 +167,8 @@ def exchange(sock: socket.socket, data: bytes) -> Answer:
     return decode_answer(buffer.split(b"\n", 1)[0])
 
 
-lines = st.one_of(
-    st.binary(max_size=512),
-    st.text(max_size=200).map(str.encode),
-    st.dictionaries(st.text(max_size=10), st.none() | st.integers() | st.text(max_size=10)).map(
-        lambda d: json.dumps(d).encode()
-    ),
-    st.builds(
-        lambda tool, args: json.dumps({"tool": tool, "arguments": args, "caller": {"cwd": "/"}}).encode(),
-        st.sampled_from(["start", "continue", "status", "interrupt", "nope"]),
-        st.dictionaries(
-            st.sampled_from(["name", "prompt", "wait_seconds", "runtime", "force", "x"]),
-            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=70),
-        ),
-    ),
-).map(lambda b: b.replace(b"\n", b" ").strip() or b"x")
-
-
 @settings(max_examples=80, deadline=None)
-@given(line=lines)
+@given(line=subagent_lines)
 def test_a_bad_line_gets_an_error_and_the_connection_goes_on(daemon_socket: str, line: bytes) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(30)

@@ -37,6 +37,7 @@ from hive.wake import (
     serve_agent_socket,
 )
 from tests.helpers.agent_loop import raw_client
+from tests.helpers.strategies import wake_request_like
 
 # -- encoding and decoding ------------------------------------------------------------------------
 
@@ -197,25 +198,7 @@ def test_arbitrary_bytes_raise_nothing_but_agent_request_error(line: bytes) -> N
         assert isinstance(decoded, Wake | Prompt | Compact | Status)
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=8,
-)
-request_like = st.fixed_dictionaries(
-    {},
-    optional={
-        "type": st.sampled_from(["wake", "prompt", "compact", "status"]) | json_values,
-        "from": json_values,
-        "body": json_values,
-        "text": json_values,
-        "transient": json_values,
-        "end_id": json_values,
-    },
-)
-
-
-@given(request_like)
+@given(wake_request_like)
 def test_arbitrary_json_objects_raise_nothing_but_agent_request_error(raw: dict[str, Any]) -> None:
     try:
         decoded = decode_request(json.dumps(raw).encode())
