@@ -21,7 +21,9 @@ def refused_start() -> float:
     result = subprocess.run([str(DAEMON), "--kill-grace", "soon"], capture_output=True, check=False)
     elapsed = time.perf_counter() - started
     if result.returncode != 2 or b"--kill-grace" not in result.stderr:
-        raise RuntimeError(f"expected a refusal naming --kill-grace: {result.returncode} {result.stderr[:300]!r}")
+        raise RuntimeError(
+            f"expected a refusal naming --kill-grace: {result.returncode} {result.stderr[:300]!r}"
+        )
     return elapsed
 
 
