@@ -36,6 +36,9 @@ class CrashingStore(TaskStore):
     crashed: bool = False
     full: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    _starting: int = 0
+    """New runs being made (their files created, their process started) in some thread."""
+    _started: threading.Condition = attrs.field(factory=threading.Condition)
 
     def _write(self, *, takes_space: bool = True) -> None:
         """Count a write, then die at it, or fail at it for want of space (only a write that
@@ -82,13 +85,28 @@ class CrashingStore(TaskStore):
     def new_run(self, task_id: str, cmd: bytes) -> Iterator[RunFiles]:
         self._write()
         crash = None
-        with super().new_run(task_id, cmd) as files:
-            try:
-                yield files
-            except Crash as exc:
-                crash = exc  # a dead daemon removes none of the new run's files
+        with self._started:
+            self._starting += 1
+        try:
+            with super().new_run(task_id, cmd) as files:
+                try:
+                    yield files
+                except Crash as exc:
+                    crash = exc  # a dead daemon removes none of the new run's files
+        finally:
+            with self._started:
+                self._starting -= 1
+                self._started.notify_all()
         if crash is not None:
             raise crash
+
+    def wait_until_started(self, timeout: float = 30.0) -> None:
+        """Block until no new run is halfway made: a process whose fork was under way as the
+        daemon died has then exec'd its wrapper, as it would have outside this process (its
+        threads go on after the death here, where a SIGKILL stops them all at once)."""
+        with self._started:
+            if not self._started.wait_for(lambda: self._starting == 0, timeout):
+                raise TimeoutError(f"a new run was still being made {timeout} s after the daemon died")
 
     def save_loose_end(self, loose_end: LooseEnd, *, earlier: bool = False, durable: bool = True) -> None:
         self._write()
