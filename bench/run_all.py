@@ -22,6 +22,7 @@ import agent_wake_to_turn
 import big_output
 import cli_cold_start
 import concurrent_200
+import daemon_refusal
 import hive_run_overhead
 import passthrough
 import relay_cold_start
@@ -48,6 +49,7 @@ BENCHMARKS = [
     agent_wake_to_turn,
     agent_burst,
     agent_turn_overhead,
+    daemon_refusal,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from fixtures import acp_agent
+from tests.helpers.inotify import wait_until_blocking
 
 Message = dict[str, Any]
 # A bound on a wait that returns as soon as its message comes: the fixture starts by importing the
@@ -175,13 +176,15 @@ class Agent:
 
     def wait_for_event(self, kind: str, count: int = 1, timeout: float = LONGEST_WAIT) -> Message:
         """The ``count``-th event of this kind, once it is in the record."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.events(kind)
-            if len(found) >= count:
-                return found[count - 1]
-            time.sleep(0.01)
-        raise TimeoutError(f"no {kind} event number {count} in the record")
+        try:
+            found = wait_until_blocking(
+                lambda: (events := self.events(kind))[count - 1 :] and events,
+                self.record_path.parent,
+                timeout=timeout,
+            )
+        except TimeoutError:
+            raise TimeoutError(f"no {kind} event number {count} in the record") from None
+        return found[count - 1]
 
     def stderr(self) -> str:
         return self.stderr_path.read_text()

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from hive.acp import AgentExited, Connection, JsonRpcError
 from hive.acp._jsonrpc import Unhandled
+from tests.helpers.strategies import acp_notifications, blank_lines, over_long_lines
 
 
 class Peer:
@@ -258,20 +259,10 @@ async def test_a_long_line_in_many_small_chunks_is_delivered() -> None:
         nursery.cancel_scope.cancel()
 
 
-notifications = st.text(max_size=50).map(
-    lambda text: {"jsonrpc": "2.0", "method": "session/update", "params": {"text": text}}
-)
-# Over-long lines of repeated fragments (some message-like); "#" keeps each from being JSON.
-giants = st.builds(
-    lambda size, fragment: b"#" + (fragment * size)[:size].replace(b"\n", b" ") + b"\n",
-    st.integers(SMALL_LINE + 1, 3 * SMALL_LINE),
-    st.one_of(st.binary(min_size=1, max_size=16), st.just(line({"jsonrpc": "2.0", "method": "no"}))),
-)
-blanks = st.sampled_from([b"\n", b"  \n", b"\r\n"])
-
-
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.one_of(notifications, giants, blanks), max_size=12), st.data())
+@given(
+    st.lists(st.one_of(acp_notifications, over_long_lines(SMALL_LINE), blank_lines), max_size=12), st.data()
+)
 def test_valid_messages_survive_over_long_lines_at_any_chunk_boundaries(
     items: list[dict[str, Any] | bytes], data: st.DataObject
 ) -> None:

@@ -9,30 +9,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive.acp import AgentExited, JsonRpcError
+from hive.acp import AgentExited
 from hive.acp._outcome import ending
 from hive.acp._permission import answer_permission
 from hive.acp._schema import PermissionOption, RequestPermissionRequest, SelectedOutcome
 from hive.runtime import Config, Permission, StdioServer, StopReason
-
-answers = st.one_of(
-    st.none(),
-    st.fixed_dictionaries(
-        {"stopReason": st.sampled_from(["end_turn", "cancelled", "max_turn_requests", "refusal"])}
-    ),
-    st.just({"stopReason": 5}),  # not ACP's shape
-)
-failures = st.one_of(
-    st.none(),
-    st.builds(JsonRpcError, st.sampled_from([-32603, -32800, -32000]), st.just("boom")),
-    st.builds(AgentExited, st.none() | st.integers(0, 255), st.just("")),
-)
+from tests.helpers.strategies import prompt_answers, prompt_failures
 
 
 @given(
     stop_reason=st.sampled_from(StopReason),
-    answer=answers,
-    failure=failures,
+    answer=prompt_answers,
+    failure=prompt_failures,
     killed=st.booleans(),
     tool_running=st.booleans(),
     before_prompt=st.none() | st.just("the ACP agent to answer session/new"),

@@ -28,8 +28,8 @@ from hive.runtime import (
     StopReason,
 )
 from hive.sink import MemorySink
-from tests.acp_fake import FakeAcp
-from tests.claude_fake import wait_exited
+from tests.helpers.acp_fake import FakeAcp
+from tests.helpers.claude_fake import wait_exited
 
 GUARD = 60
 

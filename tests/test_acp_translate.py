@@ -9,9 +9,10 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive.acp._schema import MessageChunk, SessionNotification, SessionUpdate, ToolCall, from_wire
+from hive.acp._schema import SessionNotification, SessionUpdate, ToolCall, from_wire
 from hive.acp._translate import Translator
 from hive.sink import MemorySink
+from tests.helpers.strategies import text_chunks, tool_updates
 
 BASH = {"claudeCode": {"toolName": "Bash"}}
 
@@ -250,32 +251,9 @@ async def test_a_call_first_heard_of_when_it_has_ended_gets_both_blocks() -> Non
 
 # -- any interleaving ---------------------------------------------------------------------------
 
-raw_inputs = st.one_of(
-    st.none(),
-    st.just({}),
-    st.builds(lambda command: {"command": command}, st.text(min_size=1, max_size=5)),
-    st.text(min_size=1, max_size=5),
-)
-tool_updates = st.builds(
-    ToolCall,
-    session_update=st.sampled_from(["tool_call", "tool_call_update"]),
-    tool_call_id=st.sampled_from(["a", "b", "c"]),
-    title=st.none() | st.just("Terminal"),
-    kind=st.none() | st.just("execute"),
-    status=st.none() | st.sampled_from(["pending", "in_progress", "completed", "failed"]),
-    content=st.none() | st.just(output("out")),
-    raw_input=raw_inputs,
-    meta=st.none() | st.just(BASH),
-)
-text_chunks = st.builds(
-    MessageChunk,
-    session_update=st.just("agent_message_chunk"),
-    content=st.builds(lambda t: {"type": "text", "text": t}, st.text(min_size=1, max_size=3)),
-)
-
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(tool_updates | text_chunks, max_size=12))
+@given(st.lists(tool_updates(output("out"), BASH) | text_chunks, max_size=12))
 def test_any_interleaving_writes_each_call_once_with_its_input_before_its_result(
     updates: list[SessionUpdate],
 ) -> None:

@@ -6,179 +6,44 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import aclosing, asynccontextmanager, suppress
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 import trio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from fixtures import acp_agent
-from hive.agent._follow import _Inotify, follow_lines
 from hive.agent._hyperhive import Hyperhive
 from hive.wake import Compact, Prompt, Wake, open_agent_connection, send_wake
-from tests.claude_fake import FakeClaude, wait_exited
-from tests.test_hyperhive import raw_post, session, tool_call
-
-GUARD = 60
-
-
-@attrs.define
-class Agent:
-    """A running hive-agent."""
-
-    root: Path
-    process: trio.Process
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state"
-
-    @property
-    def socket(self) -> Path:
-        return self.state / "agent.sock"
-
-    def stderr(self) -> str:
-        path = self.root / "agent.err"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    async def hive_line(self, predicate: Callable[[dict[str, Any]], bool] = lambda _: True) -> dict[str, Any]:
-        """The first ``{"type":"hive"}`` line of the turn log that satisfies ``predicate``."""
-        return await wait_line(self.state / "turns.jsonl", lambda o: o.get("type") == "hive" and predicate(o))
-
-    def hive_lines(self) -> list[dict[str, Any]]:
-        lines = [json.loads(line) for line in (self.state / "turns.jsonl").read_bytes().splitlines()]
-        return [line for line in lines if line.get("type") == "hive"]
-
-
-async def wait_line(path: Path, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    async with aclosing(follow_lines(path)) as lines:
-        async for line in lines:
-            if line.strip():
-                found: dict[str, Any] = json.loads(line)
-                if predicate(found):
-                    return found
-    raise AssertionError("unreachable: follow_lines never ends")
-
-
-async def wait_gone(path: Path) -> None:
-    watcher = _Inotify(path.parent)
-    try:
-        while path.exists():
-            await watcher.wait()
-    finally:
-        watcher.close()
-
-
-@asynccontextmanager
-async def running_agent(
-    root: Path,
-    env: dict[str, str],
-    *args: str,
-    cwd: Path | None = None,
-    whole_env: bool = False,
-    new_session: bool = False,
-) -> AsyncIterator[Agent]:
-    """hive-agent on ``root/state`` until the block ends (then SIGINT, and its exit awaited).
-    ``env`` goes over this process's environment, or is the whole of it (``whole_env``);
-    ``new_session``: it leads a process group of its own, as a shell's job does."""
-    notify_path = root / "notify"
-    notify_path.unlink(missing_ok=True)  # a previous start's
-    notify = trio.socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    with notify, open(root / "agent.err", "ab") as err:
-        await notify.bind(os.fspath(notify_path))
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state"), *args],
-            env={**({} if whole_env else os.environ), **env, "NOTIFY_SOCKET": os.fspath(notify_path)},
-            stderr=err,
-            cwd=cwd or root,
-            start_new_session=new_session,
-        )
-        agent = Agent(root, process)
-        try:
-            async with trio.open_nursery() as nursery:
-
-                async def exited() -> None:
-                    await process.wait()
-                    raise AssertionError(f"hive-agent exited {process.returncode}:\n{agent.stderr()}")
-
-                nursery.start_soon(exited)
-                while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
-                    pass
-                nursery.cancel_scope.cancel()
-            yield agent
-        finally:
-            if process.returncode is None:
-                process.send_signal(signal.SIGINT)
-                with trio.move_on_after(GUARD, shield=True):
-                    await process.wait()
-
+from tests.helpers.claude_fake import FakeClaude, wait_exited
+from tests.helpers.harness import (
+    GUARD,
+    HOLD,
+    Agent,
+    acp_env,
+    claude_env,
+    claude_start,
+    installed_fake,
+    release,
+    running_agent,
+    scratch_root,
+    wait_gone,
+    wait_line,
+)
+from tests.helpers.hyperhive import raw_post, session, tool_call
 
 # -- the runtimes ----------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def root() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="hive-h-", dir="/tmp"))
-    try:
+    with scratch_root("hive-h-") as path:
         yield path
-    finally:
-        for record in (path / "acp-record.jsonl", path / "record.jsonl"):
-            for event in acp_agent.read_record(record):
-                if event["event"] in ("start", "spawned"):
-                    with suppress(ProcessLookupError):
-                        os.kill(event["pid"], signal.SIGKILL)
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def acp_env(root: Path, turns: list[Any]) -> dict[str, str]:
-    acp_agent.write_script(root / "acp-script.json", turns)
-    agent_env = {
-        "FAKE_ACP_SCRIPT": str(root / "acp-script.json"),
-        "FAKE_ACP_RECORD": str(root / "acp-record.jsonl"),
-        "FAKE_ACP_STATE": str(root / "acp-state"),
-        "FAKE_ACP_MAX_SECONDS": "120",
-    }
-    return {
-        "HIVE_RUNTIME": "acp",
-        "HIVE_ACP_COMMAND": sys.executable,
-        "HIVE_ACP_ARGS": json.dumps([acp_agent.PATH]),
-        "HIVE_ACP_ENV": json.dumps(agent_env),
-    }
-
-
-def claude_env(fake: FakeClaude) -> dict[str, str]:
-    return {"HIVE_RUNTIME": "claude", "HIVE_CLAUDE_COMMAND": str(fake.executable), **dict(fake.env())}
-
-
-async def claude_start(fake: FakeClaude, number: int) -> dict[str, Any]:
-    """The fake claude's ``number``-th start (1-based), once it is recorded."""
-    starts: list[dict[str, Any]] = []
-
-    def nth(event: dict[str, Any]) -> bool:
-        if event["event"] == "start":
-            starts.append(event)
-        return len(starts) == number
-
-    return await wait_line(fake.record_path, nth)
-
-
-HOLD = [{"init": {}}, {"text": "working"}, {"wait_for_signal": "SIGUSR1"}, {"text": "done"}, {"result": {}}]
-"""A claude turn that waits for SIGUSR1 to end."""
-
-
-async def release(fake: FakeClaude, start: dict[str, Any]) -> None:
-    await wait_line(fake.record_path, lambda e: e["event"] == "start" and e["pid"] == start["pid"])
-    os.kill(start["pid"], signal.SIGUSR1)
 
 
 # -- with a bash daemon and an ACP agent ---------------------------------------------------------
@@ -292,11 +157,8 @@ async def test_a_signal_while_the_agent_starts_stops_it_with_sigint_and_exits_0(
 
 @pytest.fixture
 def fake(root: Path) -> Iterator[FakeClaude]:
-    claude = FakeClaude(root).install()
-    try:
+    with installed_fake(root) as claude:
         yield claude
-    finally:
-        claude.cleanup()
 
 
 async def test_claude_gets_bash_and_hyperhive_and_no_builtin_bash(root: Path, fake: FakeClaude) -> None:

@@ -12,12 +12,9 @@ import json
 import os
 import re
 import select
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Iterator
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -34,25 +31,17 @@ from hive.agent._orphans import (
     stop_previous,
 )
 from hive.wake import Wake, send_wake
-from tests.claude_fake import FakeClaude, wait_exited
-from tests.conftest import DaemonHandle
-from tests.test_agent_harness import HOLD, acp_env, claude_env, claude_start, running_agent
+from tests.helpers.claude_fake import FakeClaude, wait_exited
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.harness import HOLD, acp_env, claude_env, claude_start, running_agent, scratch_root
 
 GUARD = 60
 
 
 @pytest.fixture
 def root() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="hive-l-", dir="/tmp"))
-    try:
+    with scratch_root("hive-l-", kill_events=("start",)) as path:
         yield path
-    finally:
-        for record in (path / "acp-record.jsonl", path / "record.jsonl"):
-            for event in acp_agent.read_record(record):
-                if event["event"] == "start":
-                    with suppress(ProcessLookupError):
-                        os.kill(event["pid"], signal.SIGKILL)
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def lingering_acp_env(root: Path) -> dict[str, str]:

@@ -9,27 +9,22 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import attrs
 import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hive.agent._loop import Harness, open_harness
+from hive.agent._loop import Harness
 from hive.agent._model import (
     Arrived,
     CompactAsked,
     CompactEnded,
-    ItemKind,
     LoopState,
     Phase,
     Recorded,
@@ -45,114 +40,13 @@ from hive.agent._model import (
 )
 from hive.agent._prompt import render_prompt
 from hive.agent._queue import load, replay
-from hive.agent._session import SessionStore
 from hive.agent._wire import Added
-from hive.runtime import (
-    AgentUnavailable,
-    IdleTimeout,
-    SessionNotFound,
-    StopReason,
-    TurnOutcome,
-)
-from hive.sink import Batch, ContextUsage, Sink
+from hive.sink import ContextUsage
 from hive.wake import AgentStatus, Compact, Prompt, Refused, Status, Wake
+from tests.helpers.agent_loop import ScriptedRuntime, serving
+from tests.helpers.strategies import loop_operations
 
-Ending = Literal["complete", "idle", "unavailable", "session_not_found", "fail_after_result"]
 GUARD = 30
-
-
-@attrs.define(eq=False)
-class ScriptedRuntime:
-    """A Runtime whose turns end when the test says, and how."""
-
-    session_id: str | None = None
-    prompts: list[str] = attrs.field(factory=list)
-    compactions: int = 0
-    compactions_expected: int = 0
-    """What the lockstep test's model has counted."""
-    archived: int = 0
-    usage: ContextUsage | None = None
-    _started: tuple[trio.MemorySendChannel[str], trio.MemoryReceiveChannel[str]] = attrs.field(
-        factory=lambda: trio.open_memory_channel[str](math.inf)
-    )
-    _endings: tuple[trio.MemorySendChannel[Ending], trio.MemoryReceiveChannel[Ending]] = attrs.field(
-        factory=lambda: trio.open_memory_channel[Ending](math.inf)
-    )
-    sessions_made: int = 0
-
-    async def next_prompt(self) -> str:
-        return await self._started[1].receive()
-
-    def end(self, ending: Ending = "complete") -> None:
-        self._endings[0].send_nowait(ending)
-
-    async def run(self, prompt: str, sink: Sink) -> TurnOutcome:
-        self.prompts.append(prompt)
-        self._started[0].send_nowait(prompt)
-        ending = await self._endings[1].receive()
-        if ending == "unavailable":
-            raise AgentUnavailable("no such agent: install it, or set HIVE_ACP_COMMAND")
-        if ending == "session_not_found":
-            raise SessionNotFound(self.session_id or "none")
-        if self.session_id is None:
-            self.sessions_made += 1
-            self.session_id = f"session-{self.sessions_made}"
-        lines = [
-            {"type": "system", "subtype": "init", "session_id": self.session_id},
-            {
-                "type": "assistant",
-                "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
-            },
-            {
-                "type": "result",
-                "subtype": "success",
-                "is_error": False,
-                "result": "ok",
-                "session_id": self.session_id,
-            },
-        ]
-        await sink.write(Batch.of(lines))
-        if self.usage is not None:
-            await sink.context_usage(self.usage)
-        outcome = TurnOutcome(StopReason.COMPLETED, self.session_id, False, result="ok")
-        if ending == "idle":
-            raise IdleTimeout(
-                "the agent sent nothing for 1 s", attrs.evolve(outcome, stop_reason=StopReason.IDLE)
-            )
-        if ending == "fail_after_result":
-            raise AgentUnavailable("the agent went away after its result")
-        return outcome
-
-    async def compact(self, sink: Sink) -> None:
-        self.compactions += 1
-        await sink.write(
-            Batch.of([{"type": "result", "subtype": "success", "is_error": False, "result": "compacted"}])
-        )
-
-    async def archive(self) -> None:
-        self.archived += 1
-        self.session_id = None
-
-    def canceller(self) -> Any:
-        raise NotImplementedError
-
-    def choices(self) -> Any:
-        raise NotImplementedError
-
-
-@asynccontextmanager
-async def serving(
-    state_dir: Path, runtime: ScriptedRuntime, *, budget: int = 100_000, **options: Any
-) -> AsyncIterator[Harness]:
-    sessions = SessionStore(state_dir / "session", "scripted")
-    runtime.session_id = sessions.load()
-    async with (
-        open_harness(runtime, state_dir, sessions, budget=budget, **options) as harness,
-        trio.open_nursery() as nursery,
-    ):
-        await nursery.start(harness.serve)
-        yield harness
-        nursery.cancel_scope.cancel()
 
 
 def hive_lines(state_dir: Path) -> list[dict[str, Any]]:
@@ -498,24 +392,9 @@ async def test_a_failed_write_is_refused_and_nothing_is_queued(short_tmp: Path) 
 
 # -- in lockstep with the model -------------------------------------------------------------------
 
-operations = st.lists(
-    st.one_of(
-        st.tuples(
-            st.just("arrive"), st.sampled_from(ItemKind), st.none() | st.sampled_from(["e1", "e2", "e3"])
-        ),
-        st.tuples(
-            st.just("end"),
-            st.sampled_from(["complete", "idle", "unavailable", "session_not_found", "fail_after_result"]),
-        ),
-        st.tuples(st.just("compact"), st.sampled_from(["operator", "agent"])),
-        st.tuples(st.just("restart")),
-    ),
-    max_size=25,
-)
-
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=operations, budget=st.sampled_from([40, 100_000]))
+@given(ops=loop_operations, budget=st.sampled_from([40, 100_000]))
 def test_the_loop_does_what_the_model_says(ops: list[tuple[Any, ...]], budget: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="hive-al-", dir="/tmp"))
     try:

@@ -37,8 +37,7 @@ from hive.agent._model import (
     advance,
     next_step,
 )
-
-END_IDS = st.none() | st.sampled_from([f"t{n}:s" for n in range(6)])
+from tests.helpers.strategies import end_ids
 
 
 class LoopMachine(RuleBasedStateMachine):
@@ -57,7 +56,7 @@ class LoopMachine(RuleBasedStateMachine):
 
     # -- arrivals and the queue's writes ----------------------------------------------------------
 
-    @rule(kind=st.sampled_from(ItemKind), body=st.text(max_size=12), end_id=END_IDS)
+    @rule(kind=st.sampled_from(ItemKind), body=st.text(max_size=12), end_id=end_ids)
     def arrive(self, kind: ItemKind, body: str, end_id: str | None) -> None:
         before = self.state
         self.state, admission = admit(before, Arrived(kind, "bash-task-x", body, end_id))

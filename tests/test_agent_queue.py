@@ -9,7 +9,6 @@ from pathlib import Path
 import trio
 import trio.testing
 from hypothesis import given
-from hypothesis import strategies as st
 
 from hive.agent._model import Item, ItemKind
 from hive.agent._queue import QueueFile, load, open_queue_file, replay, shortest
@@ -23,6 +22,7 @@ from hive.agent._wire import (
     decode_record,
     encode,
 )
+from tests.helpers.strategies import queue_operations
 
 
 def item(seq: int, end_id: str | None = None) -> Item:
@@ -144,18 +144,7 @@ async def test_a_rewrite_waiting_on_a_write_keeps_what_that_write_added(tmp_path
     assert state.compact == ("operator",)
 
 
-ops = st.lists(
-    st.one_of(
-        st.tuples(st.just("add"), st.none() | st.sampled_from(["a", "b"])),
-        st.tuples(st.just("carry")),
-        st.tuples(st.just("compact"), st.sampled_from(["operator", "agent"])),
-        st.tuples(st.just("compacted")),
-    ),
-    max_size=30,
-)
-
-
-@given(ops)
+@given(queue_operations)
 def test_a_rewrite_replays_to_the_same_state(operations: list[tuple[object, ...]]) -> None:
     records: list[Record] = []
     seq = 0

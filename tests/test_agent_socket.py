@@ -4,7 +4,6 @@ well-formed wake or prompt is queued."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,33 +11,14 @@ from typing import Any
 
 import trio
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from hive.wake import Status, Wake, decode_request, encode, serve_agent_socket
-from tests.test_agent_loop import ScriptedRuntime, serving
-from tests.test_wake import raw_client
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=6,
-)
-requests = st.fixed_dictionaries(
-    {},
-    optional={
-        "type": st.sampled_from(["wake", "prompt", "compact", "status", "nap"]) | json_values,
-        "from": json_values,
-        "body": json_values,
-        "text": json_values,
-        "end_id": json_values,
-    },
-).map(lambda raw: json.dumps(raw).encode())
-junk = st.binary(max_size=200).map(lambda b: b.replace(b"\n", b""))
-lines = st.lists(requests | junk, min_size=1, max_size=8)
+from tests.helpers.agent_loop import ScriptedRuntime, raw_client, serving
+from tests.helpers.strategies import agent_lines
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(lines=lines)
+@given(lines=agent_lines)
 def test_bad_requests_are_refused_and_the_connection_stays_usable(lines: list[bytes]) -> None:
     root = Path(tempfile.mkdtemp(prefix="hive-as-", dir="/tmp"))
     try:

@@ -1,16 +1,18 @@
-"""Tasks run under bash, as `bash -c CMD` would, whatever the command's size (up to the cap)."""
+"""Tasks run under bash, as `bash -c CMD` would, whatever the command's size (up to the cap); on
+one daemon for the module, but where a test needs a working directory of its own."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from tests.conftest import DaemonHandle, call, structured, text_of
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.results import call, structured, text_of
 
 MAX_CMD_BYTES = 1024 * 1024  # the documented cap (hive.bash._tools.MAX_CMD_BYTES)
 
 
-async def test_commands_run_under_bash_as_bash_c_would(daemon: DaemonHandle) -> None:
+async def test_commands_run_under_bash_as_bash_c_would(served: DaemonHandle) -> None:
     cmd = (
         'arr=(a b); [[ ${arr[1]} == b ]] && echo "$0 ${#arr[@]}" {1..3}\n'
         "set -o pipefail; false | true; echo pipefail=$?\n"
@@ -19,7 +21,7 @@ async def test_commands_run_under_bash_as_bash_c_would(daemon: DaemonHandle) -> 
         "set | grep -c '^__hive' || true\n"
         "exit 3"
     )
-    async with daemon.running(agent=False), daemon.session() as session:
+    async with served.session() as session:
         result = await call(session, "run", cmd=cmd, wait_seconds=20)
         status = structured(result)
         assert status["stderr"]["tail"] == ""
@@ -32,8 +34,8 @@ async def test_commands_run_under_bash_as_bash_c_would(daemon: DaemonHandle) -> 
         assert lines[1]  # bash's version: the command ran in bash
 
 
-async def test_a_sigint_stops_the_foreground_command_and_records_130(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), daemon.session() as session:
+async def test_a_sigint_stops_the_foreground_command_and_records_130(served: DaemonHandle) -> None:
+    async with served.session() as session:
         started = structured(await call(session, "run", cmd="sleep 60; echo after", wait_seconds=0))
         stopped = structured(await call(session, "stop", id=started["id"]))
         assert (stopped["state"], stopped["exit_code"], stopped["signals"]) == ("stopped", 130, ["SIGINT"])
@@ -41,20 +43,20 @@ async def test_a_sigint_stops_the_foreground_command_and_records_130(daemon: Dae
 
 
 async def test_a_task_that_ignores_sigint_and_exits_later_records_its_own_status(
-    daemon: DaemonHandle,
+    served: DaemonHandle,
 ) -> None:
     ignore = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(1); print('late')"
     cmd = f"trap '' INT; sleep 1; {sys.executable} -c \"{ignore}\"; exit 5"
-    async with daemon.running(agent=False), daemon.session() as session:
+    async with served.session() as session:
         result = structured(await call(session, "run", cmd=cmd, timeout_secs=0.3, wait_seconds=20))
         assert (result["state"], result["exit_code"], result["signals"]) == ("timed_out", 5, ["SIGINT"])
         assert result["stdout"]["tail"] == "late\n"
 
 
-async def test_a_600_kib_command_runs_and_its_whole_text_is_kept(daemon: DaemonHandle) -> None:
+async def test_a_600_kib_command_runs_and_its_whole_text_is_kept(served: DaemonHandle) -> None:
     body = "x" * (600 * 1024)
     cmd = f"s='{body}'\necho ${{#s}}; echo done >&2"
-    async with daemon.running(agent=False), daemon.session() as session:
+    async with served.session() as session:
         result = await call(session, "run", cmd=cmd, name="big", wait_seconds=20)
         status = structured(result)
         assert (status["state"], status["exit_code"]) == ("done", 0), text_of(result)
@@ -69,15 +71,16 @@ async def test_a_600_kib_command_runs_and_its_whole_text_is_kept(daemon: DaemonH
         assert listed["id"] == "big" and len(listed["cmd"]) < 4096
 
 
-async def test_a_command_over_the_cap_is_refused_saying_the_cap(daemon: DaemonHandle) -> None:
+async def test_a_command_over_the_cap_is_refused_saying_the_cap(served: DaemonHandle) -> None:
     cmd = "true #" + "x" * (MAX_CMD_BYTES + 100 * 1024)
-    async with daemon.running(agent=False), daemon.session() as session:
+    async with served.session() as session:
+        before = structured(await call(session, "list"))["total"]  # the module's other tasks
         result = await call(session, "run", cmd=cmd)
         assert result.is_error
         text = text_of(result)
         assert f"cap of {MAX_CMD_BYTES} bytes (1 MiB)" in text
         assert structured(result)["error"] == "BadArgument"
-        assert structured(await call(session, "list"))["total"] == 0
+        assert structured(await call(session, "list"))["total"] == before  # nothing was recorded
         # Exactly at the cap is fine.
         at_cap = "true #" + "x" * (MAX_CMD_BYTES - len("true #"))
         assert structured(await call(session, "run", cmd=at_cap, wait_seconds=20))["exit_code"] == 0

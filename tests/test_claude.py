@@ -29,7 +29,7 @@ from hive.runtime import (
     TurnFailed,
 )
 from hive.sink import MemorySink, ResultMessage
-from tests.claude_fake import FakeClaude, result_lines, wait_exited
+from tests.helpers.claude_fake import FakeClaude, result_lines, wait_exited
 
 GUARD = 30  # seconds: a hang fails the test instead of wedging the run
 

@@ -17,9 +17,9 @@ import trio
 from hive._unix import open_unix_listener
 from hive.bash.client import CallResult
 from hive.cli import for_operator
-from tests.conftest import DaemonHandle
-from tests.fake_bash_daemon import BAD_ANSWERS, fake_daemon
-from tests.test_daemon_restart import gated, make_gate, open_gate, sigkill, wait_pid_exit
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.fake_bash_daemon import BAD_ANSWERS, fake_daemon
+from tests.helpers.gates import gated, make_gate, open_gate, sigkill, wait_pid_exit
 
 CLI_WITHIN = 60  # seconds for a whole test's CLI runs, each a fresh interpreter
 
@@ -57,14 +57,13 @@ def ok_text(done: subprocess.CompletedProcess[bytes]) -> str:
     return done.stdout.decode()
 
 
-async def test_run_prints_the_status_as_json_or_as_text(daemon: DaemonHandle) -> None:
-    sock = str(daemon.socket)
-    async with daemon.running(agent=False):
-        with trio.fail_after(CLI_WITHIN):
-            as_json, as_text = await hive_all(
-                ["bash", "run", "echo hi", "--wait", "30", "--json", "--socket", sock],
-                ["bash", "run", "echo hi; echo oops >&2; exit 2", "--wait", "30", "--socket", sock],
-            )
+async def test_run_prints_the_status_as_json_or_as_text(served: DaemonHandle) -> None:
+    sock = str(served.socket)
+    with trio.fail_after(CLI_WITHIN):
+        as_json, as_text = await hive_all(
+            ["bash", "run", "echo hi", "--wait", "30", "--json", "--socket", sock],
+            ["bash", "run", "echo hi; echo oops >&2; exit 2", "--wait", "30", "--socket", sock],
+        )
     status = ok_json(as_json)
     assert status["state"] == "done"
     assert status["exit_code"] == 0
@@ -84,42 +83,39 @@ async def test_run_prints_the_status_as_json_or_as_text(daemon: DaemonHandle) ->
     assert not text.lstrip().startswith("{")
 
 
-async def test_name_timeout_and_wait_zero(daemon: DaemonHandle) -> None:
-    sock = str(daemon.socket)
-    async with daemon.running(agent=False):
-        with trio.fail_after(CLI_WITHIN):
-            started, named = await hive_all(
-                [
-                    "bash",
-                    "run",
-                    "sleep 30",
-                    "--name",
-                    "sleeper",
-                    "--timeout",
-                    "0.5",
-                    "--wait",
-                    "0",
-                    "--socket",
-                    sock,
-                ],
-                [
-                    "bash",
-                    "run",
-                    "echo named",
-                    "--name",
-                    "greeting",
-                    "--wait",
-                    "30",
-                    "--json",
-                    "--socket",
-                    sock,
-                ],
-            )
-            text = ok_text(started)
-            assert text.startswith("task started: id=sleeper\n")
-            ended = ok_json(
-                await hive("bash", "status", "sleeper", "--wait", "10", "--json", "--socket", sock)
-            )
+async def test_name_timeout_and_wait_zero(served: DaemonHandle) -> None:
+    sock = str(served.socket)
+    with trio.fail_after(CLI_WITHIN):
+        started, named = await hive_all(
+            [
+                "bash",
+                "run",
+                "sleep 30",
+                "--name",
+                "sleeper",
+                "--timeout",
+                "0.5",
+                "--wait",
+                "0",
+                "--socket",
+                sock,
+            ],
+            [
+                "bash",
+                "run",
+                "echo named",
+                "--name",
+                "greeting",
+                "--wait",
+                "30",
+                "--json",
+                "--socket",
+                sock,
+            ],
+        )
+        text = ok_text(started)
+        assert text.startswith("task started: id=sleeper\n")
+        ended = ok_json(await hive("bash", "status", "sleeper", "--wait", "10", "--json", "--socket", sock))
     assert ended["id"] == "sleeper"
     assert ended["state"] == "timed_out"
     assert ended["timeout_secs"] == 0.5
@@ -129,82 +125,78 @@ async def test_name_timeout_and_wait_zero(daemon: DaemonHandle) -> None:
     assert greeting["stdout"]["tail"] == "named\n"
 
 
-async def test_status_stop_and_ls(daemon: DaemonHandle) -> None:
-    sock = str(daemon.socket)
-    gate = make_gate(daemon.root)  # "later" ends when the test says so
+async def test_status_stop_and_ls(served: DaemonHandle, short_tmp: Path) -> None:
+    sock = str(served.socket)
+    gate = make_gate(short_tmp)  # "later" ends when the test says so
     later_cmd = f"read line < {gate}; echo later"
-    async with daemon.running(agent=False):
-        with trio.fail_after(CLI_WITHIN):
-            first = ok_json(
-                await hive(
-                    "bash", "run", "echo one", "--name", "one", "--wait", "30", "--json", "--socket", sock
-                )
+    with trio.fail_after(CLI_WITHIN):
+        before = [t["id"] for t in ok_json(await hive("bash", "ls", "--json", "--socket", sock))["tasks"]]
+        first = ok_json(
+            await hive("bash", "run", "echo one", "--name", "one", "--wait", "30", "--json", "--socket", sock)
+        )
+        assert first["state"] == "done"
+        later = ok_json(
+            await hive(
+                "bash",
+                "run",
+                later_cmd,
+                "--name",
+                "later",
+                "--wait",
+                "0",
+                "--json",
+                "--socket",
+                sock,
             )
-            assert first["state"] == "done"
-            later = ok_json(
-                await hive(
-                    "bash",
-                    "run",
-                    later_cmd,
-                    "--name",
-                    "later",
-                    "--wait",
-                    "0",
-                    "--json",
-                    "--socket",
-                    sock,
-                )
-            )
-            assert later["id"] == "later"
-            assert later["state"] == "running"
-            long = ok_json(
-                await hive(
-                    "bash", "run", "sleep 60", "--name", "long", "--wait", "0", "--json", "--socket", sock
-                )
-            )
-            assert long["id"] == "long"
+        )
+        assert later["id"] == "later"
+        assert later["state"] == "running"
+        long = ok_json(
+            await hive("bash", "run", "sleep 60", "--name", "long", "--wait", "0", "--json", "--socket", sock)
+        )
+        assert long["id"] == "long"
 
-            await trio.to_thread.run_sync(gate.write_text, "go\n", abandon_on_cancel=True)
-            waited, stopped = await hive_all(
-                ["bash", "status", "later", "--wait", "10", "--json", "--socket", sock],
-                ["bash", "stop", "long", "--json", "--socket", sock],
-            )
-            waited_status = ok_json(waited)
-            assert waited_status["state"] == "done"
-            assert waited_status["stdout"]["tail"] == "later\n"
-            stopped_status = ok_json(stopped)
-            assert stopped_status["state"] == "stopped"
-            assert stopped_status["signals"][0] == "SIGINT"
+        await trio.to_thread.run_sync(gate.write_text, "go\n", abandon_on_cancel=True)
+        waited, stopped = await hive_all(
+            ["bash", "status", "later", "--wait", "10", "--json", "--socket", sock],
+            ["bash", "stop", "long", "--json", "--socket", sock],
+        )
+        waited_status = ok_json(waited)
+        assert waited_status["state"] == "done"
+        assert waited_status["stdout"]["tail"] == "later\n"
+        stopped_status = ok_json(stopped)
+        assert stopped_status["state"] == "stopped"
+        assert stopped_status["signals"][0] == "SIGINT"
 
-            listed, table = await hive_all(
-                ["bash", "ls", "--json", "--socket", sock], ["bash", "ls", "--socket", sock]
-            )
+        listed, table = await hive_all(
+            ["bash", "ls", "--json", "--socket", sock], ["bash", "ls", "--socket", sock]
+        )
     tasks = ok_json(listed)["tasks"]
-    assert [t["id"] for t in tasks] == ["long", "later", "one"]  # every task, newest first
-    assert [t["state"] for t in tasks] == ["stopped", "done", "done"]
-    assert [t["cmd"] for t in tasks] == ["sleep 60", later_cmd, "echo one"]
+    # Every task, newest first: this test's, then those of the module's tests before it.
+    assert [t["id"] for t in tasks] == ["long", "later", "one", *before]
+    assert [t["state"] for t in tasks[:3]] == ["stopped", "done", "done"]
+    assert [t["cmd"] for t in tasks[:3]] == ["sleep 60", later_cmd, "echo one"]
     created = [t["created_at"] for t in tasks]
     assert created == sorted(created, reverse=True)
 
     rows = ok_text(table).splitlines()
     assert rows[0].split("\t") == ["id", "state", "exit", "duration", "command"]
-    assert [row.split("\t")[0] for row in rows[1:]] == ["long", "later", "one"]
+    assert [row.split("\t")[0] for row in rows[1:]] == ["long", "later", "one", *before]
     assert rows[1].split("\t")[1] == "stopped"
     assert rows[3].split("\t")[1:3] == ["done", "0"]
     assert rows[3].split("\t")[4] == "echo one"
 
 
-async def test_errors_exit_1_with_a_message_on_stderr(daemon: DaemonHandle) -> None:
-    sock = str(daemon.socket)
-    absent = daemon.root / "absent.sock"
-    async with daemon.running(agent=False):
-        with trio.fail_after(CLI_WITHIN):
-            unknown, unknown_json, no_daemon, negative = await hive_all(
-                ["bash", "status", "no-such-task", "--socket", sock],
-                ["bash", "stop", "no-such-task", "--json", "--socket", sock],
-                ["bash", "ls", "--socket", str(absent)],
-                ["bash", "run", "true", "--wait", "-1", "--socket", sock],
-            )
+async def test_errors_exit_1_with_a_message_on_stderr(served: DaemonHandle, short_tmp: Path) -> None:
+    sock = str(served.socket)
+    absent = short_tmp / "absent.sock"
+    with trio.fail_after(CLI_WITHIN):
+        unknown, unknown_json, no_daemon, negative = await hive_all(
+            ["bash", "status", "no-such-task", "--socket", sock],
+            ["bash", "stop", "no-such-task", "--json", "--socket", sock],
+            ["bash", "ls", "--socket", str(absent)],
+            ["bash", "run", "true", "--wait", "-1", "--socket", sock],
+        )
     assert unknown.returncode == 1
     assert unknown.stdout == b""
     err = unknown.stderr.decode()
@@ -253,25 +245,22 @@ def one_line_error(done: subprocess.CompletedProcess[bytes]) -> str:
     return err
 
 
-async def test_errors_name_the_cli_flags_and_commands(daemon: DaemonHandle) -> None:
-    sock = str(daemon.socket)
-    async with daemon.running(agent=False):
-        with trio.fail_after(CLI_WITHIN):
-            held = ok_json(
-                await hive(
-                    "bash", "run", "sleep 60", "--name", "held", "--wait", "0", "--json", "--socket", sock
-                )
-            )
-            assert held["id"] == "held"
-            wait, timeout, name, nan, busy, unknown = await hive_all(
-                ["bash", "run", "true", "--wait", "-1", "--socket", sock],
-                ["bash", "run", "true", "--timeout", "0", "--socket", sock],
-                ["bash", "run", "true", "--name", "no spaces", "--socket", sock],
-                ["bash", "status", "held", "--wait", "nan", "--socket", sock],
-                ["bash", "run", "true", "--name", "held", "--socket", sock],
-                ["bash", "status", "no-such-task", "--socket", sock],
-            )
-            ok_json(await hive("bash", "stop", "held", "--json", "--socket", sock))
+async def test_errors_name_the_cli_flags_and_commands(served: DaemonHandle) -> None:
+    sock = str(served.socket)
+    with trio.fail_after(CLI_WITHIN):
+        held = ok_json(
+            await hive("bash", "run", "sleep 60", "--name", "held", "--wait", "0", "--json", "--socket", sock)
+        )
+        assert held["id"] == "held"
+        wait, timeout, name, nan, busy, unknown = await hive_all(
+            ["bash", "run", "true", "--wait", "-1", "--socket", sock],
+            ["bash", "run", "true", "--timeout", "0", "--socket", sock],
+            ["bash", "run", "true", "--name", "no spaces", "--socket", sock],
+            ["bash", "status", "held", "--wait", "nan", "--socket", sock],
+            ["bash", "run", "true", "--name", "held", "--socket", sock],
+            ["bash", "status", "no-such-task", "--socket", sock],
+        )
+        ok_json(await hive("bash", "stop", "held", "--json", "--socket", sock))
     for done, flag in ((wait, "--wait"), (timeout, "--timeout"), (name, "--name"), (nan, "--wait")):
         err = done.stderr.decode()
         assert done.returncode == 2, err
@@ -290,20 +279,17 @@ async def test_errors_name_the_cli_flags_and_commands(daemon: DaemonHandle) -> N
     assert "`list`" not in err
 
 
-async def test_run_wait_0_tells_the_operator_what_to_do_and_promises_no_wake(daemon: DaemonHandle) -> None:
+async def test_run_wait_0_tells_the_operator_what_to_do_and_promises_no_wake(served: DaemonHandle) -> None:
     """The daemon's answer is for the agent (its tools, its wake); this daemon has no agent socket."""
-    sock = str(daemon.socket)
-    async with daemon.running(agent=False):
-        with trio.fail_after(CLI_WITHIN):
-            text = ok_text(
-                await hive("bash", "run", "true", "--name", "quick", "--wait", "0", "--socket", sock)
-            )
-            ended = ok_json(await hive("bash", "status", "quick", "--wait", "10", "--json", "--socket", sock))
+    sock = str(served.socket)
+    with trio.fail_after(CLI_WITHIN):
+        text = ok_text(await hive("bash", "run", "true", "--name", "quick", "--wait", "0", "--socket", sock))
+        ended = ok_json(await hive("bash", "status", "quick", "--wait", "10", "--json", "--socket", sock))
     lines = text.splitlines()
     assert lines[0] == "task started: id=quick"
     assert "`hive bash status quick --wait 30` waits for it, `hive bash stop quick` ends it." in text
-    assert f"stdout: {daemon.task_file('quick', '.out')}" in lines
-    assert f"stderr: {daemon.task_file('quick', '.err')}" in lines
+    assert f"stdout: {served.task_file('quick', '.out')}" in lines
+    assert f"stderr: {served.task_file('quick', '.err')}" in lines
     assert "wake" not in text.lower()
     assert "wait_seconds" not in text and "status('quick'" not in text
     assert ended["state"] == "done"
@@ -387,7 +373,7 @@ async def test_a_daemon_that_goes_away_mid_call_is_one_line_and_exit_1(daemon: D
     assert f"hive-bash-daemon at {proxy} closed the connection before answering" in err
 
 
-async def test_the_bash_commands_import_neither_the_mcp_sdk_nor_the_daemon(daemon: DaemonHandle) -> None:
+async def test_the_bash_commands_import_neither_the_mcp_sdk_nor_the_daemon(served: DaemonHandle) -> None:
     """`hive bash` starts in the time of a bare interpreter: none of the heavy imports on its path."""
     script = (
         "import json, sys\n"
@@ -396,18 +382,17 @@ async def test_the_bash_commands_import_neither_the_mcp_sdk_nor_the_daemon(daemo
         "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
         "sys.exit(code)\n"
     )
-    sock = str(daemon.socket)
-    async with daemon.running(agent=False):
-        with trio.fail_after(CLI_WITHIN):
-            runs = [
-                await trio.run_process(
-                    [sys.executable, "-c", script, "bash", *argv, "--socket", sock],
-                    capture_stdout=True,
-                    capture_stderr=True,
-                    check=False,
-                )
-                for argv in (["ls"], ["run", "true"], ["status", "no-such-task"])
-            ]
+    sock = str(served.socket)
+    with trio.fail_after(CLI_WITHIN):
+        runs = [
+            await trio.run_process(
+                [sys.executable, "-c", script, "bash", *argv, "--socket", sock],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+            for argv in (["ls"], ["run", "true"], ["status", "no-such-task"])
+        ]
     heavy_roots = {"mcp", "mcp_types", "pydantic", "anyio", "trio", "attrs", "attr", "cattrs"}
     heavy_hive = (
         "hive.bash.daemon",

@@ -9,8 +9,8 @@ import trio
 
 from hive.bash import BashError, DaemonUnavailable
 from hive.bash.client import BadAnswer, CallResult, _Session, connect, open_bash_client
-from tests.conftest import DaemonHandle
-from tests.fake_bash_daemon import BAD_ANSWERS, Conversation, fake_daemon
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.fake_bash_daemon import BAD_ANSWERS, Conversation, fake_daemon
 
 WITHIN = 30
 
@@ -24,9 +24,10 @@ def blocking_call(path: Path, tool: str, arguments: dict[str, object]) -> CallRe
         return client.call(tool, arguments)
 
 
-async def test_the_trio_client_calls_the_daemons_tools(daemon: DaemonHandle) -> None:
+async def test_the_trio_client_calls_the_daemons_tools(served: DaemonHandle) -> None:
     with trio.fail_after(WITHIN):
-        async with daemon.running(agent=False), open_bash_client(daemon.socket) as client:
+        async with open_bash_client(served.socket) as client:
+            before = [t["id"] for t in (await client.list()).structured["tasks"]]  # the module's others
             done = await client.run("echo hi", name="hi", wait_seconds=10)
             assert not done.is_error
             assert done.structured["state"] == "done"
@@ -35,19 +36,18 @@ async def test_the_trio_client_calls_the_daemons_tools(daemon: DaemonHandle) -> 
             status = await client.status("hi")
             assert status.structured["id"] == "hi"
             listed = await client.list()
-            assert [t["id"] for t in listed.structured["tasks"]] == ["hi"]
+            assert [t["id"] for t in listed.structured["tasks"]] == ["hi", *before]
             unknown = await client.stop("no-such-task")
             assert unknown.is_error
             assert "no task has id 'no-such-task'" in unknown.text
             assert unknown.structured["error"] == "UnknownTask"
 
 
-async def test_the_blocking_client_calls_the_daemons_tools(daemon: DaemonHandle) -> None:
+async def test_the_blocking_client_calls_the_daemons_tools(served: DaemonHandle) -> None:
     with trio.fail_after(WITHIN):
-        async with daemon.running(agent=False):
-            done = await trio.to_thread.run_sync(
-                blocking_call, daemon.socket, "run", {"cmd": "echo hi", "wait_seconds": 10}
-            )
+        done = await trio.to_thread.run_sync(
+            blocking_call, served.socket, "run", {"cmd": "echo hi", "wait_seconds": 10}
+        )
     assert not done.is_error
     assert done.structured["stdout"]["tail"] == "hi\n"
 

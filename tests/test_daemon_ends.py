@@ -12,44 +12,17 @@ from typing import Any
 
 import trio
 
-from hive.wake import AgentRequest, LineReader, Wake, serve_agent_socket
-from tests.conftest import AgentListener, DaemonHandle, call, structured, text_of
-from tests.test_daemon_restart import make_gate, sigkill, wait_pid_exit
-from tests.test_relay import initialize, notification, request
-
-
-async def send(stream: trio.SocketStream, *messages: Any) -> None:
-    await stream.send_all(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
-
-
-async def answer(reader: LineReader, request_id: int) -> dict[str, Any]:
-    """The result of request ``request_id`` (the next line on a connection that asked only it)."""
-    line = await reader.readline()
-    assert line is not None, "the daemon closed the connection"
-    message: dict[str, Any] = json.loads(line)
-    assert message.get("id") == request_id, message
-    result: dict[str, Any] = message["result"]
-    return result
-
-
-async def open_raw_session(path: Path) -> tuple[trio.SocketStream, LineReader]:
-    """An MCP session on the daemon's socket itself, spoken in raw JSON-RPC lines."""
-    stream = await trio.open_unix_socket(str(path))
-    reader = LineReader(stream)
-    try:
-        await send(stream, initialize(1))
-        await answer(reader, 1)
-        await send(stream, notification("notifications/initialized"))
-    except BaseException:
-        # The daemon died mid-handshake (the crash test kills it): close, or the socket is
-        # left to the garbage collector, whose ResourceWarning fails a later test.
-        await trio.aclose_forcefully(stream)
-        raise
-    return stream, reader
-
-
-def run_request(request_id: int, **arguments: Any) -> dict[str, Any]:
-    return request(request_id, "tools/call", {"name": "run", "arguments": arguments})
+from hive.wake import AgentRequest, Wake, serve_agent_socket
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.gates import make_gate, sigkill, wait_pid_exit
+from tests.helpers.jsonrpc import (
+    answer,
+    open_raw_session,
+    run_request,
+    send,
+)
+from tests.helpers.listener import AgentListener
+from tests.helpers.results import call, structured, text_of
 
 
 async def read_pid(fifo: Path) -> int:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +17,13 @@ from hypothesis import strategies as st
 
 from hive.bash._framing import misread
 from hive.bash._server import uid_allowed
+from hive.bash.daemon import DaemonConfig, config_from_args, serve_daemon
 from hive.bash.relay import refusal_of
-from tests.conftest import DaemonHandle, call, structured, text_of
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.jsonrpc import INITIALIZE, answers_initialize, raw_exchange
+from tests.helpers.results import call, structured, text_of
+from tests.helpers.strategies import rpc_json
+from tests.helpers.tools import serving_tools
 
 BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("run", {}, "cmd is required"),
@@ -52,9 +57,23 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-async def test_each_bad_call_is_a_tool_error_saying_what_was_wrong(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), daemon.session() as session:
+async def test_each_bad_call_is_a_tool_error_saying_what_was_wrong(short_tmp: Path) -> None:
+    async with serving_tools(short_tmp) as tools:
         for tool, arguments, message in BAD_CALLS:
+            result = await tools.call(tool, arguments)
+            assert result.is_error, (tool, arguments, result.text)
+            assert message in result.text, (tool, arguments, result.text)
+        # Still serving.
+        ok = await tools.call("run", {"cmd": "echo fine", "wait_seconds": 30})
+        assert ok.structured["stdout"]["tail"] == "fine\n"
+
+
+async def test_a_bad_call_through_the_relay_is_a_tool_error_and_the_session_goes_on(
+    served: DaemonHandle,
+) -> None:
+    """End to end, one bad argument and one unknown tool (the rest are checked in-process above)."""
+    async with served.session() as session:
+        for tool, arguments, message in (BAD_CALLS[3], BAD_CALLS[-1]):
             result = await session.call_tool(tool, arguments)
             assert result.is_error, (tool, arguments, text_of(result))
             assert message in text_of(result), (tool, arguments, text_of(result))
@@ -63,65 +82,26 @@ async def test_each_bad_call_is_a_tool_error_saying_what_was_wrong(daemon: Daemo
         assert structured(ok)["stdout"]["tail"] == "fine\n"
 
 
-async def test_numbers_may_come_as_strings_and_waits_are_capped(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), daemon.session() as session:
-        result = await call(session, "run", cmd="echo x", wait_seconds="5", timeout_secs="60")
-        assert not result.is_error, text_of(result)
-        assert structured(result)["timeout_secs"] == 60
-        gate = daemon.root / "gate"
+async def test_numbers_may_come_as_strings_and_waits_are_capped(short_tmp: Path) -> None:
+    async with serving_tools(short_tmp) as tools:
+        result = await tools.call("run", {"cmd": "echo x", "wait_seconds": "5", "timeout_secs": "60"})
+        assert not result.is_error, result.text
+        assert result.structured["timeout_secs"] == 60
+        gate = short_tmp / "gate"
         os.mkfifo(gate)  # the task ends when the test says so
-        started = structured(await call(session, "run", cmd=f"read line < {gate}", wait_seconds=0))
+        started = (await tools.call("run", {"cmd": f"read line < {gate}", "wait_seconds": 0})).structured
         assert started["state"] == "running"
         # Capped at 30 s rather than refused: the answer comes when the task ends.
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.to_thread.run_sync, gate.write_text, "go\n")
-            capped = await call(session, "status", id=started["id"], wait_seconds=1e9)
-        assert not capped.is_error, text_of(capped)
-        assert structured(capped)["state"] == "done"
+            capped = await tools.call("status", {"id": started["id"], "wait_seconds": 1e9})
+        assert not capped.is_error, capped.text
+        assert capped.structured["state"] == "done"
 
 
-def raw_exchange(path: str, payload: bytes, half_close: bool = True) -> bytes:
-    """Send ``payload`` on a fresh connection and read until the daemon closes it."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(20)
-        sock.connect(path)
-        try:
-            sock.sendall(payload)
-            if half_close:
-                sock.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the daemon hung up before taking it all; what it answered is still to be read
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-
-INITIALIZE = (
-    json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
-    ).encode()
-    + b"\n"
-)
-
-
-def answers_initialize(path: str) -> bool:
-    reply = raw_exchange(path, INITIALIZE)
-    return json.loads(reply.splitlines()[0])["result"]["serverInfo"]["name"] == "bash"
-
-
-async def test_garbage_gets_a_parse_error_and_ends_only_its_connection(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), daemon.session() as session:
-        path = str(daemon.socket)
+async def test_garbage_gets_a_parse_error_and_ends_only_its_connection(served: DaemonHandle) -> None:
+    async with served.session() as session:
+        path = str(served.socket)
         reply = await trio.to_thread.run_sync(raw_exchange, path, b"\x00\xffnot json at all\n", False)
         error = json.loads(reply)
         assert error["error"]["code"] == -32700
@@ -166,11 +146,14 @@ LIST_CALL = _line(
     ],
 )
 async def test_a_request_the_sdk_misreads_is_answered_saying_why_and_the_session_goes_on(
-    daemon: DaemonHandle, bad: bytes, code: int, answer_id: object, says: str
+    served: DaemonHandle, bad: bytes, code: int, answer_id: object, says: str
 ) -> None:
-    async with daemon.running(agent=False):
-        payload = INITIALIZE + INITIALIZED + bad + b"\n" + LIST_CALL
-        reply = await trio.to_thread.run_sync(raw_exchange, str(daemon.socket), payload)
+    path = str(served.socket)
+    # The daemon is this module's: the other tests' tasks are there before this one's requests.
+    before = await trio.to_thread.run_sync(raw_exchange, path, INITIALIZE + INITIALIZED + LIST_CALL)
+    tasks_before = json.loads(before.splitlines()[-1])["result"]["structuredContent"]["total"]
+    payload = INITIALIZE + INITIALIZED + bad + b"\n" + LIST_CALL
+    reply = await trio.to_thread.run_sync(raw_exchange, path, payload)
     answers = [json.loads(line) for line in reply.splitlines()]
     (error,) = [a for a in answers if "error" in a]
     assert error["id"] == answer_id
@@ -179,15 +162,14 @@ async def test_a_request_the_sdk_misreads_is_answered_saying_why_and_the_session
     assert "nothing was done" in error["error"]["message"].lower()
     results = {a["id"]: a["result"] for a in answers if "result" in a}
     assert sorted(results) == [1, 9]
-    assert results[9]["structuredContent"]["total"] == 0  # no task was started
+    assert results[9]["structuredContent"]["total"] == tasks_before  # no task was started
 
 
-async def test_an_oversized_message_ends_its_connection(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False):
-        path = str(daemon.socket)
-        reply = await trio.to_thread.run_sync(raw_exchange, path, b"x" * (17 * 1024 * 1024), False)
-        assert b"longer than" in reply
-        assert await trio.to_thread.run_sync(answers_initialize, path)
+async def test_an_oversized_message_ends_its_connection(served: DaemonHandle) -> None:
+    path = str(served.socket)
+    reply = await trio.to_thread.run_sync(raw_exchange, path, b"x" * (17 * 1024 * 1024), False)
+    assert b"longer than" in reply
+    assert await trio.to_thread.run_sync(answers_initialize, path)
 
 
 def test_only_the_daemons_own_uid_and_root_are_allowed() -> None:
@@ -222,71 +204,107 @@ def exchange_as_uid(path: str, uid: int) -> bytes:
 
 @pytest.mark.skipif(os.getuid() != 0, reason="connecting as another uid needs root")
 async def test_a_peer_with_another_uid_is_refused_even_if_the_socket_mode_lets_it_in(
-    daemon: DaemonHandle,
+    served: DaemonHandle,
 ) -> None:
-    async with daemon.running(agent=False):
-        os.chmod(daemon.root, 0o755)
-        os.chmod(daemon.socket, 0o666)
-        reply = await trio.to_thread.run_sync(exchange_as_uid, str(daemon.socket), 65534)
-        reason = refusal_of(json.loads(reply))  # told why, not closed on in silence
-        assert reason is not None and "uid 65534" in reason
-        assert "refused a connection from uid 65534" in daemon.stderr_text()
-        assert await trio.to_thread.run_sync(answers_initialize, str(daemon.socket))
+    modes = os.stat(served.root).st_mode, os.stat(served.socket).st_mode
+    os.chmod(served.root, 0o755)
+    os.chmod(served.socket, 0o666)
+    try:
+        reply = await trio.to_thread.run_sync(exchange_as_uid, str(served.socket), 65534)
+    finally:
+        os.chmod(served.root, modes[0])
+        os.chmod(served.socket, modes[1])
+    reason = refusal_of(json.loads(reply))  # told why, not closed on in silence
+    assert reason is not None and "uid 65534" in reason
+    assert "refused a connection from uid 65534" in served.stderr_text()
+    assert await trio.to_thread.run_sync(answers_initialize, str(served.socket))
 
 
-async def test_a_second_daemon_on_the_same_state_dir_is_refused(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False):
-        result = await trio.run_process(
-            [sys.executable, "-m", "hive.bash.daemon", *daemon.args(agent=False)],
-            capture_stderr=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        assert result.returncode == 2  # another owner of the state: 2, as for every program
-        assert b"another hive-bash-daemon is using" in result.stderr
-        assert await trio.to_thread.run_sync(answers_initialize, str(daemon.socket))
+async def test_a_second_daemon_on_the_same_state_dir_is_refused(served: DaemonHandle) -> None:
+    result = await trio.run_process(
+        [sys.executable, "-m", "hive.bash.daemon", *served.args(agent=False)],
+        capture_stderr=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2  # another owner of the state: 2, as for every program
+    assert b"another hive-bash-daemon is using" in result.stderr
+    assert await trio.to_thread.run_sync(answers_initialize, str(served.socket))
 
 
-async def test_bad_flags_and_environment_are_refused_with_the_name_of_the_culprit(
-    daemon: DaemonHandle,
+BAD_FLAGS = [
+    (["--kill-grace", "soon"], {}, "--kill-grace"),
+    (["--max-output-bytes", "lots"], {}, "--max-output-bytes"),
+    ([], {"HIVE_BASH_KILL_GRACE": "-3"}, "HIVE_BASH_KILL_GRACE"),
+    ([], {"HIVE_BASH_MAX_OUTPUT_BYTES": "0"}, "HIVE_BASH_MAX_OUTPUT_BYTES"),
+    (["--workdir", "/nonexistent/missing"], {}, "is not a directory"),
+]
+
+
+@pytest.mark.parametrize(("args", "env", "message"), BAD_FLAGS)
+def test_bad_flags_and_environment_are_refused_with_the_name_of_the_culprit(
+    args: list[str],
+    env: dict[str, str],
+    message: str,
+    short_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    cases = [
-        (["--kill-grace", "soon"], {}, b"--kill-grace"),
-        (["--max-output-bytes", "lots"], {}, b"--max-output-bytes"),
-        ([], {"HIVE_BASH_KILL_GRACE": "-3"}, b"HIVE_BASH_KILL_GRACE"),
-        ([], {"HIVE_BASH_MAX_OUTPUT_BYTES": "0"}, b"HIVE_BASH_MAX_OUTPUT_BYTES"),
-        (["--workdir", str(daemon.root / "missing")], {}, b"is not a directory"),
-        (["--socket", "/tmp/" + "s" * 120], {}, b"choose a shorter --socket"),
-    ]
-    results: dict[int, subprocess.CompletedProcess[bytes]] = {}
-
-    async def start(n: int, args: list[str], env: dict[str, str]) -> None:
-        # All at once, each with a state dir of its own (no case can take another's lock).
-        state_dir = daemon.root / f"state-{n}"
-        results[n] = await trio.run_process(
-            [sys.executable, "-m", "hive.bash.daemon", "--state-dir", str(state_dir), *args],
-            env={**os.environ, **env},
-            capture_stderr=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-
-    async with trio.open_nursery() as nursery:
-        for n, (args, env, _message) in enumerate(cases):
-            nursery.start_soon(start, n, args, env)
-    for n, (args, env, message) in enumerate(cases):
-        assert results[n].returncode != 0, (args, env)
-        assert message in results[n].stderr, (args, env, results[n].stderr)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as exited:
+        config_from_args(["--state-dir", str(short_tmp / "state"), *args])
+    assert exited.value.code != 0, (args, env)
+    assert message in capsys.readouterr().err, (args, env)
 
 
-json_like = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=10,
-)
+async def test_a_socket_path_too_long_is_refused_with_the_name_of_the_flag(short_tmp: Path) -> None:
+    config = DaemonConfig(
+        state_dir=short_tmp / "state", socket=Path("/tmp/" + "s" * 120), workdir=short_tmp, cgroups=False
+    )
+    with pytest.raises((ValueError, ExceptionGroup)) as refused:
+        await serve_daemon(config)
+    assert any("choose a shorter --socket" in str(leaf) for leaf in leaves(refused.value)), refused.value
 
 
-@given(st.binary(max_size=200) | json_like.map(lambda v: json.dumps(v).encode()))
+def test_a_bad_flag_is_refused_before_trio_or_the_sdk_is_imported(short_tmp: Path) -> None:
+    """End to end: the program refuses the flag, naming it, and has imported neither Trio nor the
+    MCP SDK by then (``-X importtime`` lists every module imported)."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "hive.bash.daemon",
+            "--state-dir",
+            str(short_tmp),
+            "--kill-grace",
+            "soon",
+        ],
+        capture_output=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert b"--kill-grace" in result.stderr
+    imported = {
+        line.rsplit(b"|", 1)[1].strip().decode().split(".")[0]
+        for line in result.stderr.splitlines()
+        if line.startswith(b"import time:")
+    }
+    assert "hive" in imported  # the listing is there
+    assert not imported & {"trio", "mcp", "mcp_types"}, sorted(imported)
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions in ``exc``, groups unwrapped."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
+@given(st.binary(max_size=200) | rpc_json.map(lambda v: json.dumps(v).encode()))
 def test_misread_answers_only_a_line_that_is_json_and_never_raises(line: bytes) -> None:
     answer = misread(line, None)
     if answer is not None:

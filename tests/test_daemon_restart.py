@@ -6,60 +6,26 @@ import contextlib
 import json
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import trio
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import AgentListener, DaemonHandle, call, group_alive, structured, text_of
+from tests.helpers.daemon import DaemonHandle, group_alive, shared_daemon
+from tests.helpers.gates import gated, make_gate, open_gate, sigkill, start_gated, wait_pid_exit
+from tests.helpers.inotify import wait_until
+from tests.helpers.listener import AgentListener
+from tests.helpers.results import call, structured, text_of
 
 
-def make_gate(root: Path, name: str = "gate") -> Path:
-    """A FIFO a task blocks on until the test opens it: the test decides when the task ends."""
-    path = root / name
-    os.mkfifo(path)
-    return path
-
-
-def open_gate(path: Path, line: str = "go") -> None:
-    # The task already has the FIFO open for reading, so a non-blocking open for writing succeeds.
-    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-    try:
-        os.write(fd, f"{line}\n".encode())
-    finally:
-        os.close(fd)
-
-
-async def wait_pid_exit(pid: int) -> None:
-    """Wait for a process that is not ours to exit."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        await trio.lowlevel.wait_readable(fd)
-    finally:
-        os.close(fd)
-
-
-async def sigkill(process: trio.Process) -> None:
-    os.kill(process.pid, signal.SIGKILL)
-    await process.wait()
-
-
-def gated(gate: Path, code: int = 7) -> str:
-    return f"read line < {gate}; echo got $line; exit {code}"
-
-
-async def start_gated(daemon: DaemonHandle, name: str, gate: Path, code: int = 7) -> int:
-    """Start a task that waits on ``gate``; returns its wrapper's pid."""
-    async with daemon.session() as session:
-        started = structured(await call(session, "run", cmd=gated(gate, code), name=name, wait_seconds=0))
-        assert started["state"] == "running"
-        status = structured(await call(session, "status", id=name))
-    pid = status["pid"]
-    assert isinstance(pid, int)
-    return pid
+async def loose_end_gone(daemon: DaemonHandle, task_id: str) -> None:
+    """The daemon drops a loose end once the wake is acknowledged, just after the agent has it:
+    wait for that (a stop in between leaves it for a repeat on the next start, as it should)."""
+    path = daemon.loose_end(task_id)
+    with trio.fail_after(20):
+        await wait_until(lambda: not path.exists(), path.parent)
 
 
 async def test_sigkilled_daemon_re_adopts_a_running_task_and_learns_its_exit_status(
@@ -85,9 +51,9 @@ async def test_sigkilled_daemon_re_adopts_a_running_task_and_learns_its_exit_sta
             assert status["state"] == "done"
             assert status["exit_code"] == 7
             assert status["stdout"]["tail"] == "got go\n"
+            await loose_end_gone(daemon, "survivor")
     record = json.loads(daemon.task_file("survivor", ".json").read_text())
     assert (record["state"], record["exit_code"]) == ("done", 7)
-    assert not daemon.loose_end("survivor").exists()
 
 
 async def test_a_running_task_whose_record_was_lost_is_adopted_by_its_mark(
@@ -150,7 +116,7 @@ async def test_task_killed_while_the_daemon_was_down_is_interrupted_and_woken(
         status = structured(await call(session, "status", id="victim"))
         assert status["state"] == "interrupted"
         assert status["exit_code"] is None
-    assert not daemon.loose_end("victim").exists()
+        await loose_end_gone(daemon, "victim")
 
 
 async def test_orderly_shutdown_leaves_tasks_running_for_the_next_start(
@@ -183,17 +149,25 @@ async def test_wake_owed_before_a_restart_is_sent_after_it(
     async with agent.serving(), daemon.running():
         with trio.fail_after(20):
             (wake,) = await agent.wait_for(1)
-    assert wake.sender == "bash-task-owed"
-    assert "got owed" in wake.body
-    assert not daemon.loose_end("owed").exists()
+        assert wake.sender == "bash-task-owed"
+        assert "got owed" in wake.body
+        await loose_end_gone(daemon, "owed")
+
+
+@pytest.fixture(scope="module")
+def retrying() -> Iterator[DaemonHandle]:
+    """The daemon of the tests of wakes retried: its agent socket is served by each test in turn."""
+    with shared_daemon("--wake-retry-max", "0.2", agent=True) as handle:
+        yield handle
 
 
 async def test_wakes_wait_for_an_absent_agent_socket_and_arrive_once_each(
-    daemon: DaemonHandle, agent: AgentListener
+    retrying: DaemonHandle, short_tmp: Path
 ) -> None:
+    daemon, agent = retrying, AgentListener(retrying.agent_socket)
     names = [f"t{i}" for i in range(4)]
-    gates = {name: make_gate(daemon.root, name) for name in names}
-    async with daemon.running("--wake-retry-max", "0.2"), daemon.session() as session:
+    gates = {name: make_gate(short_tmp, name) for name in names}
+    async with daemon.session() as session:
         pids = [await start_gated(daemon, name, gates[name], code=0) for name in names]
         for name in names:
             open_gate(gates[name])
@@ -207,16 +181,18 @@ async def test_wakes_wait_for_an_absent_agent_socket_and_arrive_once_each(
             await call(session, "run", cmd="true", name="last", wait_seconds=0)
             with trio.fail_after(20):
                 await agent.wait_for(len(names) + 1)
+        # Each loose end goes once its wake is acknowledged.
+        with trio.fail_after(20):
+            for name in names:
+                gone = daemon.loose_end(name)
+                await wait_until(lambda gone=gone: not gone.exists(), gone.parent)
     assert sorted(agent.senders()) == sorted([*(f"bash-task-{n}" for n in names), "bash-task-last"])
-    for name in names:
-        assert not daemon.loose_end(name).exists()
 
 
-async def test_a_refused_wake_is_retried_until_acknowledged(
-    daemon: DaemonHandle, agent: AgentListener
-) -> None:
+async def test_a_refused_wake_is_retried_until_acknowledged(retrying: DaemonHandle) -> None:
+    daemon, agent = retrying, AgentListener(retrying.agent_socket)
     agent.refuse = True
-    async with agent.serving(), daemon.running("--wake-retry-max", "0.2"), daemon.session() as session:
+    async with agent.serving(), daemon.session() as session:
         await call(session, "run", cmd="true", name="refused", wait_seconds=0)
         with trio.fail_after(20):
             await agent.wait_for_refusals(2)

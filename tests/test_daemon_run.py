@@ -1,20 +1,55 @@
-"""run / status / stop / list through the real relay, against a real daemon process."""
+"""run / status / stop / list through the real relay, against a real daemon process (one for the
+module's tests that send wakes, one for the others), and `list` in-process."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 import trio
 
-from tests.conftest import AgentListener, DaemonHandle, call, group_alive, structured, text_of
+from tests.helpers.daemon import DaemonHandle, group_alive, shared_daemon
+from tests.helpers.inotify import wait_until
+from tests.helpers.listener import AgentListener
+from tests.helpers.results import call, structured, text_of
+from tests.helpers.tools import serving_tools
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[DaemonHandle]:
+    """The daemon of this module's tests that send no wakes (a short grace, for the timeouts)."""
+    with shared_daemon("--kill-grace", "1") as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def waking() -> Iterator[DaemonHandle]:
+    """The daemon of this module's tests of wakes: each serves its agent socket while it runs."""
+    with shared_daemon(agent=True) as handle:
+        yield handle
+
+
+@pytest.fixture
+def agent(waking: DaemonHandle) -> AgentListener:
+    return AgentListener(waking.agent_socket)
+
+
+def done_record(daemon: DaemonHandle, task_id: str) -> dict[str, object] | None:
+    """The task's record on disk if it says done (it is saved after the answer that carried it)."""
+    path = daemon.task_file(task_id, ".json")
+    record: dict[str, object] = json.loads(path.read_text()) if path.exists() else {}
+    return record if record.get("state") == "done" else None
 
 
 async def test_task_ending_inside_the_wait_answers_inline_with_no_wake_and_no_loose_end(
-    daemon: DaemonHandle, agent: AgentListener
+    waking: DaemonHandle, agent: AgentListener
 ) -> None:
-    async with agent.serving(), daemon.running(), daemon.session() as session:
+    daemon = waking
+    async with agent.serving(), daemon.session() as session:
         result = await call(session, "run", cmd="echo out; echo err >&2; exit 4", wait_seconds=30)
         assert not result.is_error, text_of(result)
         status = structured(result)
@@ -31,17 +66,19 @@ async def test_task_ending_inside_the_wait_answers_inline_with_no_wake_and_no_lo
         with trio.fail_after(20):
             await agent.wait_for(1)
         assert agent.senders() == ["bash-task-marker"]
-    record = json.loads(daemon.task_file(task_id, ".json").read_text())
+    with trio.fail_after(20):
+        record = await wait_until(lambda: done_record(daemon, task_id), daemon.state_dir / "bash-tasks")
     assert record["state"] == "done"
     assert record["exit_code"] == 4
 
 
 async def test_task_ending_later_wakes_once_and_its_loose_end_goes_after_the_ack(
-    daemon: DaemonHandle, agent: AgentListener
+    waking: DaemonHandle, agent: AgentListener, short_tmp: Path
 ) -> None:
-    gate = daemon.root / "gate"
+    daemon = waking
+    gate = short_tmp / "gate"
     os.mkfifo(gate)  # the task ends when the test says so, not after a guess of a delay
-    async with agent.serving(), daemon.running(), daemon.session() as session:
+    async with agent.serving(), daemon.session() as session:
         result = await call(session, "run", cmd=f"read line < {gate}; seq 1 50", wait_seconds=0)
         text = text_of(result)
         task_id = structured(result)["id"]
@@ -58,14 +95,16 @@ async def test_task_ending_later_wakes_once_and_its_loose_end_goes_after_the_ack
         status = structured(await call(session, "status", id=task_id))
         assert status["state"] == "done"
         assert status["stdout"]["bytes"] == len("".join(f"{i}\n" for i in range(1, 51)))
-    assert not daemon.loose_end(task_id).exists()
+        loose_end = daemon.loose_end(task_id)
+        with trio.fail_after(20):
+            await wait_until(lambda: not loose_end.exists(), loose_end.parent)
     assert len(agent.wakes) == 1
 
 
-async def test_status_waits_for_the_end(daemon: DaemonHandle) -> None:
-    gate = daemon.root / "gate"
+async def test_status_waits_for_the_end(served: DaemonHandle, short_tmp: Path) -> None:
+    gate = short_tmp / "gate"
     os.mkfifo(gate)  # the task ends when the test says so, not after a guess of a delay
-    async with daemon.running(agent=False), daemon.session() as session:
+    async with served.session() as session:
         started = structured(await call(session, "run", cmd=f"read line < {gate}; echo late", wait_seconds=0))
         assert started["state"] == "running"
         now = structured(await call(session, "status", id=started["id"]))
@@ -77,8 +116,8 @@ async def test_status_waits_for_the_end(daemon: DaemonHandle) -> None:
         assert ended["stdout"]["tail"] == "late\n"
 
 
-async def test_name_is_refused_while_running_and_reusable_once_finished(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), daemon.session() as session:
+async def test_name_is_refused_while_running_and_reusable_once_finished(served: DaemonHandle) -> None:
+    async with served.session() as session:
         first = await call(session, "run", cmd="sleep 30", name="build", wait_seconds=0)
         assert structured(first)["id"] == "build"
         busy = await call(session, "run", cmd="true", name="build")
@@ -91,57 +130,57 @@ async def test_name_is_refused_while_running_and_reusable_once_finished(daemon: 
         assert structured(again)["stdout"]["tail"] == "second\n"
 
 
-async def test_timeout_kills_a_group_that_ignores_sigint_after_the_grace(daemon: DaemonHandle) -> None:
-    async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+async def test_timeout_kills_a_group_that_ignores_sigint_after_the_grace(served: DaemonHandle) -> None:
+    async with served.session() as session:
         cmd = "trap '' INT; sleep 60 & sleep 60; wait"
         started = structured(await call(session, "run", cmd=cmd, timeout_secs=0.5, wait_seconds=0))
         ended = structured(await call(session, "status", id=started["id"], wait_seconds=20))
         assert ended["state"] == "timed_out"
         assert ended["signals"] == ["SIGINT", "SIGKILL"]
-        record = json.loads(daemon.task_file(started["id"], ".json").read_text())
+        record = json.loads(served.task_file(started["id"], ".json").read_text())
         assert not group_alive(record["pid"])
 
 
-async def test_timeout_with_a_task_that_obeys_sigint(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), daemon.session() as session:
+async def test_timeout_with_a_task_that_obeys_sigint(served: DaemonHandle) -> None:
+    async with served.session() as session:
         result = structured(await call(session, "run", cmd="sleep 60", timeout_secs=0.3, wait_seconds=20))
         assert result["state"] == "timed_out"
         assert result["signals"] == ["SIGINT"]
         assert result["exit_code"] == 130
 
 
-async def test_socket_is_private(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False):
-        mode = os.stat(daemon.socket).st_mode
-        assert stat.S_ISSOCK(mode)
-        assert stat.S_IMODE(mode) == 0o600
+async def test_socket_is_private(served: DaemonHandle) -> None:
+    mode = os.stat(served.socket).st_mode
+    assert stat.S_ISSOCK(mode)
+    assert stat.S_IMODE(mode) == 0o600
 
 
 async def test_a_task_that_ends_while_run_answers_is_woken_exactly_once(
-    daemon: DaemonHandle, agent: AgentListener
+    waking: DaemonHandle, agent: AgentListener
 ) -> None:
+    daemon = waking
     # `true` with wait_seconds=0 ends while `run` is still writing its loose end: both the
     # end and the answer then owe the wake, and it must still be sent once.
     names = [f"quick{i}" for i in range(20)]
-    async with agent.serving(), daemon.running(), daemon.session() as session:
+    async with agent.serving(), daemon.session() as session:
         for name in names:
             assert structured(await call(session, "run", cmd="true", name=name, wait_seconds=0))["id"] == name
         with trio.fail_after(30):
             await agent.wait_for(len(names))
-        await call(session, "run", cmd="true", name="marker", wait_seconds=0)
+        await call(session, "run", cmd="true", name="marker2", wait_seconds=0)
         with trio.fail_after(30):
             await agent.wait_for(len(names) + 1)
-    assert sorted(agent.senders()) == sorted(f"bash-task-{n}" for n in [*names, "marker"])
+    assert sorted(agent.senders()) == sorted(f"bash-task-{n}" for n in [*names, "marker2"])
 
 
-async def test_list_shows_the_newest_first_and_honours_its_limit(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), daemon.session() as session:
+async def test_list_shows_the_newest_first_and_honours_its_limit(short_tmp: Path) -> None:
+    async with serving_tools(short_tmp) as tools:
         for i in range(3):
-            await call(session, "run", cmd=f"echo {i}", name=f"n{i}")
-        everything = structured(await call(session, "list", limit=0))
+            await tools.call("run", {"cmd": f"echo {i}", "name": f"n{i}"})
+        everything = (await tools.call("list", {"limit": 0})).structured
         assert [t["id"] for t in everything["tasks"]] == ["n2", "n1", "n0"]
         assert everything["tasks"][0]["cmd"] == "echo 2"
         assert everything["total"] == 3
-        newest = await call(session, "list", limit=2)
-        assert [t["id"] for t in structured(newest)["tasks"]] == ["n2", "n1"]
-        assert "1 older tasks not shown" in text_of(newest)
+        newest = await tools.call("list", {"limit": 2})
+        assert [t["id"] for t in newest.structured["tasks"]] == ["n2", "n1"]
+        assert "1 older tasks not shown" in newest.text

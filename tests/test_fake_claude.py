@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from fixtures import fake_claude
+from tests.helpers.inotify import wait_until_blocking
 
 STREAM = ["-p", "--output-format", "stream-json", "--verbose"]
 SAMPLES = Path(fake_claude.SAMPLES_DIR)
@@ -120,11 +121,11 @@ class Fake:
         return [e for e in fake_claude.read_record(self.record) if kind is None or e["event"] == kind]
 
     def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 5.0) -> None:
-        # The record is a file: nothing to await, so look at it until it says what we expect.
-        deadline = time.monotonic() + timeout
-        while not predicate(self.events()):
-            assert time.monotonic() < deadline, f"record never matched: {self.events()}"
-            time.sleep(0.01)
+        """Until the record says what we expect (read again whenever its directory changes)."""
+        try:
+            wait_until_blocking(lambda: predicate(self.events()), self.record.parent, timeout=timeout)
+        except TimeoutError:
+            raise AssertionError(f"record never matched: {self.events()}") from None
 
     def cleanup(self) -> None:
         for process in self.processes:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.acp_fake import FakeAcp
-from tests.claude_fake import FakeClaude, wait_exited
+from tests.helpers.acp_fake import FakeAcp
+from tests.helpers.claude_fake import FakeClaude, wait_exited
 
 GUARD = 30
 

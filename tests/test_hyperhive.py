@@ -20,8 +20,6 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import hive.agent._hyperhive_tools as tools_module
@@ -32,9 +30,11 @@ from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._wire import encode
 from hive.runtime import HttpServer
 from hive.wake import Refused
-from tests.conftest import DaemonHandle, call, structured, text_of
-from tests.strategies import loose_ends, records
-from tests.test_daemon_restart import make_gate, open_gate, start_gated, wait_pid_exit
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.gates import make_gate, open_gate, start_gated, wait_pid_exit
+from tests.helpers.hyperhive import raw_post, session, tool_call
+from tests.helpers.results import call, structured, text_of
+from tests.helpers.strategies import loose_end_files, loose_ends, records
 
 LOOSE_ENDS_SCHEMA = next(t["output_schema"] for t in TOOLS if t["name"] == "loose_ends")
 
@@ -74,19 +74,6 @@ async def serving(loose_ends_dir: Path) -> AsyncIterator[Served]:
         h = await nursery.start(serve)
         yield Served(h, scope, compacts, returned)
         scope.cancel()
-
-
-@asynccontextmanager
-async def session(h: Hyperhive, headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
-    """An MCP session with the server through the SDK's streamable HTTP client, with the token."""
-    auth = {"Authorization": f"Bearer {h.token}"} if headers is None else headers
-    async with (
-        httpx2.AsyncClient(headers=auth) as client,
-        streamable_http_client(h.url, http_client=client) as (read, write),
-        ClientSession(read, write) as s,
-    ):
-        await s.initialize()
-        yield s
 
 
 def listening_ports() -> set[int]:
@@ -263,17 +250,6 @@ def leaves(exc: BaseException) -> list[BaseException]:
 # -- the token ------------------------------------------------------------------------------------
 
 
-def tool_call(name: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": {}}}
-
-
-async def raw_post(h: Hyperhive, headers: dict[str, str], message: dict[str, Any]) -> httpx2.Response:
-    """One JSON-RPC message POSTed as is (the server is stateless: no initialize is needed)."""
-    base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    async with httpx2.AsyncClient() as client:
-        return await client.post(h.url, headers={**base, **headers}, content=json.dumps(message))
-
-
 async def test_a_request_without_the_token_gets_401_and_reaches_no_tool(short_tmp: Path) -> None:
     async with serving(short_tmp / "mcp-loose-ends") as served:
         h = served.hyperhive
@@ -426,38 +402,14 @@ def _check_answer(loose_ends_dir: Path) -> dict[str, Any]:
     return answer
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12,
-)
-loose_end_like = st.fixed_dictionaries(
-    {},
-    optional={
-        "task_id": json_values | st.text(),
-        "serial": json_values | st.text(),
-        "cmd": json_values | st.text(),
-        "since": json_values | st.floats(),
-        "wake": json_values | st.fixed_dictionaries({"sender": json_values, "body": json_values}),
-    },
-)
-file_contents = st.one_of(
-    st.binary(max_size=200),
-    json_values.map(lambda v: json.dumps(v).encode()),
-    loose_end_like.map(lambda v: json.dumps(v).encode()),
-    loose_ends.map(encode),
-    records.map(encode),
-)
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     files=st.dictionaries(
         st.text(min_size=1, max_size=12).filter(lambda n: "/" not in n and "\0" not in n),
-        file_contents,
+        loose_end_files,
         max_size=5,
     ),
-    record_files=st.dictionaries(st.sampled_from(["a", "b", "c", "x.1"]), file_contents, max_size=3),
+    record_files=st.dictionaries(st.sampled_from(["a", "b", "c", "x.1"]), loose_end_files, max_size=3),
     matching=st.lists(st.tuples(loose_ends, records), max_size=3),
 )
 def test_any_files_in_the_loose_ends_dir_give_an_answer(

@@ -17,7 +17,7 @@ from hive.bash._model import (
     Vanished,
     advance,
 )
-from tests.strategies import events, stop_reasons
+from tests.helpers.strategies import events, stop_reasons
 
 
 class TaskMachine(RuleBasedStateMachine):

@@ -37,7 +37,9 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from hive.runtime import Backend, RuntimeSpec
-from tests.conftest import REPO, AgentListener, call, structured, text_of
+from tests.helpers.daemon import REPO
+from tests.helpers.listener import AgentListener
+from tests.helpers.results import call, structured, text_of
 
 VENV_BIN = Path(sys.executable).parent
 RUNTIME_VARIABLES = frozenset(

@@ -1,4 +1,5 @@
-"""The output cap, and a disk that fills up: the task says so, the daemon goes on."""
+"""The output cap, and a disk that fills up: the task says so, the daemon goes on (in-process, but
+for a disk that really fills up)."""
 
 from __future__ import annotations
 
@@ -19,24 +20,26 @@ from hive.bash._records import TaskRecord
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from tests.conftest import DaemonHandle, call, group_alive, structured, text_of
+from tests.helpers.daemon import DaemonHandle, group_alive
+from tests.helpers.results import call, structured
+from tests.helpers.tools import serving_tools
 
 
-async def test_a_task_past_the_output_cap_is_stopped_and_says_why(daemon: DaemonHandle) -> None:
-    extra = ("--max-output-bytes", "64K", "--output-check-secs", "0.05", "--kill-grace", "2")
-    async with daemon.running(*extra, agent=False), daemon.session() as session:
-        result = await call(session, "run", cmd="yes hive", wait_seconds=30)
-        status = structured(result)
+async def test_a_task_past_the_output_cap_is_stopped_and_says_why(short_tmp: Path) -> None:
+    settings = {"max_output_bytes": 64 * 1024, "output_check_interval": 0.05, "kill_grace": 2.0}
+    async with serving_tools(short_tmp, **settings) as tools:
+        result = await tools.call("run", {"cmd": "yes hive", "wait_seconds": 30})
+        status = result.structured
         assert status["state"] == "stopped"
         assert status["stop_reason"] == "output_cap"
         # A check saw it past the cap and sent SIGINT, or the file size limit (a little past the
         # cap) ended the writer before a check came.
         assert status["signals"][:1] in ([], ["SIGINT"])
         assert any("over the cap of 65536 bytes" in note for note in status["notes"])
-        assert "at the output cap" in text_of(result)
+        assert "at the output cap" in result.text
         assert not group_alive(status["pid"])
         # Later tasks are unaffected.
-        assert structured(await call(session, "run", cmd="echo small"))["state"] == "done"
+        assert (await tools.call("run", {"cmd": "echo small"})).structured["state"] == "done"
 
 
 class FlakyStore(TaskStore):
@@ -159,19 +162,21 @@ async def test_a_record_saved_once_the_disk_has_room_again_no_longer_says_it_cou
         nursery.cancel_scope.cancel()
 
 
-async def test_a_writer_faster_than_the_check_is_held_within_8_mib_of_the_cap(daemon: DaemonHandle) -> None:
+async def test_a_writer_faster_than_the_check_is_held_within_8_mib_of_the_cap(short_tmp: Path) -> None:
     """No check comes in time (one every 30 s): the file size limit alone holds the writer, and
     the task is recorded stopped at the output cap."""
     cap = 1024**2
-    extra = ("--max-output-bytes", str(cap), "--output-check-secs", "30")
-    async with daemon.running(*extra, agent=False), daemon.session() as session:
-        result = await call(session, "run", cmd="head -c 67108864 /dev/zero", name="w", wait_seconds=30)
-        status = structured(result)
-        size = daemon.task_file("w", ".out").stat().st_size
+    async with serving_tools(short_tmp, max_output_bytes=cap, output_check_interval=30.0) as tools:
+        store = tools.manager.store
+        result = await tools.call(
+            "run", {"cmd": "head -c 67108864 /dev/zero", "name": "w", "wait_seconds": 30}
+        )
+        status = result.structured
+        size = store.out_path("w").stat().st_size
         assert cap < size <= cap + 8 * 1024**2, size
         assert status["state"] == "stopped"
         assert status["stop_reason"] == "output_cap"
-        assert "at the output cap" in text_of(result)
+        assert "at the output cap" in result.text
         assert any("file size limit" in note for note in status["notes"]), status["notes"]
-        on_disk = json.loads(daemon.task_file("w", ".json").read_bytes())
+        on_disk = json.loads(store.record_path("w").read_bytes())
         assert (on_disk["state"], on_disk["stop_reason"]) == ("stopped", "output_cap")

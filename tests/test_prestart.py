@@ -7,7 +7,6 @@ import gc
 import os
 import signal
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,9 @@ from hive.acp._command import agent_command
 from hive.cli import build_parser
 from hive.runtime import prestart, release_prestarted, start_agent
 from hive.runtime._prestart import AgentCommand, Prestart, Spawned, interrupt_unclaimed, unclaimed
-from tests.acp_fake import FakeAcp
-from tests.claude_fake import wait_exited
+from tests.helpers.acp_fake import FakeAcp
+from tests.helpers.claude_fake import wait_exited
+from tests.helpers.inotify import wait_until_blocking
 
 GUARD = 30
 
@@ -98,13 +98,12 @@ async def test_a_different_command_spawns_its_own_and_the_prestarted_one_gets_si
 
 
 def wait_for_start(agent: FakeAcp) -> None:
-    """The fake's own record that its signal handlers are installed (read again every 20 ms:
-    another process's file, nothing to await; bounded by GUARD)."""
-    for _ in range(GUARD * 50):
-        if agent.events("start"):
-            return
-        time.sleep(0.02)
-    raise AssertionError("the prestarted agent never started")
+    """The fake's own record that its signal handlers are installed (another process's file,
+    read again whenever its directory changes; bounded by GUARD)."""
+    try:
+        wait_until_blocking(lambda: agent.events("start"), agent.record_path.parent, timeout=GUARD)
+    except TimeoutError:
+        raise AssertionError("the prestarted agent never started") from None
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

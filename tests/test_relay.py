@@ -8,116 +8,15 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import attrs
-import mcp_types as types
 import trio
 
-from tests.conftest import DaemonHandle, relay_argv
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.jsonrpc import initialize, notification, open_relay, request, result_of
 
 # A guard only: with no daemon the relay answers as soon as it reads a request.
 ANSWER_WITHIN = 20
-
-
-def request(request_id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
-def notification(method: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": method}
-
-
-def initialize(request_id: Any) -> dict[str, Any]:
-    return request(
-        request_id,
-        "initialize",
-        {
-            "protocolVersion": types.LATEST_PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "test-relay", "version": "0"},
-        },
-    )
-
-
-@attrs.define
-class Relay:
-    """A relay subprocess, spoken to in raw newline-delimited JSON-RPC."""
-
-    process: trio.Process
-    stderr_path: Path
-    _buffer: bytearray = attrs.field(factory=bytearray)
-    _eof: bool = False
-
-    async def send(self, *messages: Any) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send_all(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
-
-    async def close_stdin(self) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.aclose()
-
-    async def _fill(self) -> bool:
-        assert self.process.stdout is not None
-        data = await self.process.stdout.receive_some(65536)
-        if not data:
-            self._eof = True
-            return False
-        self._buffer += data
-        return True
-
-    async def receive(self) -> dict[str, Any]:
-        """The next JSON-RPC message the relay writes."""
-        while (end := self._buffer.find(b"\n")) < 0:
-            if not await self._fill():
-                raise AssertionError(f"the relay's stdout ended; stderr: {self.stderr_text()!r}")
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 1]
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-    async def receive_all(self) -> list[dict[str, Any]]:
-        """Every message until the relay closes its stdout."""
-        while not self._eof:
-            await self._fill()
-        assert self._buffer.endswith(b"\n") or not self._buffer, bytes(self._buffer)
-        messages = [json.loads(line) for line in self._buffer.splitlines() if line.strip()]
-        self._buffer.clear()
-        return messages
-
-    def stderr_text(self) -> str:
-        return self.stderr_path.read_text() if self.stderr_path.exists() else ""
-
-
-@asynccontextmanager
-async def open_relay(socket_path: Path, stderr_path: Path) -> AsyncIterator[Relay]:
-    with open(stderr_path, "ab") as err:
-        process = await trio.lowlevel.open_process(
-            relay_argv(socket_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
-        )
-    try:
-        yield Relay(process, stderr_path)
-    finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
-            for stream in (process.stdin, process.stdout):
-                if stream is not None:
-                    await stream.aclose()
-
-
-def result_of(message: dict[str, Any], request_id: Any) -> dict[str, Any]:
-    assert message.get("id") == request_id, message
-    assert "error" not in message, message
-    result: dict[str, Any] = message["result"]
-    return result
 
 
 # -- importing ------------------------------------------------------------------------------------
@@ -173,9 +72,9 @@ def test_a_bad_reply_timeout_is_refused_with_a_usage_error() -> None:
 
 
 async def test_relay_splices_raw_json_rpc_to_the_daemon_and_exits_0_when_stdin_closes(
-    daemon: DaemonHandle,
+    served: DaemonHandle, short_tmp: Path
 ) -> None:
-    async with daemon.running(agent=False), open_relay(daemon.socket, daemon.root / "relay.err") as relay:
+    async with open_relay(served.socket, short_tmp / "relay.err") as relay:
         with trio.fail_after(30):
             await relay.send(initialize(1))
             init = result_of(await relay.receive(), 1)
@@ -199,15 +98,19 @@ async def test_relay_splices_raw_json_rpc_to_the_daemon_and_exits_0_when_stdin_c
             assert await relay.process.wait() == 0
 
 
-async def test_a_request_written_just_before_stdin_closes_is_still_answered(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), open_relay(daemon.socket, daemon.root / "relay.err") as relay:
+async def test_a_request_written_just_before_stdin_closes_is_still_answered(
+    served: DaemonHandle, short_tmp: Path
+) -> None:
+    async with open_relay(served.socket, short_tmp / "relay.err") as relay:
         with trio.fail_after(30):
             await relay.send(initialize(1))
             result_of(await relay.receive(), 1)
             await relay.send(
                 notification("notifications/initialized"),
-                request(2, "tools/call", {"name": "run", "arguments": {"cmd": "echo first"}}),
+                request(9, "tools/call", {"name": "list", "arguments": {}}),
             )
+            before = [t["id"] for t in result_of(await relay.receive(), 9)["structuredContent"]["tasks"]]
+            await relay.send(request(2, "tools/call", {"name": "run", "arguments": {"cmd": "echo first"}}))
             first = result_of(await relay.receive(), 2)["structuredContent"]
             # The client writes its last requests and closes stdin at once, as a one-shot client does.
             await relay.send(
@@ -223,7 +126,7 @@ async def test_a_request_written_just_before_stdin_closes_is_still_answered(daem
         assert "error" not in answer, answer
     (listed,) = [a for a in answers if a["id"] == 3]
     tasks = result_of(listed, 3)["structuredContent"]["tasks"]
-    assert [t["id"] for t in tasks] == [first["id"]]
+    assert [t["id"] for t in tasks] == [first["id"], *before]  # before: the module's other tasks
 
 
 async def test_requests_written_before_the_daemon_exists_are_answered_at_once_and_later_ones_reach_it(

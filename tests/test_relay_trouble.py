@@ -25,8 +25,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from hive._limits import MAX_WAIT
 from hive.bash import _server, relay
 from hive.bash._tools import TOOLS
-from tests.conftest import DaemonHandle, call, structured, text_of
-from tests.test_relay import initialize, notification, open_relay, request, result_of
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.jsonrpc import initialize, notification, open_relay, request, result_of
+from tests.helpers.results import call, structured, text_of
 
 # A guard only: every wait below is for an answer the relay gives as soon as it knows it.
 GUARD = 30

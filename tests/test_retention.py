@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import trio
 from hypothesis import given
-from hypothesis import strategies as st
 
 from hive.bash._courier import WakeCourier
 from hive.bash._records import LooseEnd, TaskRecord
@@ -21,9 +20,10 @@ from hive.bash._retention import DAY, Candidate, Pruner, Retention, _Known, cand
 from hive.bash._store import StoredRun, TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from tests.conftest import DaemonHandle, call, structured, text_of
-from tests.strategies import task_ids
-from tests.test_daemon_restart import make_gate, wait_pid_exit
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.gates import make_gate, wait_pid_exit
+from tests.helpers.results import call, structured, text_of
+from tests.helpers.strategies import listings, retentions
 
 # -- the choice ---------------------------------------------------------------------------------
 
@@ -31,35 +31,11 @@ from tests.test_daemon_restart import make_gate, wait_pid_exit
 NOW = 100.0
 
 
-@st.composite
-def listings(draw: st.DrawFn) -> list[Candidate]:
-    keys = draw(
-        st.lists(st.tuples(task_ids, st.integers(0, 3)), unique=True, max_size=30),
-    )
-    return [
-        Candidate(
-            task_id=task_id,
-            generation=generation,
-            ended_at=float(draw(st.integers(0, int(NOW)))),
-            size=draw(st.integers(0, 100)),
-            protected=draw(st.booleans()),
-        )
-        for task_id, generation in keys
-    ]
-
-
-retentions = st.builds(
-    Retention,
-    max_age=st.integers(0, int(NOW)).map(float),
-    max_bytes=st.none() | st.integers(0, 1500),
-)
-
-
 def age_key(run: Candidate) -> tuple[float, str, int]:
     return (run.ended_at, run.task_id, run.generation)
 
 
-@given(listings(), retentions)
+@given(listings(NOW), retentions(NOW))
 def test_choose_keeps_every_protected_run_and_prunes_the_oldest_first(
     runs: list[Candidate], retention: Retention
 ) -> None:
@@ -71,7 +47,7 @@ def test_choose_keeps_every_protected_run_and_prunes_the_oldest_first(
         assert max(map(age_key, chosen)) < min(map(age_key, kept))
 
 
-@given(listings(), retentions)
+@given(listings(NOW), retentions(NOW))
 def test_choose_brings_the_total_under_the_limit_unless_only_protected_runs_remain(
     runs: list[Candidate], retention: Retention
 ) -> None:
@@ -81,7 +57,7 @@ def test_choose_brings_the_total_under_the_limit_unless_only_protected_runs_rema
         assert all(r.protected for r in runs if r not in chosen)
 
 
-@given(listings(), retentions)
+@given(listings(NOW), retentions(NOW))
 def test_choose_prunes_by_age_every_old_run_and_no_young_one_without_need_of_bytes(
     runs: list[Candidate], retention: Retention
 ) -> None:

@@ -15,8 +15,8 @@ import trio
 
 from hive.runtime import IdleTimeout, Runtime, SessionNotFound, StopReason, TurnFailed
 from hive.sink import MemorySink
-from tests.acp_fake import FakeAcp
-from tests.claude_fake import FakeClaude
+from tests.helpers.acp_fake import FakeAcp
+from tests.helpers.claude_fake import FakeClaude
 
 GUARD = 30
 

@@ -37,7 +37,14 @@ from hive.sink import (
     typed_lines,
     unstructure_message,
 )
-from tests.strategies import json_objects, other_objects, result_objects, spelled_json, stream_messages
+from tests.helpers.strategies import (
+    json_objects,
+    line_pads,
+    other_objects,
+    result_objects,
+    spelled_json,
+    stream_messages,
+)
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "claude_samples"
 
@@ -246,9 +253,6 @@ def framed(lines: list[str], pads: list[str]) -> Batch:
     return batch
 
 
-pads = st.sampled_from(["", " ", "\t", " \r"])
-
-
 @given(st.data(), result_objects, st.lists(other_objects, max_size=4), st.lists(other_objects, max_size=4))
 @settings(max_examples=80, deadline=None)
 def test_a_result_is_found_however_it_is_spelled(
@@ -259,7 +263,7 @@ def test_a_result_is_found_however_it_is_spelled(
 ) -> None:
     objects = [*before, result, *after]
     lines = [data.draw(spelled_json(obj)) for obj in objects]
-    batch = framed(lines, data.draw(st.lists(pads, min_size=len(lines), max_size=len(lines))))
+    batch = framed(lines, data.draw(st.lists(line_pads, min_size=len(lines), max_size=len(lines))))
     assert [json.loads(line) for line in batch.lines()] == objects
     results = [index for index, obj in enumerate(objects) if obj.get("type") == "result"]
     found = first_message(batch, b'"result"', "result")

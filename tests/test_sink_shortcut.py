@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive.sink import ApiMessage, Usage, UserContent, converter, unstructure_message
-from hive.sink._wire import _BLOCKS, _PLANS, _RENAMES, _build, _Slow
-from tests.strategies import json_values, stream_messages
+from hive.sink import converter, unstructure_message
+from hive.sink._wire import _PLANS, _build, _Slow
+from tests.helpers.strategies import json_values, objects_for, stream_messages
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "claude_samples"
 
@@ -61,58 +60,6 @@ def test_well_typed_messages_take_the_shortcut(message: Any) -> None:
         fast = shortcut(obj, type(message))
         assert fast is not None
         assert repr(fast) == repr(converter.structure(obj, type(message)))
-
-
-json_objects = st.dictionaries(st.text(max_size=5), json_values, max_size=3)
-block_objects = st.one_of(
-    st.fixed_dictionaries(
-        {"type": st.sampled_from(["text", "thinking", "tool_use", "tool_result", "image"])}
-    ),
-    st.deferred(lambda: objects_of(st.sampled_from(sorted(_BLOCKS.values(), key=lambda c: c.__name__)))),
-)
-TYPED: dict[str, st.SearchStrategy[Any]] = {
-    "str": st.text(max_size=5),
-    "int": st.integers(-(2**70), 2**70),
-    "bool": st.booleans(),
-    "float": st.floats(allow_nan=False) | st.integers(-(2**1100), 2**1100),
-    "str | None": st.none() | st.text(max_size=5),
-    "bool | None": st.none() | st.booleans(),
-    "JsonObject": json_objects,
-    "list[str]": st.lists(st.text(max_size=5), max_size=3),
-    "list[str] | None": st.none() | st.lists(st.text(max_size=5), max_size=3),
-    "list[JsonObject]": st.lists(json_objects, max_size=2),
-    "dict[str, JsonObject]": st.dictionaries(st.text(max_size=5), json_objects, max_size=2),
-    "str | list[JsonObject] | None": json_values,
-    "list[ContentBlock]": st.lists(block_objects, max_size=2),
-    "str | list[ContentBlock]": st.text(max_size=5) | st.lists(block_objects, max_size=2),
-    "Usage | None": st.none() | st.deferred(lambda: objects_of(st.just(Usage))),
-    "ApiMessage": st.deferred(lambda: objects_of(st.just(ApiMessage))),
-    "UserContent": st.deferred(lambda: objects_of(st.just(UserContent))),
-}
-
-
-def objects_of(classes: st.SearchStrategy[type]) -> st.SearchStrategy[dict[str, Any]]:
-    return classes.flatmap(lambda cls: objects_for(st.just(cls)).map(lambda case: case[1]))
-
-
-@st.composite
-def objects_for(
-    draw: st.DrawFn, classes: st.SearchStrategy[type] | None = None
-) -> tuple[type, dict[str, Any]]:
-    """A class, and an object with its fields' wire names: most values of the field's type, some
-    of another (or missing), and keys it does not name."""
-    cls = draw(st.sampled_from(sorted(_RENAMES, key=lambda c: c.__name__)) if classes is None else classes)
-    obj: dict[str, Any] = {}
-    for field in attrs.fields(cls):
-        if field.name == "extra":
-            continue
-        choice = draw(st.integers(0, 19))
-        if choice == 0:
-            continue
-        typed = TYPED[cls.__annotations__[field.name]] if choice > 1 else json_values
-        obj[_RENAMES[cls].get(field.name, field.name)] = draw(typed)
-    obj.update(draw(st.dictionaries(st.sampled_from(["extra", "x", "y"]), json_values, max_size=2)))
-    return cls, obj
 
 
 @given(objects_for())

@@ -1,50 +1,73 @@
-"""Random bytes on the daemon's socket end at most their own connection; the daemon goes on serving."""
+"""Random bytes on any of hive's sockets end at most their own connection: the bash daemon's, the
+agent socket and the subagent daemon's each go on serving (one server for all the examples)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
+import json
 import socket
-import subprocess
-import sys
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
+import attrs
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_daemon_input import INITIALIZE, answers_initialize
+from tests.helpers.daemon import shared_daemon
+from tests.helpers.jsonrpc import INITIALIZE, answers_initialize
+from tests.helpers.servers import (
+    agent_socket_in_a_thread,
+    agent_takes_a_wake,
+    subagent_daemon_process,
+    subagent_status,
+)
+from tests.helpers.strategies import socket_payloads
 
 
-@pytest.fixture(scope="module")
-def daemon_socket() -> Iterator[str]:
-    """One daemon for all the examples, started synchronously (outside any Trio run)."""
-    root = Path(tempfile.mkdtemp(prefix="hive-fz-", dir="/tmp"))
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(str(root / "notify"))
-    notify.settimeout(60)
-    sock = root / "bash.sock"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hive.bash.daemon", "--state-dir", str(root / "state"), "--socket", str(sock)],
-        env={**os.environ, "NOTIFY_SOCKET": str(root / "notify")},
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        while b"READY=1" not in notify.recv(4096):
-            pass
-        yield str(sock)
-        assert process.poll() is None, "the daemon died"
-    finally:
-        notify.close()
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
-        shutil.rmtree(root, ignore_errors=True)
+def expected_answers(junk: bytes) -> int:
+    """How many answers the agent socket owes for ``junk`` followed by the end of the stream."""
+    *lines, rest = junk.split(b"\n")
+    return sum(1 for line in lines if line.strip()) + (1 if rest else 0)
 
 
-def send_and_drain(path: str, payload: bytes, half_close: bool) -> None:
+def agent_answered_each_line(payload: bytes, half_closed: bool, reply: bytes) -> None:
+    """The agent socket answers every line (and a last unterminated one), each with its ``ok``."""
+    if half_closed:
+        answers = [json.loads(line) for line in reply.splitlines()]
+        assert len(answers) == expected_answers(payload)
+        assert all(isinstance(a["ok"], bool) for a in answers)
+
+
+def anything(payload: bytes, half_closed: bool, reply: bytes) -> None:
+    """No more is promised than that the server goes on."""
+
+
+@attrs.frozen
+class Fuzzed:
+    """A server under fuzz: its socket, a well-formed question it must still answer, and what
+    its answers to the junk must be."""
+
+    path: str
+    answers: Callable[[str], bool]
+    judge: Callable[[bytes, bool, bytes], None]
+
+
+@pytest.fixture(scope="module", params=["bash-daemon", "agent-socket", "subagent-daemon"])
+def fuzzed(request: pytest.FixtureRequest) -> Iterator[Fuzzed]:
+    """One server for all the examples, started outside any Trio run."""
+    if request.param == "bash-daemon":
+        with shared_daemon() as handle:
+            yield Fuzzed(str(handle.socket), answers_initialize, anything)
+    elif request.param == "agent-socket":
+        with agent_socket_in_a_thread() as path:
+            yield Fuzzed(str(path), agent_takes_a_wake, agent_answered_each_line)
+    else:
+        with subagent_daemon_process() as path:
+            yield Fuzzed(str(path), subagent_status, anything)
+
+
+def send_and_drain(path: str, payload: bytes, half_close: bool) -> bytes:
+    """Send ``payload``; then either hang up, or shut the writing side and read all the answers."""
+    received = b""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(10)
         sock.connect(path)
@@ -53,24 +76,17 @@ def send_and_drain(path: str, payload: bytes, half_close: bool) -> None:
             if half_close:
                 sock.shutdown(socket.SHUT_WR)
             else:
-                return  # just hang up
-            while sock.recv(65536):
-                pass
+                return received  # just hang up
+            while chunk := sock.recv(65536):
+                received += chunk
         except (BrokenPipeError, ConnectionResetError):
             pass
+    return received
 
 
-lines = st.binary(max_size=512).map(lambda b: b.replace(b"\n", b""))
-payloads = st.one_of(
-    st.binary(max_size=4096),
-    st.lists(lines, max_size=5).map(lambda ls: b"\n".join(ls) + b"\n"),
-    st.builds(lambda junk: INITIALIZE + junk, st.binary(max_size=256)),
-    st.builds(lambda n: INITIALIZE[:n], st.integers(min_value=0, max_value=len(INITIALIZE))),
-)
-
-
-@settings(max_examples=60, deadline=None)
-@given(payload=payloads, half_close=st.booleans())
-def test_random_bytes_never_stop_the_daemon(daemon_socket: str, payload: bytes, half_close: bool) -> None:
-    send_and_drain(daemon_socket, payload, half_close)
-    assert answers_initialize(daemon_socket)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=socket_payloads(INITIALIZE), half_close=st.booleans())
+def test_random_bytes_never_stop_the_server(fuzzed: Fuzzed, payload: bytes, half_close: bool) -> None:
+    reply = send_and_drain(fuzzed.path, payload, half_close)
+    fuzzed.judge(payload, half_close, reply)
+    assert fuzzed.answers(fuzzed.path)

@@ -23,8 +23,11 @@ from hive.bash._courier import WakeCourier
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from tests.conftest import DaemonHandle, call, structured, task_cgroup_parent, text_of
+from tests.helpers.daemon import DaemonHandle, shared_daemon, task_cgroup_parent
+from tests.helpers.results import call, structured, text_of
 
+CAP = 200 * 1024
+"""The cap of the `capped` daemon."""
 PROBES = ("setsid", "double_fork", "set_m", "setpgid", "deaf")
 
 
@@ -91,20 +94,49 @@ async def all_exit(fds: dict[str, int]) -> None:
     assert not alive, f"still alive: {sorted(alive)}"
 
 
+@pytest.fixture(scope="module")
+def quick_grace() -> Iterator[DaemonHandle]:
+    """The daemon of the tests that stop a tree of processes: a short grace, a small cap checked often."""
+    with shared_daemon(
+        "--kill-grace", "1", "--max-output-bytes", "64K", "--output-check-secs", "0.05"
+    ) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def capped() -> Iterator[DaemonHandle]:
+    """The daemon of the tests of escaped writers. Its grace is longer than the tests' guard: the
+    writer ignores SIGINT (an `&` child of a non-interactive shell), so only a grace cut short for
+    the cap ends it in time."""
+    with shared_daemon(
+        "--kill-grace", "60", "--max-output-bytes", str(CAP), "--output-check-secs", "0.05"
+    ) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def short_grace() -> Iterator[DaemonHandle]:
+    """The daemon of the tests of a cleared environment in a double fork."""
+    with shared_daemon("--kill-grace", "0.3") as handle:
+        yield handle
+
+
 def make_fifo(root: Path, name: str = "ready") -> Path:
     fifo = root / name
     os.mkfifo(fifo)
     return fifo
 
 
-async def test_stop_ends_every_process_of_the_task_wherever_it_went(daemon: DaemonHandle) -> None:
-    fifo = make_fifo(daemon.root)
-    async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
-        cmd = probe_tree(daemon.root, then="sleep 300")
+async def test_stop_ends_every_process_of_the_task_wherever_it_went(
+    quick_grace: DaemonHandle, short_tmp: Path
+) -> None:
+    fifo = make_fifo(short_tmp)
+    async with quick_grace.session() as session:
+        cmd = probe_tree(short_tmp, then="sleep 300")
         started = structured(await call(session, "run", cmd=cmd, name="tree", wait_seconds=0))
         assert started["state"] == "running"
         await wait_ready(fifo)
-        with pinned(daemon.root) as fds:
+        with pinned(short_tmp) as fds:
             stopped = structured(await call(session, "stop", id="tree"))
             assert stopped["state"] == "stopped"
             await all_exit(fds)
@@ -114,29 +146,32 @@ async def test_stop_ends_every_process_of_the_task_wherever_it_went(daemon: Daem
         assert stopped["signals"] == ["SIGINT", "SIGKILL"]
 
 
-async def test_timeout_ends_every_process_of_the_task_wherever_it_went(daemon: DaemonHandle) -> None:
-    fifo = make_fifo(daemon.root)
-    async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
-        cmd = probe_tree(daemon.root, then="sleep 300")
+async def test_timeout_ends_every_process_of_the_task_wherever_it_went(
+    quick_grace: DaemonHandle, short_tmp: Path
+) -> None:
+    fifo = make_fifo(short_tmp)
+    async with quick_grace.session() as session:
+        cmd = probe_tree(short_tmp, then="sleep 300")
         await call(session, "run", cmd=cmd, name="tree", timeout_secs=5, wait_seconds=0)
         await wait_ready(fifo)
-        with pinned(daemon.root) as fds:
+        with pinned(short_tmp) as fds:
             ended = structured(await call(session, "status", id="tree", wait_seconds=30))
             assert ended["state"] == "timed_out"
             await all_exit(fds)
         assert "outside its process group" in " / ".join(ended["notes"])
 
 
-async def test_output_cap_ends_every_process_of_the_task_wherever_it_went(daemon: DaemonHandle) -> None:
-    fifo = make_fifo(daemon.root)
-    extra = ("--kill-grace", "1", "--max-output-bytes", "64K", "--output-check-secs", "0.05")
-    async with daemon.running(*extra, agent=False), daemon.session() as session:
+async def test_output_cap_ends_every_process_of_the_task_wherever_it_went(
+    quick_grace: DaemonHandle, short_tmp: Path
+) -> None:
+    fifo = make_fifo(short_tmp)
+    async with quick_grace.session() as session:
         # The writer waits for the test to pin the probes, then fills stdout.
-        go = make_fifo(daemon.root, "go")
-        cmd = probe_tree(daemon.root, then=f"cat {shlex.quote(str(go))} >/dev/null; yes hive")
+        go = make_fifo(short_tmp, "go")
+        cmd = probe_tree(short_tmp, then=f"cat {shlex.quote(str(go))} >/dev/null; yes hive")
         await call(session, "run", cmd=cmd, name="tree", wait_seconds=0)
         await wait_ready(fifo)
-        with pinned(daemon.root) as fds:
+        with pinned(short_tmp) as fds:
             await trio.to_thread.run_sync(go.write_bytes, b"go\n")
             ended = structured(await call(session, "status", id="tree", wait_seconds=30))
             assert ended["state"] == "stopped"
@@ -152,23 +187,21 @@ WRITER = (
 
 
 async def test_an_escaped_writer_cannot_grow_the_output_past_the_cap_after_the_stop(
-    daemon: DaemonHandle,
+    capped: DaemonHandle,
+    short_tmp: Path,
 ) -> None:
-    fifo, go = make_fifo(daemon.root), make_fifo(daemon.root, "go")
-    cap = 200 * 1024
-    # A grace longer than the test's guard: the writer ignores SIGINT (an `&` child of a
-    # non-interactive shell), so only a grace cut short for the cap ends it in time.
-    extra = ("--kill-grace", "60", "--max-output-bytes", str(cap), "--output-check-secs", "0.05")
-    async with daemon.running(*extra, agent=False), daemon.session() as session:
-        cmd = f"cd {shlex.quote(str(daemon.root))}; {WRITER}; echo ready > ready; sleep 300"
+    fifo, go = make_fifo(short_tmp), make_fifo(short_tmp, "go")
+    cap = CAP
+    async with capped.session() as session:
+        cmd = f"cd {shlex.quote(str(short_tmp))}; {WRITER}; echo ready > ready; sleep 300"
         await call(session, "run", cmd=cmd, name="w", wait_seconds=0)
         await wait_ready(fifo)
-        with pinned(daemon.root, ("writer",)) as fds:
+        with pinned(short_tmp, ("writer",)) as fds:
             await trio.to_thread.run_sync(go.write_bytes, b"go\n")
             ended = structured(await call(session, "status", id="w", wait_seconds=30))
             assert ended["state"] == "stopped"
             assert ended["stop_reason"] == "output_cap"
-            out = daemon.task_file("w", ".out")
+            out = capped.task_file("w", ".out")
             at_stop = out.stat().st_size
             await all_exit(fds)
             assert out.stat().st_size == at_stop
@@ -177,23 +210,22 @@ async def test_an_escaped_writer_cannot_grow_the_output_past_the_cap_after_the_s
             assert cap < at_stop <= cap + 8 * 1024**2, at_stop
 
 
-async def test_a_finished_tasks_leftover_writer_is_stopped_at_the_cap(daemon: DaemonHandle) -> None:
-    fifo, go = make_fifo(daemon.root), make_fifo(daemon.root, "go")
-    cap = 200 * 1024
-    # A grace longer than the test's guard: the writer ignores SIGINT (an `&` child of a
-    # non-interactive shell), so only a grace cut short for the cap ends it in time.
-    extra = ("--kill-grace", "60", "--max-output-bytes", str(cap), "--output-check-secs", "0.05")
-    async with daemon.running(*extra, agent=False), daemon.session() as session:
+async def test_a_finished_tasks_leftover_writer_is_stopped_at_the_cap(
+    capped: DaemonHandle, short_tmp: Path
+) -> None:
+    fifo, go = make_fifo(short_tmp), make_fifo(short_tmp, "go")
+    cap = CAP
+    async with capped.session() as session:
         # The task ends at once (done); its writer goes on in a session of its own.
-        cmd = f"cd {shlex.quote(str(daemon.root))}; {WRITER}; echo ready > ready"
+        cmd = f"cd {shlex.quote(str(short_tmp))}; {WRITER}; echo ready > ready"
         await call(session, "run", cmd=cmd, name="w", wait_seconds=0)
         await wait_ready(fifo)
-        with pinned(daemon.root, ("writer",)) as fds:
+        with pinned(short_tmp, ("writer",)) as fds:
             done = structured(await call(session, "status", id="w", wait_seconds=30))
             assert done["state"] == "done"
             await trio.to_thread.run_sync(go.write_bytes, b"go\n")
             await all_exit(fds)
-        out = daemon.task_file("w", ".out")
+        out = capped.task_file("w", ".out")
         after = out.stat().st_size
         assert cap < after < cap + 8 * 1024**2
         status = structured(await call(session, "status", id="w"))
@@ -425,15 +457,15 @@ HIDDEN = (
 @needs_cgroups
 @pytest.mark.parametrize("how", ["stop", "timeout"])
 async def test_a_cleared_environment_in_a_double_fork_does_not_outlive_a_stop(
-    daemon: DaemonHandle, how: str
+    short_grace: DaemonHandle, short_tmp: Path, how: str
 ) -> None:
-    fifo = make_fifo(daemon.root)
-    async with daemon.running("--kill-grace", "0.3", agent=False), daemon.session() as session:
-        cmd = f"cd {shlex.quote(str(daemon.root))}; {HIDDEN}; sleep 300"
+    fifo = make_fifo(short_tmp)
+    async with short_grace.session() as session:
+        cmd = f"cd {shlex.quote(str(short_tmp))}; {HIDDEN}; sleep 300"
         timeout = {"timeout_secs": 1} if how == "timeout" else {}
         await call(session, "run", cmd=cmd, name="h", wait_seconds=0, **timeout)
         await wait_ready(fifo)
-        with pinned(daemon.root, ("hidden",)) as fds:
+        with pinned(short_tmp, ("hidden",)) as fds:
             if how == "stop":
                 ended = structured(await call(session, "stop", id="h"))
             else:
@@ -442,10 +474,10 @@ async def test_a_cleared_environment_in_a_double_fork_does_not_outlive_a_stop(
             await all_exit(fds)
         assert ended["held_by"] == "cgroup"
         assert ended["signals"] == ["SIGINT", "SIGKILL"]
-        parent = task_cgroup_parent(daemon.state_dir)
+        parent = task_cgroup_parent(short_grace.state_dir)
         assert parent is not None
         assert not _cgroups.populated(
-            parent / json.loads(daemon.task_file("h", ".json").read_bytes())["serial"]
+            parent / json.loads(short_grace.task_file("h", ".json").read_bytes())["serial"]
         )
 
 

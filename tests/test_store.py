@@ -13,7 +13,7 @@ from hive._files import write_atomic
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._store import TAIL_BYTES, TaskStore, decode_tail, read_tail
 from hive.bash._wire import RecordError, decode, encode
-from tests.strategies import loose_ends, records
+from tests.helpers.strategies import loose_ends, records
 
 
 @given(records)

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
-import subprocess
-import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +17,10 @@ from hypothesis import strategies as st
 
 from hive.subagent import _client
 from hive.subagent._wire import Answer, Call, Caller, decode_answer, decode_call, encode
-from tests.conftest import AgentListener
-from tests.test_subagent_fixtures import (
+from tests.helpers.listener import AgentListener
+from tests.helpers.servers import subagent_daemon_process
+from tests.helpers.strategies import subagent_lines
+from tests.helpers.subagents import (
     World,
     daemon_pid,
     stop_daemon,
@@ -90,14 +88,14 @@ async def test_a_daemon_killed_mid_turn_loses_no_end_and_leaves_no_second_claude
     with trio.fail_after(TURN):
         async with agent.serving():
             await tool(world, "start", name="k", prompt="run the tool")
-            await wait_until(lambda: any("tool_use" in str(line) for line in world.log("k")))
+            await wait_until(world, lambda: any("tool_use" in str(line) for line in world.log("k")))
             pid = daemon_pid(world.state)
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
             await wait_exited(pid)
             (claude,) = [start["pid"] for start in world.claude.starts()]
             (status,) = (await tool(world, "status", name="k"))["subagents"]  # a new daemon
-            await wait_until(lambda: world.claude.events("note"))
+            await wait_until(world, lambda: world.claude.events("note"))
             assert status["slot"] == "stopping" and status["last_turn"]["stop_reason"] == "lost"
             (wake,) = await agent.wait_for(1)
             os.kill(claude, signal.SIGUSR1)
@@ -118,7 +116,7 @@ async def test_an_end_untold_at_a_clean_stop_is_told_after_the_restart(world: Wo
     world.claude.script([{"init": {}}, {"wait_for_signal": "SIGINT"}, {"interrupted": "stream"}])
     with trio.fail_after(TURN):
         await tool(world, "start", name="u", prompt="think")
-        await wait_until(lambda: world.claude.events("start"))
+        await wait_until(world, lambda: world.claude.events("start"))
         await stop_daemon(world.state)  # the turn's stop path: SIGINT, its own end; nobody to tell
         agent = AgentListener(world.agent_socket)
         async with agent.serving():
@@ -151,37 +149,8 @@ async def test_servers_starting_a_daemon_at_once_share_one(world: World) -> None
 @pytest.fixture(scope="module")
 def daemon_socket() -> Iterator[str]:
     """One daemon for all the examples, started synchronously (outside any Trio run)."""
-    root = Path(tempfile.mkdtemp(prefix="hive-sfz-", dir="/tmp"))
-    sock = root / "subagent.sock"
-    (root / "empty").mkdir()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hive.subagent.daemon",
-            "--state-dir",
-            str(root),
-            "--socket",
-            str(sock),
-            "--ready-fd",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        # A line that happens to start a subagent finds no agent to run (nothing on PATH).
-        env={**os.environ, "PATH": str(root / "empty"), "HIVE_RUNTIME": "claude"},
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline() == b"ready\n"
-        yield str(sock)
-        assert process.poll() is None, "the daemon died"
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
-        if process.stdout is not None:
-            process.stdout.close()
-        shutil.rmtree(root, ignore_errors=True)
+    with subagent_daemon_process() as path:
+        yield str(path)
 
 
 def status_call() -> bytes:
@@ -198,25 +167,8 @@ def exchange(sock: socket.socket, data: bytes) -> Answer:
     return decode_answer(buffer.split(b"\n", 1)[0])
 
 
-lines = st.one_of(
-    st.binary(max_size=512),
-    st.text(max_size=200).map(str.encode),
-    st.dictionaries(st.text(max_size=10), st.none() | st.integers() | st.text(max_size=10)).map(
-        lambda d: json.dumps(d).encode()
-    ),
-    st.builds(
-        lambda tool, args: json.dumps({"tool": tool, "arguments": args, "caller": {"cwd": "/"}}).encode(),
-        st.sampled_from(["start", "continue", "status", "interrupt", "nope"]),
-        st.dictionaries(
-            st.sampled_from(["name", "prompt", "wait_seconds", "runtime", "force", "x"]),
-            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=70),
-        ),
-    ),
-).map(lambda b: b.replace(b"\n", b" ").strip() or b"x")
-
-
 @settings(max_examples=80, deadline=None)
-@given(line=lines)
+@given(line=subagent_lines)
 def test_a_bad_line_gets_an_error_and_the_connection_goes_on(daemon_socket: str, line: bytes) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(30)

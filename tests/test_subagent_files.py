@@ -21,9 +21,7 @@ from hive.subagent._convert import DecodeError
 from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._records import SessionRecord
 from hive.subagent._store import Store
-from tests.test_subagent_fixtures import World, serving, wait_until, world_in
-from tests.test_subagent_stopping import tool_use_seen
-from tests.test_subagent_tell import Courier
+from tests.helpers.subagents import Courier, World, serving, tool_use_seen, turn_done, wait_until, world_in
 
 TURN = 60
 
@@ -137,7 +135,7 @@ async def test_a_full_disk_is_reported_once_loses_no_end_and_the_daemon_goes_on(
         async with serving(world, courier_factory=lambda acked: courier) as manager:
             manager.store = store
             manager.start("w", "run the tool", world.caller())
-            await wait_until(lambda: tool_use_seen(world, "w"))
+            await wait_until(world, lambda: tool_use_seen(world, "w"))
             disk.full = True
             assert manager.interrupt("w").sent == "SIGINT"  # its save fails: the interrupt does not
             await courier.arrived.wait()  # the end is told all the same
@@ -145,7 +143,8 @@ async def test_a_full_disk_is_reported_once_loses_no_end_and_the_daemon_goes_on(
             disk.full = False
             world.claude.script("default")
             manager.start("v", "hi", world.caller())  # the next save that works writes w's too
-            await wait_until(lambda: manager.records.get("v") and manager.records["v"].last)
+            await turn_done(manager, "v")
+            assert manager.records["v"].last
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, [r.getMessage() for r in errors]
     assert "cannot save subagent records" in errors[0].getMessage()

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import trio
 
-from tests.conftest import AgentListener, call, structured, text_of
-from tests.test_subagent_fixtures import (
+from tests.helpers.listener import AgentListener
+from tests.helpers.results import call, structured, text_of
+from tests.helpers.subagents import (
     World,
     daemon_pid,
     mcp_session,
@@ -66,7 +67,7 @@ async def test_two_subagents_one_interrupted_the_other_continued_and_the_wakes(w
             assert b["last_turn"]["result"] == "fake acp agent reply to: hello"
 
             # a, interrupted mid-tool; `force` is still accepted, and ignored.
-            await wait_until(lambda: any("tool_use" in str(line) for line in world.log("a")))
+            await wait_until(world, lambda: any("tool_use" in str(line) for line in world.log("a")))
             interrupted = await call(session, "interrupt", name="a", force=True)
             assert not interrupted.is_error, text_of(interrupted)
             assert structured(interrupted)["sent"] == "SIGINT"

@@ -19,10 +19,12 @@ from hive.runtime import AgentProcess
 from hive.subagent import _slots
 from hive.subagent._errors import NameStopping
 from hive.subagent._slots import Decision, Phase, Slot
-from tests.test_subagent_fixtures import (
+from tests.helpers.subagents import (
     RecordingHost,
     World,
     serving,
+    tool_use_seen,
+    turn_done,
     wait_exited,
     wait_for_slot,
     wait_until,
@@ -94,10 +96,6 @@ def wrong(variant: Variant) -> Any:
     )
 
 
-def tool_use_seen(world: World, name: str) -> bool:
-    return any(line.get("type") == "assistant" and "tool_use" in str(line) for line in world.log(name))
-
-
 # -- a fake claude that records SIGINT, interrupted -----------------------------------------------
 
 
@@ -121,7 +119,7 @@ async def test_an_interrupted_claude_gets_one_sigint_and_ends_its_turn_itself(
     with trio.fail_after(TURN):
         async with serving(world, host=host) as manager:
             manager.start("a", "run the tool", world.caller())
-            await wait_until(lambda: tool_use_seen(world, "a"))
+            await wait_until(world, lambda: tool_use_seen(world, "a"))
             done = manager.interrupt("a")
             assert done.sent == "SIGINT"
             assert manager.slots["a"].phase is Phase.STOPPING  # at once, before the turn has ended
@@ -166,11 +164,11 @@ async def test_an_interrupted_claude_that_keeps_running_keeps_its_name(
     with trio.fail_after(TURN):
         async with serving(world) as manager:
             manager.start("b", "run the tool", world.caller())
-            await wait_until(lambda: tool_use_seen(world, "b"))
+            await wait_until(world, lambda: tool_use_seen(world, "b"))
             (pid,) = [start["pid"] for start in world.claude.starts()]
             try:
                 assert manager.interrupt("b").sent == "SIGINT"
-                await wait_until(lambda: world.claude.events("note"))
+                await wait_until(world, lambda: world.claude.events("note"))
                 # The claude has its SIGINT and is still running: the name stays claimed.
                 status = await manager.status("b")
                 assert status.views[0].slot is Phase.STOPPING
@@ -238,7 +236,8 @@ async def test_a_dropped_acp_agent_that_ignores_sigint_is_left_running(
             (agent,) = host.agents
             await wait_for_slot(manager, "i", None)
             await manager.status("i", wait=30)
-            await wait_until(lambda: manager.live.get("i") is None)  # the turn's task, drop included, is done
+            await turn_done(manager, "i")  # the turn's task, drop included, is done
+            assert manager.live.get("i") is None
             alive_after_the_drop = agent.returncode is None
             signals = world.acp.signals()
             if alive_after_the_drop:

@@ -6,14 +6,12 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import attrs
 import pytest
 import trio
 
 from hive.subagent._tools import SubagentTools
 from hive.subagent._wire import Call
-from hive.wake import Wake
-from tests.test_subagent_fixtures import World, serving, wait_until, world_in
+from tests.helpers.subagents import Courier, World, serving, turn_done, world_in
 
 TURN = 60
 SUBAGENT = Path(__file__).resolve().parent.parent / "hive" / "subagent"
@@ -23,26 +21,6 @@ SUBAGENT = Path(__file__).resolve().parent.parent / "hive" / "subagent"
 def world(short_tmp: Path) -> Iterator[World]:
     with world_in(short_tmp) as made:
         yield made
-
-
-@attrs.define(eq=False)
-class Courier:
-    """Keeps the wakes it is given; delivers none."""
-
-    sent: list[tuple[str, Wake]] = attrs.field(factory=list)
-    withdrawn: list[str] = attrs.field(factory=list)
-    arrived: trio.Event = attrs.field(factory=trio.Event)
-
-    def send(self, key: str, socket: Path, wake: Wake) -> None:
-        self.sent.append((key, wake))
-        self.arrived.set()
-
-    def withdraw(self, key: str) -> None:
-        self.withdrawn.append(key)
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        await trio.sleep_forever()
 
 
 async def test_an_end_a_status_call_was_waiting_for_wakes_nobody(world: World) -> None:
@@ -94,7 +72,8 @@ async def test_no_agent_socket_no_wake_and_the_answer_says_so(world: World) -> N
         async with serving(world, courier_factory=lambda acked: courier) as manager:
             tools = SubagentTools(manager)
             result = await tools.call(Call("start", {"name": "q", "prompt": "hi"}, world.caller(wakes=False)))
-            await wait_until(lambda: manager.records.get("q") and manager.records["q"].last)
+            await turn_done(manager, "q")
+            assert manager.records["q"].last
     assert result.answer.structured["wake"] is None
     assert "No wake will come (HIVE_AGENT_SOCKET is not set)" in result.answer.text
     assert courier.sent == []

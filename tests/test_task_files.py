@@ -5,22 +5,29 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
-from tests.conftest import DaemonHandle, call, structured
+import trio
+
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.inotify import wait_until
+from tests.helpers.results import call, structured
 
 SUFFIXES = (".json", ".cmd", ".out", ".err", ".exit")
 
 
-async def test_symlinks_planted_at_the_next_tasks_paths_are_not_followed(daemon: DaemonHandle) -> None:
-    tasks_dir = daemon.state_dir / "bash-tasks"
-    victims = {suffix: daemon.root / f"victim{suffix}" for suffix in (*SUFFIXES, ".tmp")}
+async def test_symlinks_planted_at_the_next_tasks_paths_are_not_followed(
+    served: DaemonHandle, short_tmp: Path
+) -> None:
+    tasks_dir = served.state_dir / "bash-tasks"
+    victims = {suffix: short_tmp / f"victim{suffix}" for suffix in (*SUFFIXES, ".tmp")}
     for victim in victims.values():
         victim.write_text("precious\n")
     # A task plants a link at each path of the next task named `next`, and at its record's
     # temporary file.
     links = [f"ln -s {victims[s]} {tasks_dir}/next{s}" for s in SUFFIXES]
     links.append(f"ln -s {victims['.tmp']} {tasks_dir}/.next.json.tmp")
-    async with daemon.running(agent=False), daemon.session() as session:
+    async with served.session() as session:
         planted = structured(await call(session, "run", cmd="; ".join(links), wait_seconds=20))
         assert (planted["exit_code"], planted["stderr"]["tail"]) == (0, "")
         # The daemon moves the links aside and creates the files afresh: the task runs as usual.
@@ -33,6 +40,9 @@ async def test_symlinks_planted_at_the_next_tasks_paths_are_not_followed(daemon:
         assert (ended["state"], ended["exit_code"]) == ("done", 4)
         assert ended["stdout"]["tail"] == "clobbered\n"
         assert ended["stderr"]["tail"] == "oops\n"
+        # Its final record is saved after the answer that carried its end.
+        with trio.fail_after(20):
+            await wait_until(lambda: ended_record(tasks_dir / "next.json"), tasks_dir)
     for victim in victims.values():
         assert victim.read_text() == "precious\n", victim
     for suffix in SUFFIXES:
@@ -44,6 +54,12 @@ async def test_symlinks_planted_at_the_next_tasks_paths_are_not_followed(daemon:
     assert (tasks_dir / "next.exit").read_text() == "4\n"
     # The link planted at the record's temporary file was removed, not written through.
     assert not os.path.lexists(tasks_dir / ".next.json.tmp")
+
+
+def ended_record(path: Path) -> dict[str, Any] | None:
+    """The record at ``path`` once it is its task's final one."""
+    record: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    return record if record.get("ended_at") is not None else None
 
 
 def _read(path: Path) -> str:

@@ -8,7 +8,8 @@ import jsonschema
 import mcp_types as types
 
 from hive.bash._tools import TOOLS
-from tests.conftest import DaemonHandle, call, structured, text_of
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.results import call, structured, text_of
 
 SCHEMAS = {spec.name: spec.output_schema for spec in TOOLS}
 
@@ -68,8 +69,8 @@ async def test_every_structured_result_carries_the_texts_guidance(daemon: Daemon
             assert content["error"] in ("UnknownTask", "BadArgument")
 
 
-async def test_a_daemon_without_an_agent_socket_promises_no_wake(daemon: DaemonHandle) -> None:
-    async with daemon.running(agent=False), daemon.session() as session:
+async def test_a_daemon_without_an_agent_socket_promises_no_wake(served: DaemonHandle) -> None:
+    async with served.session() as session:
         result = await call(session, "run", cmd="sleep 30", name="quiet", wait_seconds=0)
         started = check("run", result)
         assert started["wake"] is None and "woken" not in started["message"]
@@ -81,9 +82,9 @@ async def test_a_daemon_without_an_agent_socket_promises_no_wake(daemon: DaemonH
 
 
 async def test_tools_list_carries_each_tools_output_schema_and_the_sdk_client_validates_against_it(
-    daemon: DaemonHandle,
+    served: DaemonHandle,
 ) -> None:
-    async with daemon.running(agent=False), daemon.session() as session:
+    async with served.session() as session:
         listing = await session.list_tools()
         assert {tool.name: tool.output_schema for tool in listing.tools} == SCHEMAS
         # The SDK client validates each (non-error) result against the listed schema: these pass.

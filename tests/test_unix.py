@@ -84,30 +84,6 @@ async def test_a_socket_taken_over_meanwhile_is_left_to_its_new_owner(short_tmp:
             assert await answers(path)
 
 
-async def test_a_live_socket_is_refused_and_its_server_keeps_it(short_tmp: Path) -> None:
-    path = short_tmp / "s.sock"
-    with trio.fail_after(WITHIN):
-        async with open_unix_listener(path) as first:
-            inode = os.lstat(path).st_ino
-            with pytest.raises(SocketInUse) as refused:
-                async with open_unix_listener(path, known_as="--where"):
-                    pytest.fail("a second listener opened on a live socket")
-            assert "another server is listening on" in str(refused.value)
-            assert str(path) in str(refused.value)
-            assert str(refused.value).endswith("stop it first, or choose another --where")
-            assert os.lstat(path).st_ino == inode
-            await serves(first, path)
-
-
-async def test_a_stale_socket_is_replaced(short_tmp: Path) -> None:
-    path = short_tmp / "s.sock"
-    stale_socket(path)
-    assert not await answers(path)
-    with trio.fail_after(WITHIN):
-        async with open_unix_listener(path) as listener:
-            await serves(listener, path)
-
-
 @pytest.mark.parametrize("kind", ["file", "directory", "symlink-to-a-socket", "fifo"])
 async def test_a_path_that_is_not_a_socket_is_refused_and_left_alone(short_tmp: Path, kind: str) -> None:
     path = short_tmp / "s.sock"

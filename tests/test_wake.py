@@ -6,7 +6,6 @@ import json
 import os
 import socket
 import stat
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,10 +13,9 @@ from typing import Any
 
 import pytest
 import trio
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from hive._unix import NotASocket, SocketInUse
 from hive.wake import (
     MAX_LINE,
     AgentReply,
@@ -38,6 +36,8 @@ from hive.wake import (
     send_wake,
     serve_agent_socket,
 )
+from tests.helpers.agent_loop import raw_client
+from tests.helpers.strategies import wake_request_like
 
 # -- encoding and decoding ------------------------------------------------------------------------
 
@@ -198,25 +198,7 @@ def test_arbitrary_bytes_raise_nothing_but_agent_request_error(line: bytes) -> N
         assert isinstance(decoded, Wake | Prompt | Compact | Status)
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=8,
-)
-request_like = st.fixed_dictionaries(
-    {},
-    optional={
-        "type": st.sampled_from(["wake", "prompt", "compact", "status"]) | json_values,
-        "from": json_values,
-        "body": json_values,
-        "text": json_values,
-        "transient": json_values,
-        "end_id": json_values,
-    },
-)
-
-
-@given(request_like)
+@given(wake_request_like)
 def test_arbitrary_json_objects_raise_nothing_but_agent_request_error(raw: dict[str, Any]) -> None:
     try:
         decoded = decode_request(json.dumps(raw).encode())
@@ -243,38 +225,6 @@ async def agent_server(
         listener = await nursery.start(serve_agent_socket, path, handler or take)
         yield taken, listener
         nursery.cancel_scope.cancel()
-
-
-class RawClient:
-    """Speaks bytes to the agent socket and reads its one-line answers."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self._buffer = bytearray()
-
-    async def reply(self) -> dict[str, Any] | None:
-        """The next answer, or None when the server closes the connection."""
-        while (end := self._buffer.find(b"\n")) < 0:
-            data = await self.stream.receive_some(65536)
-            if not data:
-                assert not self._buffer, bytes(self._buffer)
-                return None
-            self._buffer += data
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 1]
-        answer: dict[str, Any] = json.loads(line)
-        return answer
-
-    async def ask(self, data: bytes) -> dict[str, Any] | None:
-        await self.stream.send_all(data)
-        return await self.reply()
-
-
-@asynccontextmanager
-async def raw_client(path: Path) -> AsyncIterator[RawClient]:
-    stream = await trio.open_unix_socket(os.fspath(path))
-    async with stream:
-        yield RawClient(stream)
 
 
 async def test_a_wake_reaches_the_handler_and_is_acknowledged(short_tmp: Path) -> None:
@@ -304,55 +254,6 @@ async def test_the_socket_is_private(short_tmp: Path) -> None:
 
 async def take_nothing(request: AgentRequest) -> None:
     raise AssertionError(f"no request was expected here, got {request}")
-
-
-async def test_a_stale_socket_is_replaced(short_tmp: Path) -> None:
-    path = short_tmp / "agent.sock"
-    left_over = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    left_over.bind(os.fspath(path))
-    left_over.close()  # a harness that died: its socket file stays, and nobody listens on it
-    with trio.fail_after(10):
-        async with agent_server(path) as (taken, _):
-            await send_wake(path, Wake("a", "b"))
-            assert taken == [Wake("a", "b")]
-
-
-async def test_a_second_server_on_a_live_socket_is_refused_and_the_first_keeps_serving(
-    short_tmp: Path,
-) -> None:
-    path = short_tmp / "agent.sock"
-    with trio.fail_after(10):
-        async with agent_server(path) as (taken, _):
-            inode = os.lstat(path).st_ino
-            async with trio.open_nursery() as nursery:
-                with pytest.raises(SocketInUse, match="another server is listening on"):
-                    await nursery.start(serve_agent_socket, path, take_nothing)
-            assert os.lstat(path).st_ino == inode
-            await send_wake(path, Wake("bash-task-after", "still here"))
-            assert taken == [Wake("bash-task-after", "still here")]
-
-
-async def test_a_path_that_is_not_a_socket_is_refused_and_left_alone(short_tmp: Path) -> None:
-    path = short_tmp / "agent.sock"
-    path.write_text("not a socket: someone's file")
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            with pytest.raises(NotASocket, match="is not a socket"):
-                await nursery.start(serve_agent_socket, path, take_nothing)
-    assert path.read_text() == "not a socket: someone's file"
-
-
-async def test_the_socket_is_removed_when_the_server_stops(short_tmp: Path) -> None:
-    path = short_tmp / "agent.sock"
-    with trio.fail_after(10):
-        async with agent_server(path):
-            await send_wake(path, Wake("a", "b"))
-        assert not os.path.lexists(path)
-        with pytest.raises(FileNotFoundError):
-            await send_wake(path, Wake("a", "b"))
-        async with agent_server(path) as (taken, _):  # and it starts again on the same path
-            await send_wake(path, Wake("c", "d"))
-            assert taken == [Wake("c", "d")]
 
 
 async def test_a_malformed_line_is_refused_and_the_connection_stays_usable(short_tmp: Path) -> None:
@@ -459,34 +360,6 @@ async def test_one_bad_line_does_not_stop_the_server(short_tmp: Path, line: byte
                 assert answer["ok"] is False
             await send_wake(path, Wake("after", "the bad line"))
             assert taken == [Wake("after", "the bad line")]
-
-
-def expected_answers(junk: bytes) -> int:
-    """How many answers the server owes for ``junk`` followed by the end of the stream."""
-    *lines, rest = junk.split(b"\n")
-    return sum(1 for line in lines if line.strip()) + (1 if rest else 0)
-
-
-@settings(max_examples=50, deadline=None)
-@given(junk=st.binary(max_size=2048) | st.lists(st.binary(max_size=64)).map(b"\n".join))
-def test_random_bytes_never_stop_the_server(junk: bytes) -> None:
-    async def main() -> None:
-        with tempfile.TemporaryDirectory(prefix="hive-w-", dir="/tmp") as tmp:
-            path = Path(tmp) / "agent.sock"
-            with trio.fail_after(10):
-                async with agent_server(path) as (taken, _):
-                    async with raw_client(path) as client:
-                        await client.stream.send_all(junk)
-                        await client.stream.send_eof()
-                        answers = []
-                        while (answer := await client.reply()) is not None:
-                            answers.append(answer)
-                    assert len(answers) == expected_answers(junk)
-                    assert all(isinstance(a["ok"], bool) for a in answers)
-                    await send_wake(path, Wake("after", "junk"))
-                    assert taken[-1] == Wake("after", "junk")
-
-    trio.run(main)
 
 
 def _as_stranger(path: Path, line: bytes, uid: int) -> int:

@@ -12,25 +12,21 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
-import trio
 
-from hive import __version__, sdnotify
+from hive import __version__
 from hive._main import run_main
 from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
-from hive._unix import open_unix_listener
-from hive.bash import _cgroups
-from hive.bash._cgroups import open_task_parent
-from hive.bash._courier import WakeCourier
-from hive.bash._limits import raise_open_files_limit
-from hive.bash._procs import become_subreaper
-from hive.bash._retention import DAY, Pruner, Retention
-from hive.bash._server import make_mcp_server, serve_mcp
-from hive.bash._store import TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools
+
+if TYPE_CHECKING:
+    import trio
+
+    from hive.bash._tasks import TaskManager
+
+# Trio, the MCP SDK and the task machinery are imported only once the command line is read
+# (see `_import_serving`): a refused start costs an interpreter's start, not theirs (~0.7 s).
 
 log = logging.getLogger("hive.bash.daemon")
 
@@ -68,10 +64,31 @@ def _lock_state_dir(state_dir: Path) -> StateDirLock:
     return lock_state_dir(state_dir, "bash-daemon.lock", holder="hive-bash-daemon")
 
 
+def _import_serving() -> None:
+    """Import what serving takes (Trio, the MCP SDK, the task manager): `main` does so once its
+    command line is read, before it freezes what the imports made."""
+    import hive.bash._server
+    import hive.bash._tasks  # noqa: F401
+
+
 async def serve_daemon(
-    config: DaemonConfig, *, task_status: trio.TaskStatus[TaskManager] = trio.TASK_STATUS_IGNORED
+    config: DaemonConfig, *, task_status: trio.TaskStatus[TaskManager] | None = None
 ) -> None:
     """Run the daemon until cancelled. Cancelling it leaves every task running for the next start."""
+    import trio
+
+    from hive._unix import open_unix_listener
+    from hive.bash import _cgroups
+    from hive.bash._cgroups import open_task_parent
+    from hive.bash._courier import WakeCourier
+    from hive.bash._retention import DAY, Pruner, Retention
+    from hive.bash._server import make_mcp_server, serve_mcp
+    from hive.bash._store import TaskStore
+    from hive.bash._tasks import TaskManager, TaskSettings
+    from hive.bash._tools import BashTools
+
+    if task_status is None:
+        task_status = trio.TASK_STATUS_IGNORED
     store = TaskStore(config.state_dir)
     store.create_dirs()
     lock = _lock_state_dir(config.state_dir)
@@ -328,6 +345,10 @@ def _stop_quietly(signum: int, _frame: object) -> None:
 
 
 async def _main(config: DaemonConfig) -> None:
+    import trio
+
+    from hive import sdnotify
+
     global _started  # noqa: PLW0603 - read by the signal handler
     _started = True
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
@@ -352,6 +373,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     config, level = config_from_args(argv)
+    _import_serving()
+    import trio
+
+    from hive.bash._limits import raise_open_files_limit
+    from hive.bash._procs import become_subreaper
+
     logging.basicConfig(
         level=level.upper(), stream=sys.stderr, format="hive-bash-daemon: %(levelname)s: %(message)s"
     )

@@ -14,7 +14,7 @@ import trio
 
 from fixtures.fake_api_control import FakeApi
 from hive.wake import Wake, send_wake
-from tests.test_agent_harness import running_agent
+from tests.helpers.harness import running_agent
 
 TURN = 180
 

@@ -20,8 +20,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from fixtures.fake_api_control import FakeApi
-from tests.conftest import call, structured, text_of
-from tests.test_subagent_fixtures import stop_daemon
+from tests.helpers.results import call, structured, text_of
+from tests.helpers.subagents import stop_daemon
 
 TURN = 120
 OURS = (b"hive-subagent-mcp", b"hive.subagent.daemon")

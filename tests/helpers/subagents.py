@@ -1,7 +1,4 @@
-"""What the subagent tests share: fake agents for subagents, a manager in the test's Trio run, waits.
-
-(No tests here: the name only keeps it among the subagent tests' files.)
-"""
+"""What the subagent tests share: fake agents for subagents, a manager in the test's Trio run, waits."""
 
 from __future__ import annotations
 
@@ -25,10 +22,10 @@ from hive.subagent._manager import SubagentManager
 from hive.subagent._slots import Phase
 from hive.subagent._store import Store
 from hive.subagent._wire import Caller
-from tests.acp_fake import FakeAcp
-from tests.claude_fake import FakeClaude
-
-POLL = 0.02
+from hive.wake import Wake
+from tests.helpers import inotify
+from tests.helpers.acp_fake import FakeAcp
+from tests.helpers.claude_fake import FakeClaude
 
 
 def clean_environ() -> dict[str, str]:
@@ -133,12 +130,17 @@ async def wait_for_slot(manager: SubagentManager, name: str, phase: Phase | None
         await manager.changed()
 
 
-async def wait_until(check: Callable[[], Any]) -> Any:
-    """Until ``check()`` is true: it reads a file another process writes (a fake's record, a
-    turn log), which has nothing to await, so it is read again every 20 ms."""
-    while not (found := check()):  # noqa: ASYNC110 (another process's file)
-        await trio.sleep(POLL)
-    return found
+async def wait_until(world: World, check: Callable[[], Any]) -> Any:
+    """Until ``check()`` is true: it reads a file another process writes (a fake's record in the
+    world's root, a turn log in its sessions), read again whenever one of those directories changes."""
+    return await inotify.wait_until(check, world.root, world.store.sessions)
+
+
+async def turn_done(manager: SubagentManager, name: str) -> None:
+    """Until the task of ``name``'s latest turn is done (its end recorded, its agents dropped)."""
+    live = manager.live.get(name)
+    if live is not None:
+        await live.done.wait()
 
 
 async def wait_exited(pid: int) -> None:
@@ -200,3 +202,27 @@ async def mcp_session(world: World, **env: str) -> AsyncIterator[ClientSession]:
         ):
             await session.initialize()
             yield session
+
+
+def tool_use_seen(world: World, name: str) -> bool:
+    return any(line.get("type") == "assistant" and "tool_use" in str(line) for line in world.log(name))
+
+
+@attrs.define(eq=False)
+class Courier:
+    """Keeps the wakes it is given; delivers none."""
+
+    sent: list[tuple[str, Wake]] = attrs.field(factory=list)
+    withdrawn: list[str] = attrs.field(factory=list)
+    arrived: trio.Event = attrs.field(factory=trio.Event)
+
+    def send(self, key: str, socket: Path, wake: Wake) -> None:
+        self.sent.append((key, wake))
+        self.arrived.set()
+
+    def withdraw(self, key: str) -> None:
+        self.withdrawn.append(key)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await trio.sleep_forever()

@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import trio
 
 from fixtures import acp_agent
 from hive.acp import AcpRuntime, open_acp_runtime
 from hive.runtime import Backend, Config, RuntimeSpec
-
-RECORD_POLL = 0.02
+from tests.helpers.inotify import wait_until
 
 
 @attrs.define
@@ -74,10 +72,9 @@ class FakeAcp:
         return [e["pid"] for e in self.events("start")]
 
     async def wait_for_event(self, kind: str) -> dict[str, Any]:
-        """The agent's first ``kind`` event, once it is in the record. The record is a file
-        another process appends to, with nothing to await: it is read again every 20 ms."""
-        while not (found := self.events(kind)):  # noqa: ASYNC110 (another process's file)
-            await trio.sleep(RECORD_POLL)
+        """The agent's first ``kind`` event, once it is in the record (a file another process
+        appends to: read again whenever its directory changes)."""
+        found = await wait_until(lambda: self.events(kind), self.record_path.parent)
         return found[0]
 
     def cleanup(self) -> None:

@@ -1,0 +1,24 @@
+"""Reading an MCP tool call's answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.client.session import ClientSession
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> types.CallToolResult:
+    """Call ``tool`` with ``arguments`` on ``session``."""
+    return await session.call_tool(tool, arguments)
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """The text blocks of an answer, joined by newlines."""
+    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+def structured(result: types.CallToolResult) -> dict[str, Any]:
+    """The structured content of an answer (which must have one)."""
+    assert result.structured_content is not None, text_of(result)
+    return dict(result.structured_content)

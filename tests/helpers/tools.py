@@ -1,0 +1,32 @@
+"""The bash tools in the test's own Trio run: `BashTools` over a `TaskManager` on a state directory
+of the test's, with no daemon process, no socket and no MCP in between."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from hive.bash._courier import WakeCourier
+from hive.bash._store import TaskStore
+from hive.bash._tasks import TaskManager, TaskSettings
+from hive.bash._tools import BashTools
+
+
+@asynccontextmanager
+async def serving_tools(
+    root: Path, *, store: TaskStore | None = None, agent_socket: Path | None = None, **settings: Any
+) -> AsyncIterator[BashTools]:
+    """The tools over a manager serving ``store`` (by default one on ``root/state``), its tasks run in
+    ``root``, for the duration of the block; ``settings`` are `TaskSettings`' other fields."""
+    if store is None:
+        store = TaskStore(root / "state")
+    store.create_dirs()
+    manager = TaskManager(store, TaskSettings(workdir=root, **settings), WakeCourier(agent_socket))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.serve)
+        yield BashTools(manager)
+        nursery.cancel_scope.cancel()
