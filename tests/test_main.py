@@ -263,10 +263,11 @@ def bash_daemon_main(
     monkeypatch: pytest.MonkeyPatch, signal_handlers: None, no_logging_setup: None
 ) -> Callable[..., int]:
     """``hive-bash-daemon``'s main, minus what it does to the whole process (subreaper, limits)."""
-    from hive.bash import daemon
+    from hive.bash import _limits, _procs, daemon
 
-    monkeypatch.setattr(daemon, "become_subreaper", lambda: False)
-    monkeypatch.setattr(daemon, "raise_open_files_limit", lambda: None)
+    # `main` imports these once its command line is read: patched where they live.
+    monkeypatch.setattr(_procs, "become_subreaper", lambda: False)
+    monkeypatch.setattr(_limits, "raise_open_files_limit", lambda: None)
     monkeypatch.setattr(daemon.gc, "freeze", lambda: None)
     monkeypatch.setattr(daemon, "_started", False)
     return daemon.main
