@@ -515,3 +515,44 @@ def test_a_new_run_of_the_name_asks_again_for_a_set_aside_that_failed() -> None:
     ends.handle(Unclaimed(A0, Place.LATEST, superseded=True))  # its set-aside fails
     assert ends.handle(Began(A1)) == (SetAside(A0),)
     assert ends.handle(Spawning(A1)) == ()
+
+
+def test_an_unclaimed_end_at_both_paths_is_owed_and_sent_once() -> None:
+    # A set-aside of A0 was cut short (both paths hold it) after A1's record was saved.
+    found = [Found(A0, Place.LATEST, Content.OPEN), Found(A0, Place.OWN, Content.WAKE)]
+    plan = plan_recovery([A1], found)
+    assert plan.superseded == (found[0],)
+    assert plan.earlier == ()
+    ends = OwedEnds()
+    assert ends.handle(Unclaimed(A0, Place.LATEST, superseded=True)) == (SetAside(A0), SendWake(A0))
+
+
+def test_the_machine_example_of_a_cut_short_set_aside_across_two_crashes() -> None:
+    """The example the machine once found: after a reused name's start crashed with the previous
+    end's set-aside cut short, the restart sent that end's wake twice. The draws are replayed as
+    found; past them, every write lands."""
+
+    class Draws:
+        def __init__(self, draws: tuple[object, ...]) -> None:
+            self.draws = iter(draws)
+
+        def draw(self, _strategy: object) -> object:
+            return next(self.draws, 1)
+
+    def data(*draws: object) -> st.DataObject:
+        return Draws(draws)  # type: ignore[return-value]
+
+    state = OwedEndsMachine()
+    state.begin_run("a", data())
+    state.spawn_run(data("a", "ok"))
+    state.crash(data(False, None))
+    state.exit(data(A0))
+    state.ack(data(A0, 0))  # its loose end's removal fails
+    state.begin_run("a", data())
+    state.spawn_run(data("a", "crash", None, 0, 0))  # A0's set-aside cut short, twice
+    state.ack(data(A0, 0))
+    state.ack(data(A1, 0))
+    state.crash(data(None))  # raised "sent twice by one daemon" here
+    state.check_disk_owes_every_end()
+    state.every_end_is_told_or_owed()
+    state.teardown()

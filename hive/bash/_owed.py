@@ -508,13 +508,16 @@ def plan_recovery(records: Iterable[Key], found: Iterable[Found]) -> RecoveryPla
     superseded: list[Found] = []
     earlier: list[Found] = []
     orphans: dict[str, Found] = {}
+    placed: set[Key] = set()
     # The latest path first: where a run's loose end is at both paths (a set-aside cut short),
-    # it is the one the run goes by.
+    # it is the one the run goes by, and the run is owed once.
     for loose_end in sorted(found, key=lambda f: f.at is not Place.LATEST):
         task_id = loose_end.key[0]
+        if loose_end.key in placed:
+            continue
+        placed.add(loose_end.key)
         if loose_end.key in runs:
-            if runs[loose_end.key] is None:
-                runs[loose_end.key] = loose_end
+            runs[loose_end.key] = loose_end
         elif loose_end.at is Place.OWN:
             earlier.append(loose_end)
         elif task_id in by_id:
