@@ -10,6 +10,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from hive.wake import AgentRequest, Wake, serve_agent_socket
@@ -80,6 +81,8 @@ async def test_an_end_answered_to_a_client_that_went_away_mid_wait_is_still_woke
     assert wake.end_id == f"gone:{record_of(daemon, 'gone')['serial']}"
 
 
+# The task's wrapper outlives the daemon that started it, by design: its Popen is collected still running.
+@pytest.mark.filterwarnings("ignore:subprocess .* is still running:ResourceWarning")
 async def test_a_task_that_ends_while_the_daemon_is_down_mid_run_is_recovered_and_woken(
     daemon: DaemonHandle, agent: AgentListener
 ) -> None:
