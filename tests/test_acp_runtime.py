@@ -29,7 +29,7 @@ from hive.runtime import (
 )
 from hive.sink import MemorySink
 from tests.helpers.acp_fake import FakeAcp
-from tests.helpers.claude_fake import wait_exited
+from tests.helpers.processes import wait_exited
 
 GUARD = 60
 

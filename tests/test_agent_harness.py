@@ -20,7 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from fixtures import acp_agent
 from hive.agent._hyperhive import Hyperhive
 from hive.wake import Compact, Prompt, Wake, open_agent_connection, send_wake
-from tests.helpers.claude_fake import FakeClaude, wait_exited
+from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import (
     GUARD,
     HOLD,
@@ -36,6 +36,7 @@ from tests.helpers.harness import (
     wait_line,
 )
 from tests.helpers.hyperhive import raw_post, session, tool_call
+from tests.helpers.processes import wait_exited
 
 # -- the runtimes ----------------------------------------------------------------------------------
 

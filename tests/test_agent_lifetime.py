@@ -31,9 +31,10 @@ from hive.agent._orphans import (
     stop_previous,
 )
 from hive.wake import Wake, send_wake
-from tests.helpers.claude_fake import FakeClaude, wait_exited
+from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.harness import HOLD, acp_env, claude_env, claude_start, running_agent, scratch_root
+from tests.helpers.processes import wait_exited
 
 GUARD = 60
 

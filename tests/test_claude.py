@@ -29,7 +29,8 @@ from hive.runtime import (
     TurnFailed,
 )
 from hive.sink import MemorySink, ResultMessage
-from tests.helpers.claude_fake import FakeClaude, result_lines, wait_exited
+from tests.helpers.claude_fake import FakeClaude, result_lines
+from tests.helpers.processes import wait_exited
 
 GUARD = 30  # seconds: a hang fails the test instead of wedging the run
 

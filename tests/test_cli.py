@@ -19,7 +19,8 @@ from hive.bash.client import CallResult
 from hive.cli import for_operator
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.fake_bash_daemon import BAD_ANSWERS, fake_daemon
-from tests.helpers.gates import gated, make_gate, open_gate, sigkill, wait_pid_exit
+from tests.helpers.gates import gated, make_gate, open_gate, sigkill
+from tests.helpers.processes import wait_exited
 
 CLI_WITHIN = 60  # seconds for a whole test's CLI runs, each a fresh interpreter
 
@@ -368,7 +369,7 @@ async def test_a_daemon_that_goes_away_mid_call_is_one_line_and_exit_1(daemon: D
                 await called.wait()
                 await sigkill(process)  # the daemon dies while `status --wait 30` waits for its answer
         open_gate(gate)  # the task outlives its daemon, as tasks do; let it end
-        await wait_pid_exit(pid)
+        await wait_exited(pid)
     err = one_line_error(waited[0])
     assert f"hive-bash-daemon at {proxy} closed the connection before answering" in err
 

@@ -37,7 +37,6 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hive.bash import _procs
 from hive.bash._tools import BashTools
 from hive.wake import AgentRequest, Wake
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups
@@ -392,40 +391,28 @@ async def run_until_death(
         except* Crash:
             pass
     await trio.to_thread.run_sync(store.wait_until_started)
-    await _first_commands_run(store.tasks_dir, runs)
+    await _first_commands_run(store, runs)
     return None
 
 
-async def _first_commands_run(tasks_dir: Path, runs: list[Run]) -> None:
-    """Until every task a dead daemon left running has run its first command (left its marker)
-    or exited. A restart comes long after that outside this process; here the next life would
-    start within a millisecond of a spawn, and recovery taking a task that has not yet run its
-    first command for one gone (as it then did, now and again) is a race no real restart meets."""
+async def _first_commands_run(store: CrashingStore, runs: list[Run]) -> None:
+    """Until every task the dead daemon started has run its first command (left its marker) or
+    written its exit status. A restart comes long after that outside this process; here the next
+    life would start within a millisecond of a spawn, when the new wrapper's /proc/<pid>/cmdline
+    may still be empty (the kernel sets it up after the exec the spawn waited for), so that
+    recovery would not know it by its mark: a race no real restart meets."""
     by_cmd = {run.cmd: run for run in runs}
-    for found in await trio.to_thread.run_sync(_procs.find_wrappers, tasks_dir):
-        run = by_cmd.get(found.cmd)
-        if run is not None:
-            marker = Path(run.cmd.split()[1].removesuffix(";"))
-            await _until_marked_or_exited(found.pid, marker)
+    for task_id, cmd in store.spawned:
+        run = by_cmd.get(cmd.decode())
+        if run is None:
+            continue
+        marker = Path(run.cmd.split()[1].removesuffix(";"))
+        exit_file = store.exit_path(task_id)
 
+        def begun(marker: Path = marker, exit_file: Path = exit_file) -> bool:
+            return marker.exists() or bool(exit_file.read_bytes().strip())
 
-async def _until_marked_or_exited(pid: int, marker: Path) -> None:
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        async with trio.open_nursery() as nursery:
-
-            async def exited() -> None:
-                await trio.lowlevel.wait_readable(pidfd)
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(exited)
-            await wait_until(marker.exists, marker.parent)
-            nursery.cancel_scope.cancel()
-    finally:
-        os.close(pidfd)
+        await wait_until(begun, marker.parent, exit_file.parent)
 
 
 def _plain(_instance: object, _field: object, value: Any) -> Any:

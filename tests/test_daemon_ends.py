@@ -15,7 +15,7 @@ import trio
 
 from hive.wake import AgentRequest, Wake, serve_agent_socket
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.gates import make_gate, sigkill, wait_pid_exit
+from tests.helpers.gates import make_gate, sigkill
 from tests.helpers.jsonrpc import (
     answer,
     open_raw_session,
@@ -23,6 +23,7 @@ from tests.helpers.jsonrpc import (
     send,
 )
 from tests.helpers.listener import AgentListener
+from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 
 
@@ -98,7 +99,7 @@ async def test_a_task_that_ends_while_the_daemon_is_down_mid_run_is_recovered_an
                 await sigkill(first)
         with trio.fail_after(20):
             await release(gate)
-        await wait_pid_exit(pid)
+        await wait_exited(pid)
         async with daemon.running(), daemon.session() as session:
             with trio.fail_after(20):
                 (wake,) = await agent.wait_for(1)
@@ -290,7 +291,7 @@ async def test_a_reused_name_keeps_the_previous_runs_end_owed_across_a_sigkill(
                     await agent.wait_for(len(agent.wakes) + 1)
             with trio.fail_after(20):
                 await release(gate)
-            await wait_pid_exit(pid)
+            await wait_exited(pid)
             status = structured(await call(session, "status", id="x", wait_seconds=20))
     assert (status["state"], status["exit_code"]) == ("done", 4)
     (first_wake,) = [w for w in agent.wakes if w.end_id == f"x:{first}"]

@@ -14,9 +14,10 @@ import trio
 from mcp.shared.exceptions import MCPError
 
 from tests.helpers.daemon import DaemonHandle, group_alive, shared_daemon
-from tests.helpers.gates import gated, make_gate, open_gate, sigkill, start_gated, wait_pid_exit
+from tests.helpers.gates import gated, make_gate, open_gate, sigkill, start_gated
 from tests.helpers.inotify import wait_until
 from tests.helpers.listener import AgentListener
+from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 
 
@@ -87,7 +88,7 @@ async def test_task_that_ended_while_the_daemon_was_down_is_recovered_with_its_e
         pid = await start_gated(daemon, "quiet", gate, code=3)
         await sigkill(first)
     open_gate(gate)
-    await wait_pid_exit(pid)
+    await wait_exited(pid)
     async with agent.serving(), daemon.running(), daemon.session() as session:
         with trio.fail_after(20):
             (wake,) = await agent.wait_for(1)
@@ -107,7 +108,7 @@ async def test_task_killed_while_the_daemon_was_down_is_interrupted_and_woken(
         await sigkill(first)
     # A machine restart, in effect: the whole group dies without writing an exit status.
     os.killpg(pid, signal.SIGKILL)
-    await wait_pid_exit(pid)
+    await wait_exited(pid)
     async with agent.serving(), daemon.running(), daemon.session() as session:
         with trio.fail_after(20):
             (wake,) = await agent.wait_for(1)
@@ -143,7 +144,7 @@ async def test_wake_owed_before_a_restart_is_sent_after_it(
     async with daemon.running(agent=False):
         pid = await start_gated(daemon, "owed", gate, code=0)
         open_gate(gate, "owed")
-        await wait_pid_exit(pid)
+        await wait_exited(pid)
     loose_end = json.loads(daemon.loose_end("owed").read_text())
     assert loose_end["task_id"] == "owed"
     async with agent.serving(), daemon.running():
@@ -172,7 +173,7 @@ async def test_wakes_wait_for_an_absent_agent_socket_and_arrive_once_each(
         for name in names:
             open_gate(gates[name])
         for pid in pids:
-            await wait_pid_exit(pid)
+            await wait_exited(pid)
         assert not agent.path.exists()
         async with agent.serving():
             with trio.fail_after(20):

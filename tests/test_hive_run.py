@@ -14,7 +14,8 @@ import pytest
 import trio
 
 from tests.helpers.acp_fake import FakeAcp
-from tests.helpers.claude_fake import FakeClaude, wait_exited
+from tests.helpers.claude_fake import FakeClaude
+from tests.helpers.processes import wait_exited
 
 GUARD = 30
 

@@ -31,8 +31,9 @@ from hive.bash._wire import encode
 from hive.runtime import HttpServer
 from hive.wake import Refused
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.gates import make_gate, open_gate, start_gated, wait_pid_exit
+from tests.helpers.gates import make_gate, open_gate, start_gated
 from tests.helpers.hyperhive import raw_post, session, tool_call
+from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.strategies import loose_end_files, loose_ends, records
 
@@ -142,7 +143,7 @@ async def test_loose_ends_of_a_real_daemon_with_no_agent_socket(
                 assert started["wake"] is None  # no agent socket: its end stays a loose end
                 build_pid = structured(await call(bash, "status", id="build"))["pid"]
             open_gate(build_gate)
-            await wait_pid_exit(build_pid)
+            await wait_exited(build_pid)
         # The daemon saw "build" end (or, had it stopped first, its successor settles it before
         # it answers): once a daemon on this state dir is ready, the loose end holds the wake.
         async with daemon.running(agent=False):
@@ -157,7 +158,7 @@ async def test_loose_ends_of_a_real_daemon_with_no_agent_socket(
                     bad = await call(s, "loose_ends", limit=-1)
             finally:
                 open_gate(slow_gate)
-                await wait_pid_exit(slow_pid)
+                await wait_exited(slow_pid)
 
     assert not result.is_error, text_of(result)
     answer = structured(result)

@@ -68,7 +68,8 @@ async def test_a_full_disk_is_reported_by_the_tasks_it_affects_and_does_not_stop
 ) -> None:
     store = FlakyStore(short_tmp / "state")
     store.create_dirs()
-    manager = TaskManager(store, TaskSettings(workdir=short_tmp), WakeCourier(None))
+    # A 1 s kill grace: with the default 10 s, each of these tests waited it out on the way out.
+    manager = TaskManager(store, TaskSettings(workdir=short_tmp, kill_grace=1.0), WakeCourier(None))
     tools = BashTools(manager)
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.serve)
@@ -141,7 +142,8 @@ async def test_a_record_saved_once_the_disk_has_room_again_no_longer_says_it_cou
 ) -> None:
     store = FlakyStore(short_tmp / "state")
     store.create_dirs()
-    manager = TaskManager(store, TaskSettings(workdir=short_tmp), WakeCourier(None))
+    # A 1 s kill grace: with the default 10 s, each of these tests waited it out on the way out.
+    manager = TaskManager(store, TaskSettings(workdir=short_tmp, kill_grace=1.0), WakeCourier(None))
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.serve)
         tools = BashTools(manager)

@@ -19,8 +19,8 @@ from hive.cli import build_parser
 from hive.runtime import prestart, release_prestarted, start_agent
 from hive.runtime._prestart import AgentCommand, Prestart, Spawned, interrupt_unclaimed, unclaimed
 from tests.helpers.acp_fake import FakeAcp
-from tests.helpers.claude_fake import wait_exited
 from tests.helpers.inotify import wait_until_blocking
+from tests.helpers.processes import wait_exited
 
 GUARD = 30
 

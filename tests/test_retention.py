@@ -21,7 +21,8 @@ from hive.bash._store import StoredRun, TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.gates import make_gate, wait_pid_exit
+from tests.helpers.gates import make_gate
+from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.strategies import listings, retentions
 
@@ -190,7 +191,7 @@ async def test_a_daemon_prunes_old_and_excess_tasks_but_never_a_running_or_owed_
         await call(session, "run", cmd=f"read line < {owed_gate}; echo owed", name="owed", wait_seconds=0)
         pid = structured(await call(session, "status", id="owed"))["pid"]
         await trio.to_thread.run_sync(owed_gate.write_text, "go\n", abandon_on_cancel=True)
-        await wait_pid_exit(pid)
+        await wait_exited(pid)
         running = await call(session, "run", cmd=f"read line < {gate}", name="running", wait_seconds=0)
         assert structured(running)["state"] == "running"
     assert daemon.loose_end("owed").exists()

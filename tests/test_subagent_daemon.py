@@ -18,16 +18,10 @@ from hypothesis import strategies as st
 from hive.subagent import _client
 from hive.subagent._wire import Answer, Call, Caller, decode_answer, decode_call, encode
 from tests.helpers.listener import AgentListener
+from tests.helpers.processes import wait_exited
 from tests.helpers.servers import subagent_daemon_process
 from tests.helpers.strategies import subagent_lines
-from tests.helpers.subagents import (
-    World,
-    daemon_pid,
-    stop_daemon,
-    wait_exited,
-    wait_until,
-    world_in,
-)
+from tests.helpers.subagents import World, daemon_pid, stop_daemon, wait_until, world_in
 
 TURN = 90
 

@@ -19,13 +19,13 @@ from hive.runtime import AgentProcess
 from hive.subagent import _slots
 from hive.subagent._errors import NameStopping
 from hive.subagent._slots import Decision, Phase, Slot
+from tests.helpers.processes import wait_exited
 from tests.helpers.subagents import (
     RecordingHost,
     World,
     serving,
     tool_use_seen,
     turn_done,
-    wait_exited,
     wait_for_slot,
     wait_until,
     world_in,

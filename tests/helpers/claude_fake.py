@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import trio
 
 from fixtures import fake_claude
 from hive.claude import InfiniteSession, open_claude_runtime
@@ -82,17 +81,6 @@ class FakeClaude:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 continue
-
-
-async def wait_exited(pid: int) -> None:
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        await trio.lowlevel.wait_readable(fd)
-    finally:
-        os.close(fd)
 
 
 def result_lines(data: bytes) -> list[dict[str, Any]]:

@@ -28,18 +28,6 @@ def open_gate(path: Path, line: str = "go") -> None:
         os.close(fd)
 
 
-async def wait_pid_exit(pid: int) -> None:
-    """Wait for a process that is not ours to exit."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        await trio.lowlevel.wait_readable(fd)
-    finally:
-        os.close(fd)
-
-
 async def sigkill(process: trio.Process) -> None:
     os.kill(process.pid, signal.SIGKILL)
     await process.wait()

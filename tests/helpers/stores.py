@@ -39,6 +39,8 @@ class CrashingStore(TaskStore):
     _starting: int = 0
     """New runs being made (their files created, their process started) in some thread."""
     _started: threading.Condition = attrs.field(factory=threading.Condition)
+    spawned: list[tuple[str, bytes]] = attrs.field(factory=list)
+    """The runs (task id, command) whose new-run block ended as it should: their process started."""
 
     def _write(self, *, takes_space: bool = True) -> None:
         """Count a write, then die at it, or fail at it for want of space (only a write that
@@ -93,6 +95,8 @@ class CrashingStore(TaskStore):
                     yield files
                 except Crash as exc:
                     crash = exc  # a dead daemon removes none of the new run's files
+                else:
+                    self.spawned.append((task_id, cmd))
         finally:
             with self._started:
                 self._starting -= 1

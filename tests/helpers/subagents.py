@@ -143,17 +143,6 @@ async def turn_done(manager: SubagentManager, name: str) -> None:
         await live.done.wait()
 
 
-async def wait_exited(pid: int) -> None:
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        await trio.lowlevel.wait_readable(fd)
-    finally:
-        os.close(fd)
-
-
 def daemon_pid(state: Path) -> int | None:
     """The pid of the daemon serving ``state`` (it writes it into its lock file), if one started."""
     try:

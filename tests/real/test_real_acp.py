@@ -16,7 +16,7 @@ from fixtures.fake_api_control import FakeApi
 from hive.acp import AcpRuntime, open_acp_runtime
 from hive.runtime import SIGNALS_SENT, Backend, Config, RuntimeSpec, StopReason
 from hive.sink import MemorySink
-from tests.helpers.claude_fake import wait_exited
+from tests.helpers.processes import wait_exited
 
 TURN = 120
 

@@ -20,6 +20,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from fixtures.fake_api_control import FakeApi
+from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.subagents import stop_daemon
 
@@ -54,17 +55,6 @@ def processes_of(home: Path) -> list[int]:
         if needle in environ and not any(name in cmdline for name in OURS):
             found.append(int(entry.name))
     return found
-
-
-async def wait_exited(pid: int) -> None:
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        await trio.lowlevel.wait_readable(fd)
-    finally:
-        os.close(fd)
 
 
 @asynccontextmanager
