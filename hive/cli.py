@@ -44,6 +44,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "task's end wakes the next turn. Then hive-agent is stopped with SIGINT, the turn log is printed as "
         "`hive agent log` shows it, and the directory is removed.",
     )
+    demo.add_argument(
+        "--within",
+        type=_demo_within,
+        default=None,
+        metavar="S",
+        help="how long to wait for hive-agent to be ready and end its two turns, in all (default 120)",
+    )
     demo.set_defaults(handler=_demo)
 
     run = commands.add_parser(
@@ -163,7 +170,7 @@ def _run_turn(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from hive.demo import run_demo
 
-    return run_demo()
+    return run_demo() if args.within is None else run_demo(within=args.within)
 
 
 # -- hive bash -------------------------------------------------------------------------------------
@@ -197,6 +204,13 @@ def _timeout(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{text!r} must be more than 0 seconds; leave --timeout out for none"
         )
+    return value
+
+
+def _demo_within(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; give the seconds the demo may take")
     return value
 
 

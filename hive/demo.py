@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import trio
 
+from hive._files import create_new
 from hive.agent import follow_lines, render_log
 from hive.bash import running_daemon
 from hive.errors import HiveError
@@ -33,7 +34,7 @@ FIRST_MESSAGE = "Show me the loop: start a background task, check your loose end
 
 
 class DemoTooSlow(HiveError, TimeoutError):
-    """hive-agent was not ready, or did not end its two turns, within ``WITHIN`` seconds."""
+    """hive-agent was not ready, or did not end its two turns, within the seconds it was given."""
 
 
 def _say(text: str = "") -> None:
@@ -67,7 +68,7 @@ async def _turn_records(log_path: Path, count: int) -> list[dict[str, Any]]:
     raise AssertionError("unreachable: follow_lines never ends")
 
 
-async def _demo(workdir: Path, agent_log: BinaryIO) -> list[str]:
+async def _demo(workdir: Path, agent_log: BinaryIO, within: float) -> list[str]:
     state = workdir / "state"
     agent_socket = workdir / "agent.sock"
     args = [
@@ -80,7 +81,7 @@ async def _demo(workdir: Path, agent_log: BinaryIO) -> list[str]:
         "--with-bash-daemon",
     ]
     log_path = state / "turns.jsonl"
-    with trio.move_on_after(WITHIN) as waited:
+    with trio.move_on_after(within) as waited:
         async with running_daemon(
             args,
             env=agent_environment(),
@@ -98,22 +99,22 @@ async def _demo(workdir: Path, agent_log: BinaryIO) -> list[str]:
             await _turn_records(log_path, TURNS)
         _say(f"hive-agent stopped with SIGINT (exit status {agent.returncode})")
     if waited.cancelled_caught:
-        raise DemoTooSlow(f"the demo's hive-agent did not finish its two turns within {WITHIN:g} s")
+        raise DemoTooSlow(f"the demo's hive-agent did not finish its two turns within {within:g} s")
     objects = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
     return list(render_log(obj for obj in objects if isinstance(obj, dict)))
 
 
-def run_demo() -> int:
-    """The demo, start to end; its exit status. A failure shows hive-agent's log on stderr, then
-    raises (for ``hive``'s boundary to report on one line)."""
+def run_demo(within: float = WITHIN) -> int:
+    """The demo, start to end, in ``within`` seconds at most; its exit status. A failure shows
+    hive-agent's log on stderr, then raises (for ``hive``'s boundary to report on one line)."""
     _say("hive demo: hive-agent runs a SCRIPTED demo ACP agent (no model, no API key: its steps are fixed)")
     _say("")
     workdir = Path(tempfile.mkdtemp(prefix="hive-demo-"))
     agent_log_path = workdir / "hive-agent.log"
     try:
-        with open(agent_log_path, "wb") as agent_log:
+        with os.fdopen(create_new(agent_log_path), "wb") as agent_log:
             try:
-                rendered = trio.run(_demo, workdir, agent_log)
+                rendered = trio.run(_demo, workdir, agent_log, within)
             except Exception:
                 agent_log.flush()
                 sys.stderr.write("hive demo failed; hive-agent's log:\n")

@@ -236,8 +236,11 @@ def test_hive_demo_that_fails_shows_the_agents_log_then_one_line(
 
     monkeypatch.setenv("TMPDIR", str(short_tmp))
     monkeypatch.setattr(demo, "running_daemon", never_ready)
-    monkeypatch.setattr(demo, "WITHIN", 0)
-    assert main(["demo"]) == 1
+    with pytest.raises(SystemExit) as refused:
+        main(["demo", "--within", "-1"])
+    assert refused.value.code == 2
+    assert "'-1' is negative" in capsys.readouterr().err
+    assert main(["demo", "--within", "0"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("hive demo failed; hive-agent's log:\n")
     assert err.endswith("hive: the demo's hive-agent did not finish its two turns within 0 s\n")
