@@ -1,4 +1,5 @@
-"""The one policy for an MCP tool's arguments, driven by the JSON Schema the tool lists.
+"""The one policy for an MCP tool's arguments, driven by the JSON Schema the tool lists, and the
+one shape of its structured answer (:func:`answer_schema`).
 
 Every tool of hive (bash, subagent, hyperhive) checks its arguments here, against the
 ``inputSchema`` it declares in ``tools/list``, before it does anything:
@@ -27,7 +28,7 @@ from typing import Any
 from hive._limits import NAME_RULE, NAME_SCHEMA_PATTERN
 from hive.errors import BadInput
 
-__all__ = ["ArgumentError", "check_arguments"]
+__all__ = ["ArgumentError", "answer_schema", "check_arguments"]
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _PATTERN_RULES = {NAME_SCHEMA_PATTERN: f"use {NAME_RULE}"}
@@ -71,6 +72,30 @@ def check_arguments(
             continue
         checked[key] = _check(key, spec, value, caps.get(key), required=key in required)
     return checked
+
+
+def answer_schema(properties: Mapping[str, Any], *shapes: list[str], errors: str) -> dict[str, Any]:
+    """The output schema of a tool's structured answer: an object that always has ``message``
+    (the text answer's guidance, for a client that shows the model only the structured content)
+    and either ``error`` (a tool error; ``errors`` lists its kinds) or every field of one of
+    ``shapes``; ``properties`` describes the tool's own fields."""
+    return {
+        "type": "object",
+        "properties": {
+            **properties,
+            "message": {
+                "type": "string",
+                "description": "What the text answer tells you: what happened, and what to do next.",
+            },
+            "error": {
+                "type": "string",
+                "description": f"Only on a tool error: its kind ({errors}); `message` says what was wrong "
+                "and what to do.",
+            },
+        },
+        "required": ["message"],
+        "anyOf": [{"required": ["error"]}, *({"required": shape} for shape in shapes)],
+    }
 
 
 def _types(spec: Mapping[str, Any]) -> list[str]:

@@ -15,31 +15,14 @@ from typing import Any
 import attrs
 import trio
 
-from hive._arguments import ArgumentError, check_arguments
+from hive._arguments import ArgumentError, answer_schema, check_arguments
 from hive.agent._loose_ends import UNKNOWN, describe, read_loose_ends
 from hive.wake import Refused
 
 DEFAULT_LIMIT = 50
 
-_MESSAGE = {
-    "type": "string",
-    "description": "What the text answer tells you: what happened, and what to do next.",
-}
-_ERROR = {
-    "type": "string",
-    "description": "Only on a tool error: its kind (BadArgument, DiskError, CompactRefused); `message` "
-    "says what was wrong and what to do.",
-}
-
-
-def _output_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {**properties, "message": _MESSAGE, "error": _ERROR},
-        "required": ["message"],
-        "anyOf": [{"required": ["error"]}, {"required": required}],
-    }
-
+_ERRORS = "BadArgument, DiskError, CompactRefused"
+"""The kinds of the hyperhive tools' errors (``error`` in an answer)."""
 
 _NULLABLE_STRING = {"type": ["string", "null"]}
 _LOOSE_END = {
@@ -101,7 +84,7 @@ TOOLS: list[dict[str, Any]] = [
             },
             "additionalProperties": False,
         },
-        "output_schema": _output_schema(
+        "output_schema": answer_schema(
             {
                 "loose_ends": {"type": "array", "items": _LOOSE_END},
                 "total": {"type": "integer", "description": "How many loose ends there are in all."},
@@ -117,6 +100,7 @@ TOOLS: list[dict[str, Any]] = [
                 },
             },
             ["loose_ends", "total", "ended", "unreadable"],
+            errors=_ERRORS,
         ),
     },
     {
@@ -126,12 +110,13 @@ TOOLS: list[dict[str, Any]] = [
         "piece of work is done and its details are no longer needed. It takes effect only after the turn "
         "ends, so write down first anything you must not lose.",
         "input_schema": {"type": "object", "properties": {}, "additionalProperties": False},
-        "output_schema": _output_schema(
+        "output_schema": answer_schema(
             {
                 "requested": {"type": "boolean", "description": "True: compaction follows this turn."},
                 "when": {"type": "string", "enum": ["after_this_turn"]},
             },
             ["requested", "when"],
+            errors=_ERRORS,
         ),
     },
 ]

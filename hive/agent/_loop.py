@@ -60,7 +60,7 @@ from hive.agent._model import (
 from hive.agent._prompt import render_prompt
 from hive.agent._queue import QueueFile, open_queue_file
 from hive.agent._session import SessionStore
-from hive.agent._wire import Added, Carried, CarriedItem, Compacted, CompactRequested, Outcome, TurnRecord
+from hive.agent._wire import Added, Carried, Compacted, CompactRequested, Outcome, TurnRecord
 from hive.runtime import HiveRuntimeError, IdleTimeout, Runtime, SessionNotFound, TurnOutcome
 from hive.sink import ContextUsage
 from hive.wake import AgentRequest, AgentState, AgentStatus, Compact, Prompt, Refused, Status, Wake
@@ -280,7 +280,7 @@ class Harness:
             kind="turn",
             started=started,
             ended=time.time(),
-            carried=tuple(CarriedItem(i.seq, i.kind.value, i.sender, i.body, i.end_id, i.at) for i in items),
+            carried=items,
             outcome=ending.outcome,
             delivered=ending.delivered,
             is_error=outcome.is_error if outcome else True,

@@ -74,18 +74,6 @@ _RECORDS: dict[str, type[Record]] = {
 # -- the turn log's own line ----------------------------------------------------------------------
 
 
-@attrs.frozen
-class CarriedItem:
-    """One message a turn carried, as the turn log shows it."""
-
-    seq: int
-    kind: str
-    sender: str
-    body: str
-    end_id: str | None = None
-    at: float = 0.0
-
-
 Outcome = Literal["completed", "cancelled", "idle", "exited", "failed", "not started", "stopped"]
 
 
@@ -97,8 +85,9 @@ class TurnRecord:
     kind: Literal["turn", "compact"]
     started: float
     ended: float
-    carried: tuple[CarriedItem, ...] = ()
-    """The messages the turn carried, oldest first (none for a compaction)."""
+    carried: tuple[Item, ...] = ()
+    """The messages the turn carried, oldest first (none for a compaction), as the queue's
+    journal writes them."""
     requested_by: str | None = None
     """Who asked for a compaction: ``operator`` or ``agent``."""
     outcome: Outcome = "completed"
@@ -127,7 +116,6 @@ class SessionFile:
 
 converter = strict_converter()
 converter.register_fields(Item, {"sender": "from"}, omit_if_default=("end_id",))
-converter.register_fields(CarriedItem, {"sender": "from"}, omit_if_default=("end_id",))
 
 
 class RecordError(HarnessError, ValueError):

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from hive._arguments import ArgumentError, check_arguments
+from hive._arguments import ArgumentError, answer_schema, check_arguments
 from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_SCHEMA_PATTERN
 from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running
 from hive.bash._errors import BadArgument, BashError
@@ -46,15 +46,8 @@ class ToolSpec:
 
 # -- output schemas -------------------------------------------------------------------------------
 
-_MESSAGE = {
-    "type": "string",
-    "description": "What the text answer tells you: what happened, and what to do next.",
-}
-_ERROR = {
-    "type": "string",
-    "description": "Only on a tool error: its kind (BadArgument, NameBusy, UnknownTask, DiskError, "
-    "TaskLimit, SpawnError, ...); `message` says what was wrong and what to do.",
-}
+_ERRORS = "BadArgument, NameBusy, UnknownTask, DiskError, TaskLimit, SpawnError, ..."
+"""The kinds of the bash tools' errors (``error`` in an answer)."""
 _STATE = {"type": "string", "enum": [state.value for state in TaskState]}
 _OUTPUT = {
     "type": "object",
@@ -130,16 +123,6 @@ _LIST_PROPERTIES: dict[str, Any] = {
 }
 
 
-def _output_schema(properties: dict[str, Any], *shapes: list[str]) -> dict[str, Any]:
-    """An object with a ``message`` always, and either ``error`` (a tool error) or one of ``shapes``."""
-    return {
-        "type": "object",
-        "properties": {**properties, "message": _MESSAGE, "error": _ERROR},
-        "required": ["message"],
-        "anyOf": [{"required": ["error"]}, *({"required": shape} for shape in shapes)],
-    }
-
-
 _WAIT_DESCRIPTION = (
     f"Seconds to wait for the task to finish before answering (0 to {MAX_WAIT:g}; larger values are "
     f"capped at {MAX_WAIT:g}). If it finishes in time you get its full status at once."
@@ -187,10 +170,11 @@ TOOLS = [
             "required": ["cmd"],
             "additionalProperties": False,
         },
-        _output_schema(
+        answer_schema(
             {**_STATUS_PROPERTIES, **_STARTED_PROPERTIES},
             ["id", "state", "stdout_path", "stderr_path", "wake"],
             _STATUS_REQUIRED,
+            errors=_ERRORS,
         ),
     ),
     ToolSpec(
@@ -214,7 +198,7 @@ TOOLS = [
             "required": ["id"],
             "additionalProperties": False,
         },
-        _output_schema(_STATUS_PROPERTIES, _STATUS_REQUIRED),
+        answer_schema(_STATUS_PROPERTIES, _STATUS_REQUIRED, errors=_ERRORS),
     ),
     ToolSpec(
         "stop",
@@ -228,7 +212,7 @@ TOOLS = [
             "required": ["id"],
             "additionalProperties": False,
         },
-        _output_schema(_STATUS_PROPERTIES, _STATUS_REQUIRED),
+        answer_schema(_STATUS_PROPERTIES, _STATUS_REQUIRED, errors=_ERRORS),
     ),
     ToolSpec(
         "list",
@@ -245,7 +229,7 @@ TOOLS = [
             },
             "additionalProperties": False,
         },
-        _output_schema(_LIST_PROPERTIES, ["tasks", "total"]),
+        answer_schema(_LIST_PROPERTIES, ["tasks", "total"], errors=_ERRORS),
     ),
 ]
 

@@ -9,8 +9,9 @@ Each name is imported from its module on first use: the MCP server, spawned per 
 not pay for the daemon's runtimes.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hive._lazy import export_lazily
 
 if TYPE_CHECKING:
     from hive.subagent._errors import (
@@ -28,25 +29,6 @@ if TYPE_CHECKING:
     from hive.subagent._views import Interrupted, Status, View
     from hive.subagent._wire import Caller
     from hive.subagent.daemon import DaemonConfig, serve_daemon
-
-_MODULES = {
-    "_errors": (
-        "BadArgument",
-        "DaemonUnavailable",
-        "NameBusy",
-        "NameStopping",
-        "SubagentError",
-        "UnknownSubagent",
-    ),
-    "_manager": ("SubagentManager",),
-    "_records": ("SessionRecord", "TurnEnd"),
-    "_slots": ("Arm", "Phase"),
-    "_store": ("Store",),
-    "_views": ("Interrupted", "Status", "View"),
-    "_wire": ("Caller",),
-    "daemon": ("DaemonConfig", "serve_daemon"),
-}
-_WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "Arm",
@@ -69,15 +51,4 @@ __all__ = [
     "serve_daemon",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+export_lazily(__name__)
