@@ -23,6 +23,7 @@ LEAVES = {
     "_lazy",
     "_arguments",
     "_convert",
+    "_flags",
 }
 """The shared mechanisms (hive/_*.py, hive/errors.py): each imports only leaves, and every part may import them."""
 
@@ -140,7 +141,7 @@ def imported_roots(path: Path, *, on_import: bool = False) -> set[str]:
     return {name if name.startswith("hive") else name.split(".")[0] for name in names} - {"__future__"}
 
 
-STDLIB_LEAVES = {"hive.errors", "hive._main", "hive._limits", "hive._lazy", "hive._arguments"}
+STDLIB_LEAVES = {"hive.errors", "hive._main", "hive._limits", "hive._lazy", "hive._arguments", "hive._flags"}
 """hive's modules that import nothing but the standard library (and one another): a program
 that must start in the time of a bare interpreter may still use them."""
 

@@ -24,6 +24,7 @@ import trio
 from mcp.server import Server
 
 from hive import __version__
+from hive._flags import positive_seconds
 from hive._main import run_main
 from hive._state_dir import default_state_dir
 from hive.subagent import _client
@@ -122,16 +123,6 @@ Interrupting a turn sends its agent SIGINT (an ACP agent session/cancel first); 
 forceful is ever sent."""
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hive-subagent-mcp",
@@ -159,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--idle-timeout",
-        type=_seconds,
+        type=positive_seconds,
         default=None,
         metavar="S",
         help="stop a subagent's turn when its agent sends nothing for S seconds "
@@ -182,7 +173,7 @@ def _run(argv: Sequence[str] | None) -> int:
     idle = args.idle_timeout
     if idle is None and os.environ.get("HIVE_SUBAGENT_IDLE_TIMEOUT"):
         try:
-            idle = _seconds(os.environ["HIVE_SUBAGENT_IDLE_TIMEOUT"])
+            idle = positive_seconds(os.environ["HIVE_SUBAGENT_IDLE_TIMEOUT"])
         except argparse.ArgumentTypeError as exc:
             parser.error(f"HIVE_SUBAGENT_IDLE_TIMEOUT: {exc}")
     state_dir = (args.state_dir or default_state_dir()).absolute()
