@@ -26,6 +26,7 @@ from mcp.server import Server
 from hive import __version__
 from hive._flags import positive_seconds
 from hive._main import run_main
+from hive._mcp import tool_result, tool_server
 from hive._state_dir import default_state_dir
 from hive.subagent import _client
 from hive.subagent._errors import DaemonUnavailable
@@ -50,20 +51,6 @@ def make_server(
     """The MCP server of the tools, each call sent to the daemon. An answer that shows turn ends
     tells them only once ``receipts`` reports it written to a client still there (without
     ``receipts``, never: the ends are then told by wakes)."""
-    listing = types.ListToolsResult(
-        tools=[
-            types.Tool(
-                name=tool["name"],
-                description=tool["description"],
-                input_schema=tool["inputSchema"],
-                output_schema=tool["outputSchema"],
-            )
-            for tool in TOOLS
-        ]
-    )
-
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return listing
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
@@ -72,12 +59,7 @@ def make_server(
             )
         except DaemonUnavailable as exc:
             text = str(exc)
-            structured: dict[str, Any] = {"message": text, "error": "DaemonUnavailable"}
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=text)],
-                structured_content=structured,
-                is_error=True,
-            )
+            return tool_result(text, {"message": text, "error": "DaemonUnavailable"}, is_error=True)
         answer = reply.answer
         if answer.confirm:
             # The ends it shows are told only if this answer reaches a client still there.
@@ -85,19 +67,9 @@ def make_server(
                 await reply.confirm(False)
             else:
                 receipts.expect(ctx.request_id, reply.confirm)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=answer.text)],
-            structured_content=answer.structured,
-            is_error=answer.is_error,
-        )
+        return tool_result(answer.text, answer.structured, is_error=answer.is_error)
 
-    return Server(
-        "subagent",
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-    )
+    return tool_server("subagent", instructions=INSTRUCTIONS, tools=TOOLS, call_tool=call_tool)
 
 
 async def serve_stdio(state_dir: Path, socket: Path, caller: Caller) -> None:
