@@ -7,6 +7,7 @@ its newline: the next call gives the line after it. So where the protocol allows
 where an error can be answered or logged and the next message taken), the reader answers an
 error and keeps the connection; a protocol that cannot resync answers and closes instead. The
 caller knows who sent the line and says so (``the agent sent a message longer than ...``).
+A line that carries JSON is written by `json_line` and read by `load_json`.
 
 Each byte is searched for a newline once, so a long line that arrives in many chunks costs
 linear time, not a rescan per chunk. Standard library only (with ``hive.errors``): the bash
@@ -15,7 +16,9 @@ CLI client imports it before anything else; the Trio stream is only awaited, nev
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from hive.errors import HiveError
 
@@ -134,3 +137,17 @@ class LineReader:
                 return None
             self._buffer.feed(data)
         return line
+
+
+def json_line(data: Any) -> bytes:
+    """``data`` (JSON-ready) as one compact line of JSON, its newline included."""
+    return json.dumps(data, separators=(",", ":")).encode() + b"\n"
+
+
+def load_json(line: bytes, error: Callable[[str], Exception]) -> Any:
+    """What ``line`` holds as JSON; ``error("not JSON: ...")``, saying why, if it holds none (or
+    nests too deep to be read)."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise error(f"not JSON: {str(exc)[:200]}") from None

@@ -88,24 +88,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     run.add_argument(
         "--timeout", type=_timeout, metavar="S", help="stop the task after S seconds (timed_out)"
     )
-    run.add_argument(
-        "--wait",
-        type=_wait,
-        default=3.0,
-        metavar="S",
-        help=f"wait up to S seconds for it to end (at most {MAX_WAIT:g}; default 3)",
-    )
+    _add_wait(run, default=3.0)
     run.set_defaults(handler=_bash_run)
 
     status = bash.add_parser("status", parents=[common], help="a task's status and output tail")
     status.add_argument("id", metavar="ID")
-    status.add_argument(
-        "--wait",
-        type=_wait,
-        default=0.0,
-        metavar="S",
-        help=f"wait up to S seconds for it to end (at most {MAX_WAIT:g})",
-    )
+    _add_wait(status, default=0.0)
     status.set_defaults(handler=_bash_status)
 
     stop = bash.add_parser(
@@ -196,6 +184,18 @@ def _wait(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is negative; give 0 (answer at once) to {MAX_WAIT:g}")
     return value
+
+
+def _add_wait(command: argparse.ArgumentParser, *, default: float) -> None:
+    """Give ``command`` the flag ``--wait S`` (the tool's ``wait_seconds``), ``default`` when left out."""
+    shown = f"; default {default:g}" if default else ""
+    command.add_argument(
+        "--wait",
+        type=_wait,
+        default=default,
+        metavar="S",
+        help=f"wait up to S seconds for it to end (at most {MAX_WAIT:g}{shown})",
+    )
 
 
 def _timeout(text: str) -> float:

@@ -17,20 +17,19 @@ the tests share one parser.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
 import attrs
 import trio
 
 from hive._convert import DecodeError, strict_converter, structure
-from hive._lines import MAX_LINE, LineCut, LineError, LineReader, LineTooLong
+from hive._lines import MAX_LINE, LineCut, LineError, LineReader, LineTooLong, json_line, load_json
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
 from hive.errors import HiveError
 
@@ -183,22 +182,15 @@ class Refused(WakeError):
 
 def encode(message: AgentRequest | AgentReply) -> bytes:
     """``message`` as its line on the agent socket."""
-    return json.dumps(converter.unstructure(message), separators=(",", ":")).encode() + b"\n"
+    return json_line(converter.unstructure(message))
 
 
 _REQUIRED = {"wake": ("from", "body"), "prompt": ("text",), "compact": (), "status": ()}
 
 
-def _loads(line: bytes) -> Any:
-    try:
-        return json.loads(line)
-    except (ValueError, RecursionError) as exc:
-        raise AgentRequestError(f"not JSON: {str(exc)[:200]}") from None
-
-
 def decode_request(line: bytes) -> AgentRequest:
     """Parse one request line; anything malformed raises AgentRequestError saying what is wrong."""
-    raw = _loads(line)
+    raw = load_json(line, AgentRequestError)
     if not isinstance(raw, dict):
         raise AgentRequestError("expected a JSON object with a 'type'")
     kind = raw.get("type")
@@ -219,7 +211,7 @@ def decode_request(line: bytes) -> AgentRequest:
 
 def decode_reply(line: bytes) -> AgentReply:
     """Parse one reply line; anything malformed raises AgentRequestError."""
-    raw = _loads(line)
+    raw = load_json(line, AgentRequestError)
     try:
         return structure(converter, raw, AgentReply, f"reply {line[:200]!r}")
     except DecodeError as exc:

@@ -23,6 +23,7 @@ LEAVES = {
     "_lazy",
     "_arguments",
     "_convert",
+    "_flags",
 }
 """The shared mechanisms (hive/_*.py, hive/errors.py): each imports only leaves, and every part may import them."""
 
@@ -34,11 +35,12 @@ ALLOWED: dict[str, set[str]] = {
     "claude": {"claude", "runtime", "sink"} | LEAVES,
     "acp": {"acp", "runtime", "sink", ""} | LEAVES,
     "_unix": LEAVES,
+    "_mcp": {""} | LEAVES,  # the MCP SDK's server, for every tool set: not a leaf, as it imports the SDK
     "wake": {"_unix"} | LEAVES,
     "sdnotify": LEAVES,
-    "bash": {"bash", "wake", "sdnotify", "_unix", ""} | LEAVES,
-    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", ""} | LEAVES,
-    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", ""} | LEAVES,
+    "bash": {"bash", "wake", "sdnotify", "_unix", "_mcp", ""} | LEAVES,
+    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", ""} | LEAVES,
+    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", ""} | LEAVES,
     "_turn": {"runtime", "sink"} | LEAVES,
     "turn": {"_turn", "runtime", "sink"} | LEAVES,
     "demo_agent": {""} | LEAVES,
@@ -140,7 +142,7 @@ def imported_roots(path: Path, *, on_import: bool = False) -> set[str]:
     return {name if name.startswith("hive") else name.split(".")[0] for name in names} - {"__future__"}
 
 
-STDLIB_LEAVES = {"hive.errors", "hive._main", "hive._limits", "hive._lazy", "hive._arguments"}
+STDLIB_LEAVES = {"hive.errors", "hive._main", "hive._limits", "hive._lazy", "hive._arguments", "hive._flags"}
 """hive's modules that import nothing but the standard library (and one another): a program
 that must start in the time of a bare interpreter may still use them."""
 

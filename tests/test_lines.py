@@ -5,12 +5,13 @@ chunk boundaries."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive._lines import LineBuffer, LineCut, LineError, LineReader, LineTooLong
+from hive._lines import LineBuffer, LineCut, LineError, LineReader, LineTooLong, json_line, load_json
 from hive.errors import HiveError
 
 LIMIT = 16
@@ -121,3 +122,36 @@ def test_line_errors_are_hive_errors_and_value_errors() -> None:
         assert isinstance(error, HiveError)
         assert isinstance(error, ValueError)
     assert LineCut(b"part").partial == b"part"
+
+
+class _NotJson(ValueError):
+    pass
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    )
+)
+def test_a_json_line_is_one_compact_line_that_load_json_reads_back(value: object) -> None:
+    line = json_line(value)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert line == json.dumps(value, separators=(",", ":")).encode() + b"\n"  # no spaces after , or :
+    assert load_json(line, _NotJson) == value
+
+
+@given(st.binary())
+def test_load_json_raises_the_callers_error_saying_not_json(data: bytes) -> None:
+    try:
+        expected = json.loads(data)
+    except (ValueError, RecursionError):
+        with pytest.raises(_NotJson, match=r"^not JSON: "):
+            load_json(data, _NotJson)
+    else:
+        assert load_json(data, _NotJson) == expected
+
+
+def test_load_json_refuses_json_nested_too_deep_to_read() -> None:
+    with pytest.raises(_NotJson, match=r"^not JSON: "):
+        load_json(b"[" * 100_000 + b"]" * 100_000, _NotJson)

@@ -6,11 +6,12 @@ import logging
 import os
 from typing import Any
 
+import attrs
 import mcp_types as types
 import trio
 from mcp.server import Server
 
-from hive import __version__
+from hive._mcp import tool_result, tool_server
 from hive._unix import peer_uid, uid_allowed
 from hive.bash._framing import Receipts, message_streams
 from hive.bash._tools import TOOLS, BashTools
@@ -27,20 +28,7 @@ INSTRUCTIONS = (
 
 
 def make_mcp_server(tools: BashTools) -> Server[Any]:
-    listing = types.ListToolsResult(
-        tools=[
-            types.Tool(
-                name=spec.name,
-                description=spec.description,
-                input_schema=spec.input_schema,
-                output_schema=spec.output_schema,
-            )
-            for spec in TOOLS
-        ]
-    )
-
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return listing
+    """The MCP server of the bash tools."""
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         result = await tools.call(params.name, params.arguments)
@@ -53,19 +41,9 @@ def make_mcp_server(tools: BashTools) -> Server[Any]:
                 result.delivered(False)
             else:
                 receipts.expect(ctx.request_id, result.delivered)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=result.text)],
-            structured_content=result.structured,
-            is_error=result.is_error,
-        )
+        return tool_result(result.text, result.structured, is_error=result.is_error)
 
-    return Server(
-        "bash",
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-    )
+    return tool_server("bash", instructions=INSTRUCTIONS, tools=map(attrs.asdict, TOOLS), call_tool=call_tool)
 
 
 def refusal(peer: int, own: int) -> str | None:

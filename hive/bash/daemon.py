@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 import attrs
 
 from hive import __version__
+from hive._flags import add_log_level
 from hive._main import run_main
 from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
 
@@ -274,12 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
         "output goes by surprise: set it where the disk is small]. Pruning runs at start and every 10 "
         "minutes, oldest first",
     )
-    parser.add_argument(
-        "--log-level",
-        default=os.environ.get("HIVE_LOG_LEVEL", "info"),
-        choices=["debug", "info", "warning", "error"],
-        help="[HIVE_LOG_LEVEL; default info]",
-    )
+    add_log_level(parser)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 

@@ -45,6 +45,7 @@ import sys
 import time
 
 from hive import __version__
+from hive._flags import positive_seconds
 from hive._limits import MAX_WAIT
 from hive._main import run_main
 
@@ -688,16 +689,6 @@ def default_socket() -> str:
     return os.path.join(state, "bash.sock")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
-
-
 DESCRIPTION = """\
 An MCP stdio server for background bash (run, status, stop, list), relayed to hive-bash-daemon's
 Unix socket. Spawn it from an MCP client (e.g. claude's --mcp-config); it holds no state of its own.
@@ -725,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--reply-timeout",
-        type=_seconds,
+        type=positive_seconds,
         default=os.environ.get(REPLY_TIMEOUT_ENV) or str(REPLY_TIMEOUT),
         metavar="SECONDS",
         help="answer a request with an error if the daemon has not answered it in this long "

@@ -92,10 +92,38 @@ def _output(**properties: Any) -> dict[str, Any]:
     }
 
 
+def _tool(
+    name: str,
+    description: str,
+    properties: dict[str, Any],
+    *,
+    required: list[str] | None = None,
+    output: dict[str, Any],
+) -> dict[str, Any]:
+    """A tool as ``tools/list`` shows it: its arguments are ``properties`` (those in ``required``
+    must be given), its structured answer is ``output``."""
+    arguments: dict[str, Any] = {"type": "object", "properties": properties}
+    if required is not None:
+        arguments["required"] = required
+    return {"name": name, "description": description, "inputSchema": arguments, "outputSchema": output}
+
+
+def _turn_tool(name: str, description: str, **more: Any) -> dict[str, Any]:
+    """A tool that gives a subagent a turn on ``prompt`` (its arguments ``more`` besides), and
+    answers with the session and the wake its end will send."""
+    return _tool(
+        name,
+        description,
+        {"name": _NAME, "prompt": _PROMPT, **more},
+        required=["name", "prompt"],
+        output=_output(subagent=_SESSION, wake=_NULLABLE_STRING),
+    )
+
+
 TOOLS: list[dict[str, Any]] = [
-    {
-        "name": "start",
-        "description": (
+    _turn_tool(
+        "start",
+        (
             "Start a subagent: a new agent session named `name` whose first turn works on `prompt` in the "
             "background. It answers at once. When the turn ends you are woken by a message from "
             "`subagent-<name>` with the end of its result, unless a `status` call of yours was waiting for "
@@ -105,71 +133,47 @@ TOOLS: list[dict[str, Any]] = [
             "`effort` its model and effort level. Starting a name already in use (and idle) begins a new "
             "session under it; its earlier turns stay in its log."
         ),
-        "inputSchema": {
-            "type": "object",
-            "properties": {
-                "name": _NAME,
-                "prompt": _PROMPT,
-                "runtime": {
-                    "type": "string",
-                    "enum": ["claude", "acp"],
-                    "description": "Which agent runs it.",
-                },
-                "model": {
-                    "type": "string",
-                    "description": "The model (claude: an alias such as sonnet, or a full id).",
-                },
-                "effort": {
-                    "type": "string",
-                    "description": "The effort level (claude: low, medium, high, xhigh or max).",
-                },
-            },
-            "required": ["name", "prompt"],
+        runtime={"type": "string", "enum": ["claude", "acp"], "description": "Which agent runs it."},
+        model={"type": "string", "description": "The model (claude: an alias such as sonnet, or a full id)."},
+        effort={
+            "type": "string",
+            "description": "The effort level (claude: low, medium, high, xhigh or max).",
         },
-        "outputSchema": _output(subagent=_SESSION, wake=_NULLABLE_STRING),
-    },
-    {
-        "name": "continue",
-        "description": (
+    ),
+    _turn_tool(
+        "continue",
+        (
             "Give subagent `name` its next turn: `prompt` runs in its session (it remembers its earlier "
             "turns), in the background; it answers at once, and you are woken when the turn ends, as with "
             "`start`. Refused while a turn of it is running (wait for it with `status`, or `interrupt` it) "
             "or stopping (an interrupted turn whose agent has not exited yet: wait, then try again)."
         ),
-        "inputSchema": {
-            "type": "object",
-            "properties": {"name": _NAME, "prompt": _PROMPT},
-            "required": ["name", "prompt"],
-        },
-        "outputSchema": _output(subagent=_SESSION, wake=_NULLABLE_STRING),
-    },
-    {
-        "name": "status",
-        "description": (
+    ),
+    _tool(
+        "status",
+        (
             "Your subagents: for each, its slot (starting, running, stopping, or null when idle), session "
             "id, runtime and model, the turn in progress, and how its last turn ended: stop reason, result "
             "text (its end), tokens and context usage. With `name`, that subagent only. `wait_seconds` (up "
             f"to {MAX_WAIT:g}) first waits for the running turn (of `name`, or any) to end; an end shown to "
             "you here sends no wake."
         ),
-        "inputSchema": {
-            "type": "object",
-            "properties": {"name": _NAME, "wait_seconds": _WAIT},
-        },
-        "outputSchema": _output(subagents={"type": "array", "items": _SESSION}),
-    },
-    {
-        "name": "interrupt",
-        "description": (
+        {"name": _NAME, "wait_seconds": _WAIT},
+        output=_output(subagents={"type": "array", "items": _SESSION}),
+    ),
+    _tool(
+        "interrupt",
+        (
             "Stop subagent `name`'s running turn now. Its agent is sent SIGINT (an ACP agent gets "
             "session/cancel first, and SIGINT only if it does not answer), ends the turn on its own and "
             "reports what it did; nothing more forceful is ever sent. It answers at once, without waiting: "
             "a claude subagent is `stopping` until its agent has exited (continue is refused until then), "
             "an ACP subagent is free at once. You are woken when the turn has ended."
         ),
-        "inputSchema": {"type": "object", "properties": {"name": _NAME}, "required": ["name"]},
-        "outputSchema": _output(subagent=_SESSION, sent=_NULLABLE_STRING),
-    },
+        {"name": _NAME},
+        required=["name"],
+        output=_output(subagent=_SESSION, sent=_NULLABLE_STRING),
+    ),
 ]
 
 TOOL_NAMES = tuple(tool["name"] for tool in TOOLS)

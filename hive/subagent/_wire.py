@@ -23,11 +23,11 @@ side (its stdin) was still open; otherwise the ends are told by wakes.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
 
+from hive._lines import json_line, load_json
 from hive.subagent._convert import DecodeError, structure, unstructure
 
 MAX_LINE = 16 * 1024 * 1024
@@ -69,29 +69,23 @@ class Written:
 
 
 def encode(message: Call | Answer | Written) -> bytes:
-    return json.dumps(unstructure(message), separators=(",", ":")).encode() + b"\n"
-
-
-def _load(line: bytes) -> Any:
-    try:
-        return json.loads(line)
-    except (ValueError, RecursionError) as exc:
-        raise DecodeError(f"not JSON: {str(exc)[:200]}") from None
+    """``message`` as its line on the socket."""
+    return json_line(unstructure(message))
 
 
 def decode_call(line: bytes) -> Call:
-    raw = _load(line)
+    raw = load_json(line, DecodeError)
     if not isinstance(raw, dict):
         raise DecodeError("expected a JSON object with tool, arguments and caller")
     return structure(raw, Call)
 
 
 def decode_answer(line: bytes) -> Answer:
-    return structure(_load(line), Answer)
+    return structure(load_json(line, DecodeError), Answer)
 
 
 def decode_written(line: bytes) -> Written:
-    return structure(_load(line), Written)
+    return structure(load_json(line, DecodeError), Written)
 
 
 def refusal(reason: str) -> Answer:

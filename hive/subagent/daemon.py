@@ -22,6 +22,7 @@ import attrs
 import trio
 
 from hive import __version__, sdnotify
+from hive._flags import add_log_level
 from hive._lines import LineCut, LineReader, LineTooLong
 from hive._main import run_main
 from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
@@ -214,12 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--detach", action="store_true", help="fork at once and serve from the child (the parent exits 0)"
     )
-    parser.add_argument(
-        "--log-level",
-        default=os.environ.get("HIVE_LOG_LEVEL", "info"),
-        choices=["debug", "info", "warning", "error"],
-        help="[HIVE_LOG_LEVEL; default info]",
-    )
+    add_log_level(parser)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 

@@ -24,7 +24,9 @@ import trio
 from mcp.server import Server
 
 from hive import __version__
+from hive._flags import positive_seconds
 from hive._main import run_main
+from hive._mcp import tool_result, tool_server
 from hive._state_dir import default_state_dir
 from hive.subagent import _client
 from hive.subagent._errors import DaemonUnavailable
@@ -49,20 +51,6 @@ def make_server(
     """The MCP server of the tools, each call sent to the daemon. An answer that shows turn ends
     tells them only once ``receipts`` reports it written to a client still there (without
     ``receipts``, never: the ends are then told by wakes)."""
-    listing = types.ListToolsResult(
-        tools=[
-            types.Tool(
-                name=tool["name"],
-                description=tool["description"],
-                input_schema=tool["inputSchema"],
-                output_schema=tool["outputSchema"],
-            )
-            for tool in TOOLS
-        ]
-    )
-
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return listing
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
@@ -71,12 +59,7 @@ def make_server(
             )
         except DaemonUnavailable as exc:
             text = str(exc)
-            structured: dict[str, Any] = {"message": text, "error": "DaemonUnavailable"}
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=text)],
-                structured_content=structured,
-                is_error=True,
-            )
+            return tool_result(text, {"message": text, "error": "DaemonUnavailable"}, is_error=True)
         answer = reply.answer
         if answer.confirm:
             # The ends it shows are told only if this answer reaches a client still there.
@@ -84,19 +67,9 @@ def make_server(
                 await reply.confirm(False)
             else:
                 receipts.expect(ctx.request_id, reply.confirm)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=answer.text)],
-            structured_content=answer.structured,
-            is_error=answer.is_error,
-        )
+        return tool_result(answer.text, answer.structured, is_error=answer.is_error)
 
-    return Server(
-        "subagent",
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-    )
+    return tool_server("subagent", instructions=INSTRUCTIONS, tools=TOOLS, call_tool=call_tool)
 
 
 async def serve_stdio(state_dir: Path, socket: Path, caller: Caller) -> None:
@@ -120,16 +93,6 @@ for it, a wake from subagent-<name> goes to HIVE_AGENT_SOCKET (none without it).
 
 Interrupting a turn sends its agent SIGINT (an ACP agent session/cancel first); nothing more
 forceful is ever sent."""
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--idle-timeout",
-        type=_seconds,
+        type=positive_seconds,
         default=None,
         metavar="S",
         help="stop a subagent's turn when its agent sends nothing for S seconds "
@@ -182,7 +145,7 @@ def _run(argv: Sequence[str] | None) -> int:
     idle = args.idle_timeout
     if idle is None and os.environ.get("HIVE_SUBAGENT_IDLE_TIMEOUT"):
         try:
-            idle = _seconds(os.environ["HIVE_SUBAGENT_IDLE_TIMEOUT"])
+            idle = positive_seconds(os.environ["HIVE_SUBAGENT_IDLE_TIMEOUT"])
         except argparse.ArgumentTypeError as exc:
             parser.error(f"HIVE_SUBAGENT_IDLE_TIMEOUT: {exc}")
     state_dir = (args.state_dir or default_state_dir()).absolute()
