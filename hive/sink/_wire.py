@@ -282,10 +282,19 @@ Plan = tuple[dict[str, tuple[str, Build]], frozenset[str]]
 the names of those it requires."""
 
 
+def written_annotations(cls: type) -> dict[str, str]:
+    """The annotations of ``cls``'s fields, its bases' too, as written in _messages (a field's
+    ``.type`` may have been resolved by the converter)."""
+    annotations: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        annotations |= vars(klass).get("__annotations__", {})
+    return annotations
+
+
 def _plan(cls: type, renames: Mapping[str, str]) -> Plan | None:
     fields: dict[str, tuple[str, Build]] = {}
     required = set()
-    annotations: dict[str, str] = cls.__annotations__  # as written (a field's .type may be resolved)
+    annotations = written_annotations(cls)
     for field in attrs.fields(cls):
         if field.name == "extra":
             continue
