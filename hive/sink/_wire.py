@@ -130,15 +130,6 @@ def _converter() -> StrictConverter:
 
         return unstructure
 
-    def structure_block(obj: Any, _: Any) -> ContentBlock:
-        if not isinstance(obj, dict):
-            raise TypeError(f"expected a content block object, got {type(obj).__name__}")
-        kind = obj.get("type")
-        cls = _BLOCKS.get(kind) if isinstance(kind, str) else None
-        if cls is None:
-            return UnknownBlock(type=str(kind), data=obj)
-        return made.structure(obj, cls)
-
     def unstructure_block(block: ContentBlock) -> JsonObject:
         if isinstance(block, UnknownBlock):
             return block.data
@@ -148,13 +139,12 @@ def _converter() -> StrictConverter:
         if isinstance(obj, str):
             return obj
         if isinstance(obj, list):
-            return [structure_block(item, None) for item in obj]
+            return [made.structure(item, ContentBlock) for item in obj]  # type: ignore[arg-type]
         raise TypeError(f"user content must be a string or a list of blocks, got {type(obj).__name__}")
 
     made.register_structure_hook(str | list[JsonObject] | None, passthrough)
-    made.register_structure_hook(ContentBlock, structure_block)
+    made.register_tagged_union(ContentBlock, "type", _BLOCKS, UnknownBlock)
     made.register_unstructure_hook(ContentBlock, unstructure_block)
-    made.register_unstructure_hook(UnknownBlock, lambda block: block.data)
     made.register_structure_hook(str | list[ContentBlock], structure_user_content)
     made.register_unstructure_hook(
         str | list[ContentBlock],
