@@ -147,7 +147,7 @@ class SystemInit(_Line):
     cwd: str = ""
     tools: list[str] = attrs.field(factory=list)
     mcp_servers: list[JsonObject] = attrs.field(factory=list)
-    permission_mode: str = ""
+    permission_mode: str = attrs.field(default="", metadata={"wire": "permissionMode"})
     claude_code_version: str = ""
     type: str = "system"
     subtype: str = "init"
@@ -189,7 +189,7 @@ class ResultMessage(_Line):
     num_turns: int = 0
     total_cost_usd: float = 0.0
     usage: JsonObject = attrs.field(factory=dict)
-    model_usage: dict[str, JsonObject] = attrs.field(factory=dict)
+    model_usage: dict[str, JsonObject] = attrs.field(factory=dict, metadata={"wire": "modelUsage"})
     permission_denials: list[JsonObject] = attrs.field(factory=list)
     result: str | None = None
     errors: list[str] | None = None
@@ -224,3 +224,31 @@ class UnknownMessage:
 StreamMessage = (
     SystemInit | SystemMessage | AssistantMessage | UserMessage | ResultMessage | StreamEvent | UnknownMessage
 )
+
+
+BLOCKS: dict[str, type[TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock]] = {
+    "text": TextBlock,
+    "thinking": ThinkingBlock,
+    "tool_use": ToolUseBlock,
+    "tool_result": ToolResultBlock,
+}
+"""The content blocks modelled here, by their ``type`` (a block of any other is an UnknownBlock)."""
+LINES: dict[str, type[AssistantMessage | UserMessage | ResultMessage | StreamEvent]] = {
+    "assistant": AssistantMessage,
+    "user": UserMessage,
+    "result": ResultMessage,
+    "stream_event": StreamEvent,
+}
+"""The lines modelled here by their ``type``, but ``system`` ones (SystemInit for the subtype
+``init``, SystemMessage for any other); a line of any other type is an UnknownMessage."""
+EXTENSIBLE: tuple[type[_Extensible], ...] = (
+    *BLOCKS.values(),
+    Usage,
+    ApiMessage,
+    UserContent,
+    SystemInit,
+    SystemMessage,
+    *LINES.values(),
+)
+"""Every type that keeps the keys it does not name in ``extra`` (a field named otherwise on the
+wire says so in its ``metadata["wire"]``)."""

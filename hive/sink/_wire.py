@@ -25,24 +25,19 @@ import attrs
 from hive._lazy import build_on_first_use
 from hive.errors import HiveError
 from hive.sink._messages import (
+    BLOCKS,
+    EXTENSIBLE,
+    LINES,
     ApiMessage,
-    AssistantMessage,
     ContentBlock,
     JsonObject,
-    ResultMessage,
-    StreamEvent,
     StreamMessage,
     SystemInit,
     SystemMessage,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
     UnknownBlock,
     UnknownMessage,
     Usage,
     UserContent,
-    UserMessage,
 )
 
 if TYPE_CHECKING:
@@ -58,31 +53,11 @@ class MessageError(HiveError, ValueError):
     error, the root of its family)."""
 
 
-_BLOCKS: dict[str, type[TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock]] = {
-    "text": TextBlock,
-    "thinking": ThinkingBlock,
-    "tool_use": ToolUseBlock,
-    "tool_result": ToolResultBlock,
-}
-_PLAIN: tuple[type, ...] = (
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-    ToolResultBlock,
-    Usage,
-    ApiMessage,
-    UserContent,
-    SystemMessage,
-    AssistantMessage,
-    UserMessage,
-    StreamEvent,
-)
 _RENAMES: dict[type, dict[str, str]] = {
-    **{cls: {} for cls in _PLAIN},
-    SystemInit: {"permission_mode": "permissionMode"},
-    ResultMessage: {"model_usage": "modelUsage"},
+    cls: {field.name: field.metadata["wire"] for field in attrs.fields(cls) if "wire" in field.metadata}
+    for cls in EXTENSIBLE
 }
-"""Every class structured keeping unnamed keys in ``extra``, with its fields' names on the wire."""
+"""Every class structured keeping unnamed keys in ``extra``, with its fields named otherwise on the wire."""
 
 
 # -- the converter --------------------------------------------------------------------------------
@@ -143,7 +118,7 @@ def _converter() -> StrictConverter:
         raise TypeError(f"user content must be a string or a list of blocks, got {type(obj).__name__}")
 
     made.register_structure_hook(str | list[JsonObject] | None, passthrough)
-    made.register_tagged_union(ContentBlock, "type", _BLOCKS, UnknownBlock)
+    made.register_tagged_union(ContentBlock, "type", BLOCKS, UnknownBlock)
     made.register_unstructure_hook(ContentBlock, unstructure_block)
     made.register_structure_hook(str | list[ContentBlock], structure_user_content)
     made.register_unstructure_hook(
@@ -228,7 +203,7 @@ def _block(value: Any) -> ContentBlock:
     if not isinstance(value, dict):
         raise _Slow
     kind = value.get("type")
-    cls = _BLOCKS.get(kind) if isinstance(kind, str) else None
+    cls = BLOCKS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         return UnknownBlock(type=str(kind), data=value)
     return _build(cls, value)
@@ -322,13 +297,6 @@ def _build(cls: type[T], obj: Any) -> T:
 
 # -- the messages ---------------------------------------------------------------------------------
 
-_LINES: dict[str, type[StreamMessage]] = {
-    "assistant": AssistantMessage,
-    "user": UserMessage,
-    "result": ResultMessage,
-    "stream_event": StreamEvent,
-}
-
 
 def structure_message(obj: Any) -> StreamMessage:
     """The typed message for one parsed stream-json object (UnknownMessage for other types)."""
@@ -338,7 +306,7 @@ def structure_message(obj: Any) -> StreamMessage:
     if kind == "system":
         cls: type[StreamMessage] = SystemInit if obj.get("subtype") == "init" else SystemMessage
     else:
-        found = _LINES.get(kind) if isinstance(kind, str) else None
+        found = LINES.get(kind) if isinstance(kind, str) else None
         if found is None:
             return UnknownMessage(type=str(kind), data=obj)
         cls = found
