@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence, Set
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, Literal, Protocol, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
@@ -40,7 +40,15 @@ from cattrs.preconf.json import JsonConverter, configure_converter
 
 from hive.errors import BadInput
 
-__all__ = ["DecodeError", "StrictConverter", "_WrongType", "json_type", "strict_converter", "structure"]
+__all__ = [
+    "DecodeError",
+    "StrictConverter",
+    "Unknown",
+    "_WrongType",
+    "json_type",
+    "strict_converter",
+    "structure",
+]
 
 T = TypeVar("T")
 Hook = Callable[[Any, Any], Any]
@@ -144,6 +152,17 @@ def _enum(cls: type[enum.Enum]) -> Hook:
     return structure
 
 
+class Unknown(Protocol):
+    """The variant of a tagged union that holds an object of any other tag whole."""
+
+    def __init__(self, tag: str, data: dict[str, Any], /) -> None: ...
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The object, as it was read."""
+        ...
+
+
 class StrictConverter(JsonConverter):
     """A JSON converter with the strict hooks, which knows its classes' fields by their wire names."""
 
@@ -183,6 +202,23 @@ class StrictConverter(JsonConverter):
         )
         if renames:
             self.wire_names[cls] = renames
+
+    def register_tagged_union(
+        self, union: Any, key: str, classes: Mapping[str, type], unknown: type[Unknown]
+    ) -> None:
+        """Structure ``union`` by its objects' ``key``: as the class ``classes`` names for its
+        value, and any other value as ``unknown(value, object)``, which unstructures back to the
+        object it holds."""
+
+        def structure(obj: Any, _: Any) -> Any:
+            if not isinstance(obj, dict):
+                raise _wrong("an object", obj)
+            tag = obj.get(key)
+            cls = classes.get(tag) if isinstance(tag, str) else None
+            return unknown(str(tag), obj) if cls is None else self.structure(obj, cls)
+
+        self.register_structure_hook(union, structure)
+        self.register_unstructure_hook(unknown, lambda value: value.data)
 
     def paths(self, exc: BaseException, path: str = "$") -> list[str]:
         """What is wrong in a failed structuring, one ``<path>: <problem>`` each."""

@@ -9,6 +9,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hive.acp._outcome import Ending
 from hive.acp._schema import SessionNotification, SessionUpdate, ToolCall, from_wire
 from hive.acp._translate import Translator
 from hive.sink import MemorySink
@@ -48,9 +49,7 @@ async def translate(*updates: SessionUpdate) -> MemorySink:
     translator = Translator("s", sink)
     for update in updates:
         await translator.update(update)
-    await translator.finish(
-        subtype="success", is_error=False, stop_reason="end_turn", terminal_reason="completed"
-    )
+    await translator.finish(Ending("success", False, "end_turn", "completed"))
     return sink
 
 
@@ -160,9 +159,7 @@ async def test_a_call_still_pending_at_the_end_of_the_turn_keeps_its_tool_use_an
     assert translator.tool_running  # a cancelled turn is "aborted_tools"
     await translator.update(wire({"sessionUpdate": "tool_call", "toolCallId": "t2", "title": "Wait"}))
     await translator.update(text("Waiting."))
-    await translator.finish(
-        subtype="error_during_execution", is_error=True, stop_reason=None, terminal_reason="aborted_tools"
-    )
+    await translator.finish(Ending("error_during_execution", True, None, "aborted_tools"))
     assert blocks(sink) == [
         {"type": "tool_use", "id": "t1", "name": "tool", "input": {"command": "sleep 9"}},
         {"type": "tool_use", "id": "t2", "name": "Wait", "input": {}},
@@ -282,9 +279,7 @@ def test_any_interleaving_writes_each_call_once_with_its_input_before_its_result
             await translator.update(update)
             note_written()
             assert translator.tool_running == bool(latest.keys() - ended)
-        await translator.finish(
-            subtype="success", is_error=False, stop_reason=None, terminal_reason="completed"
-        )
+        await translator.finish(Ending("success", False, None, "completed"))
         note_written()
 
         written = blocks(sink)

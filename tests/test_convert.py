@@ -319,3 +319,61 @@ def test_valid_values_come_through_as_their_types() -> None:
         "words": ["w"],
         "from": "me",
     }
+
+
+# -- tagged unions ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Circle:
+    radius: int
+    shape: str = "circle"
+
+
+@attrs.frozen
+class Square:
+    side: int
+    shape: str = "square"
+
+
+@attrs.frozen
+class OtherShape:
+    shape: str
+    data: dict[str, Any]
+
+
+@attrs.frozen
+class Drawing:
+    shapes: list[Circle | Square | OtherShape]
+
+
+def shapes_converter() -> StrictConverter:
+    made = strict_converter()
+    made.register_tagged_union(
+        Circle | Square | OtherShape, "shape", {"circle": Circle, "square": Square}, OtherShape
+    )
+    return made
+
+
+def test_a_tagged_union_is_told_by_its_key_and_keeps_any_other_tag_whole() -> None:
+    made = shapes_converter()
+    wire = {
+        "shapes": [
+            {"shape": "circle", "radius": 1},
+            {"shape": "square", "side": 2},
+            {"shape": "star", "n": 5},
+        ]
+    }
+    drawing = structure(made, wire, Drawing)
+    assert drawing == Drawing([Circle(1), Square(2), OtherShape("star", {"shape": "star", "n": 5})])
+    assert made.unstructure(drawing) == wire
+    assert structure(made, {"shapes": [{"radius": 1}]}, Drawing).shapes == [OtherShape("None", {"radius": 1})]
+
+
+def test_a_tagged_union_refuses_what_is_not_an_object_or_is_a_wrong_variant() -> None:
+    with pytest.raises(DecodeError) as refused:
+        structure(shapes_converter(), {"shapes": [3]}, Drawing)
+    assert refused.value.problems == ("$.shapes[0]: expected an object, got an integer (3)",)
+    with pytest.raises(DecodeError) as refused:
+        structure(shapes_converter(), {"shapes": [{"shape": "circle", "radius": "1"}]}, Drawing)
+    assert refused.value.problems == ("$.shapes[0].radius: expected an integer, got a string ('1')",)

@@ -13,8 +13,8 @@ import attrs
 import pytest
 import trio
 
-from hive.runtime import IdleTimeout, Runtime, SessionNotFound, StopReason, TurnFailed
-from hive.sink import MemorySink
+from hive.runtime import IdleTimeout, Runtime, SessionNotFound, StopReason, TurnFailed, TurnOutcome
+from hive.sink import ContextUsage, MemorySink, ResultMessage
 from tests.helpers.acp_fake import FakeAcp
 from tests.helpers.claude_fake import FakeClaude
 
@@ -170,3 +170,37 @@ async def test_a_cancelled_scope_around_the_whole_runtime_stops_the_turn_and_rai
     assert outer.cancelled_caught
     (result,) = results(sink)
     assert result["is_error"] is True
+
+
+def test_the_outcome_of_a_result_is_what_the_result_says() -> None:
+    result = ResultMessage(
+        subtype="error_during_execution",
+        is_error=True,
+        usage={"input_tokens": 3},
+        result=None,
+        errors=["cut short"],
+        extra={"hive": {"synthesized": True}},
+    )
+    usage = ContextUsage(used=10, size=100)
+    outcome = TurnOutcome.of_result(
+        result, stop_reason=StopReason.CANCELLED, session_id="s1", usage=usage, interrupted=True
+    )
+    assert outcome == TurnOutcome(
+        stop_reason=StopReason.CANCELLED,
+        session_id="s1",
+        is_error=True,
+        synthesized=True,
+        usage=usage,
+        tokens={"input_tokens": 3},
+        result=None,
+        interrupted=True,
+        errors=("cut short",),
+    )
+    agents = TurnOutcome.of_result(
+        ResultMessage(subtype="success", is_error=False, result="done"),
+        stop_reason=StopReason.COMPLETED,
+        session_id=None,
+        usage=None,
+        interrupted=False,
+    )
+    assert (agents.synthesized, agents.result, agents.errors, agents.tokens) == (False, "done", (), {})

@@ -46,11 +46,11 @@ def test_every_real_line_takes_the_shortcut_and_gets_what_the_converter_gives() 
 
 
 def converter_class(obj: dict[str, Any]) -> type:
-    from hive.sink._wire import _LINES, SystemInit, SystemMessage
+    from hive.sink._messages import LINES, SystemInit, SystemMessage
 
     if obj["type"] == "system":
         return SystemInit if obj.get("subtype") == "init" else SystemMessage
-    return _LINES[obj["type"]]
+    return LINES[obj["type"]]
 
 
 @given(stream_messages)

@@ -21,7 +21,7 @@ CANCELLED_ERRORS = frozenset({-32603, -32800})
 
 @attrs.frozen
 class Ending:
-    """The fields of a turn's ``result`` line (``Translator.finish``'s arguments)."""
+    """The fields of a turn's ``result`` line, for ``Translator.finish`` to write."""
 
     subtype: str
     is_error: bool

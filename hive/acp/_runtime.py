@@ -344,27 +344,15 @@ class AcpRuntime:
             before_prompt=turn.stopped_while,
         )
         translator = turn.translator or Translator(self._state.session_id or "", sink)
-        result = await translator.finish(
-            subtype=end.subtype,
-            is_error=end.is_error,
-            stop_reason=end.stop_reason,
-            terminal_reason=end.terminal_reason,
-            tokens=end.tokens,
-            errors=end.errors,
-            hive=end.hive,
-        )
+        result = await translator.finish(end)
         if translator.usage is not None:
             self._state.context = translator.usage
-        return TurnOutcome(
+        return TurnOutcome.of_result(
+            result,
             stop_reason=stop_reason,
             session_id=self._state.session_id,
-            is_error=result.is_error,
-            synthesized=bool(result.extra.get("hive")),
             usage=translator.usage or self._state.context,
-            tokens=dict(result.usage),
-            result=result.result,
             interrupted=killed,
-            errors=tuple(result.errors or ()),
         )
 
     # -- sessions and compaction ----------------------------------------------------------------

@@ -389,16 +389,6 @@ def converter() -> StrictConverter:
         }
         conv.register_fields(cls, wire, omit_if_default=True, keep=_ALWAYS)
 
-    def structure_update(obj: Any, _: Any) -> SessionUpdate:
-        if not isinstance(obj, dict):
-            raise TypeError(f"a session update must be an object, not {type(obj).__name__}")
-        kind = obj.get("sessionUpdate")
-        cls = _UPDATES.get(kind) if isinstance(kind, str) else None
-        if cls is None:
-            return UnknownUpdate(session_update=str(kind), data=obj)
-        value: SessionUpdate = conv.structure(obj, cls)
-        return value
-
     def structure_mcp_server(obj: Any, _: Any) -> McpServer:
         if isinstance(obj, dict) and obj.get("type") == "http":
             return conv.structure(obj, McpServerHttp)
@@ -410,10 +400,9 @@ def converter() -> StrictConverter:
         return CancelledOutcome()
 
     # Hooks for unions first: a generated hook captures the hooks of its fields' types.
-    conv.register_structure_hook(SessionUpdate, structure_update)
+    conv.register_tagged_union(SessionUpdate, "sessionUpdate", _UPDATES, UnknownUpdate)
     conv.register_structure_hook(McpServer, structure_mcp_server)
     conv.register_structure_hook(SelectedOutcome | CancelledOutcome, structure_outcome)
-    conv.register_unstructure_hook(UnknownUpdate, lambda update: update.data)
     for cls in _CLASSES:
         register(cls)
     # The stdio variant must send its (possibly empty) lists: they are required on the wire.

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from hive.acp._outcome import Ending
 from hive.acp._schema import MessageChunk, SessionUpdate, ToolCall, UsageUpdate
 from hive.sink import (
     ApiMessage,
@@ -213,39 +214,30 @@ class Translator:
         """A call has started and not ended (whether or not its tool_use is written yet)."""
         return any(not t.finished for t in self._tools.values())
 
-    async def finish(
-        self,
-        *,
-        subtype: str,
-        is_error: bool,
-        stop_reason: str | None,
-        terminal_reason: str | None,
-        tokens: JsonObject | None = None,
-        errors: list[str] | None = None,
-        hive: JsonObject | None = None,
-    ) -> ResultMessage:
-        """Write the turn's ``result``, after any tool_use still held back and any block still open."""
+    async def finish(self, end: Ending) -> ResultMessage:
+        """Write the turn's ``result`` as ``end`` says, after any tool_use still held back and any
+        block still open."""
         for tool in self._tools.values():
             await self._tool_use(tool)
         await self.flush()
-        usage = _claude_usage(tokens or {})
+        usage = _claude_usage(end.tokens or {})
         model_usage: dict[str, JsonObject] = {}
         if self.usage is not None and self.usage.size:
             model_usage[self.model or "agent"] = {"contextWindow": self.usage.size, "costUSD": self.cost_usd}
-        extra: dict[str, Any] = {"hive": hive} if hive else {}
+        extra: dict[str, Any] = {"hive": end.hive} if end.hive else {}
         result = ResultMessage(
-            subtype=subtype,
-            is_error=is_error,
+            subtype=end.subtype,
+            is_error=end.is_error,
             session_id=self.session_id,
             duration_ms=int((time.monotonic() - self.started) * 1000),
             num_turns=1,
             total_cost_usd=self.cost_usd,
             usage=usage,
             model_usage=model_usage,
-            result=None if errors else self.last_text,
-            errors=errors,
-            stop_reason=stop_reason,
-            terminal_reason=terminal_reason,
+            result=None if end.errors else self.last_text,
+            errors=end.errors,
+            stop_reason=end.stop_reason,
+            terminal_reason=end.terminal_reason,
             uuid=str(uuid.uuid4()),
             extra=extra,
         )

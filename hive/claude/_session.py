@@ -339,16 +339,12 @@ class InfiniteSession:
         if used is not None:
             self.context = ContextUsage(used=used, size=size)
             await sink.context_usage(self.context)
-        return TurnOutcome(
+        return TurnOutcome.of_result(
+            result,
             stop_reason=stop_reason,
             session_id=self._session_id,
-            is_error=result.is_error,
-            synthesized=bool(result.extra.get("hive")),
             usage=self.context,
-            tokens=dict(result.usage),
-            result=result.result,
             interrupted=turn.agent.signalled,
-            errors=tuple(result.errors or ()),
         )
 
 

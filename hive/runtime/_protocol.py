@@ -48,7 +48,7 @@ import attrs
 from hive.sink import ContextUsage
 
 if TYPE_CHECKING:
-    from hive.sink import Sink
+    from hive.sink import ResultMessage, Sink
 
 
 class StopReason(enum.Enum):
@@ -82,6 +82,29 @@ class TurnOutcome:
     """Whether the agent was sent SIGINT during the turn."""
     errors: tuple[str, ...] = ()
     """The result's errors (what went wrong, for a turn that ended in an error)."""
+
+    @classmethod
+    def of_result(
+        cls,
+        result: ResultMessage,
+        *,
+        stop_reason: StopReason,
+        session_id: str | None,
+        usage: ContextUsage | None,
+        interrupted: bool,
+    ) -> TurnOutcome:
+        """The outcome of a turn that ended with ``result`` (the agent's, or one hive made)."""
+        return cls(
+            stop_reason=stop_reason,
+            session_id=session_id,
+            is_error=result.is_error,
+            synthesized=bool(result.extra.get("hive")),
+            usage=usage,
+            tokens=dict(result.usage),
+            result=result.result,
+            interrupted=interrupted,
+            errors=tuple(result.errors or ()),
+        )
 
 
 class Canceller(Protocol):

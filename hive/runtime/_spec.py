@@ -121,15 +121,20 @@ AGENT_COMMANDS: dict[Backend, str] = {
 
 def first_command(spec: RuntimeSpec, config: Config, prompt: str, session_id: str | None) -> AgentCommand:
     """The command the first turn of ``prompt`` on ``session_id`` spawns its agent with."""
-    module_name, _, function = AGENT_COMMANDS[spec.backend].partition(":")
+    command: AgentCommand = _backend_function(AGENT_COMMANDS, spec.backend)(spec, config, prompt, session_id)
+    return command
+
+
+def _backend_function(table: Mapping[Backend, str], backend: Backend) -> Any:
+    """The function ``table`` names for ``backend`` ("module:function"), its module imported now."""
+    module_name, _, function = table[backend].partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError:
         raise SpecError(
-            "HIVE_RUNTIME", f"the {spec.backend.value} runtime is not available in this hive"
+            "HIVE_RUNTIME", f"the {backend.value} runtime is not available in this hive"
         ) from None
-    command: AgentCommand = getattr(module, function)(spec, config, prompt, session_id)
-    return command
+    return getattr(module, function)
 
 
 class Opener(Protocol):
@@ -149,13 +154,6 @@ async def open_runtime(
 ) -> AsyncIterator[Runtime]:
     """The runtime ``spec`` names, configured by ``config``, continuing ``session_id`` if given.
     ``progress`` follows what it waits for (so a caller that stops it can say where it stood)."""
-    module_name, _, function = BACKENDS[spec.backend].partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError:
-        raise SpecError(
-            "HIVE_RUNTIME", f"the {spec.backend.value} runtime is not available in this hive"
-        ) from None
-    opener: Opener = getattr(module, function)
+    opener: Opener = _backend_function(BACKENDS, spec.backend)
     async with opener(spec, config, session_id, progress=progress) as runtime:
         yield runtime

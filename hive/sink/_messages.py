@@ -15,48 +15,68 @@ import attrs
 JsonObject = dict[str, Any]
 
 
+@attrs.frozen(kw_only=True)
+class _Extensible:
+    """A type that names only some of its object's keys: the others are kept in ``extra`` and
+    written back unchanged (a keyword argument)."""
+
+    extra: JsonObject = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class _Line(_Extensible):
+    """What every typed line carries beside its own fields (keyword arguments)."""
+
+    session_id: str | None = None
+    uuid: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class _ConversationLine(_Line):
+    """A line of the conversation itself, the agent's or a subagent's (``parent_tool_use_id``:
+    the tool call the subagent runs under)."""
+
+    parent_tool_use_id: str | None = None
+
+
 # -- content blocks -------------------------------------------------------------------------------
 
 
 @attrs.frozen
-class TextBlock:
+class TextBlock(_Extensible):
     """Text the agent wrote."""
 
     text: str
     type: str = "text"
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 @attrs.frozen
-class ThinkingBlock:
+class ThinkingBlock(_Extensible):
     """The agent's thinking (with the signature the API checks when it is sent back)."""
 
     thinking: str
     signature: str = ""
     type: str = "thinking"
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 @attrs.frozen
-class ToolUseBlock:
+class ToolUseBlock(_Extensible):
     """A call of a tool: its id, the tool's name and its input."""
 
     id: str
     name: str
     input: JsonObject = attrs.field(factory=dict)
     type: str = "tool_use"
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 @attrs.frozen
-class ToolResultBlock:
+class ToolResultBlock(_Extensible):
     """What a tool call (``tool_use_id``) returned."""
 
     tool_use_id: str
     content: str | list[JsonObject] | None = None
     is_error: bool | None = None
     type: str = "tool_result"
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -74,14 +94,13 @@ ContentBlock = TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock | Unkn
 
 
 @attrs.frozen
-class Usage:
+class Usage(_Extensible):
     """The tokens one API request used (``extra``: whatever else the API reported with them)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
-    extra: JsonObject = attrs.field(factory=dict)
 
     @property
     def context_tokens(self) -> int:
@@ -95,7 +114,7 @@ class Usage:
 
 
 @attrs.frozen
-class ApiMessage:
+class ApiMessage(_Extensible):
     """The Messages-API message an assistant line carries."""
 
     content: list[ContentBlock]
@@ -106,23 +125,21 @@ class ApiMessage:
     stop_reason: str | None = None
     stop_sequence: str | None = None
     usage: Usage | None = None
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 @attrs.frozen
-class UserContent:
+class UserContent(_Extensible):
     """What a user line carries: the prompt's text, or tool results."""
 
     content: str | list[ContentBlock]
     role: str = "user"
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 # -- the lines ------------------------------------------------------------------------------------
 
 
 @attrs.frozen
-class SystemInit:
+class SystemInit(_Line):
     """``system`` / ``init``: the session's metadata, at the start of each turn."""
 
     session_id: str
@@ -130,71 +147,55 @@ class SystemInit:
     cwd: str = ""
     tools: list[str] = attrs.field(factory=list)
     mcp_servers: list[JsonObject] = attrs.field(factory=list)
-    permission_mode: str = ""
+    permission_mode: str = attrs.field(default="", metadata={"wire": "permissionMode"})
     claude_code_version: str = ""
-    uuid: str = ""
     type: str = "system"
     subtype: str = "init"
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 @attrs.frozen
-class SystemMessage:
+class SystemMessage(_Line):
     """Any other ``system`` line: status, compact_boundary, api_retry, ..."""
 
     subtype: str
-    session_id: str | None = None
-    uuid: str = ""
     type: str = "system"
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 @attrs.frozen
-class AssistantMessage:
+class AssistantMessage(_ConversationLine):
     """One completed content block of the model's answer."""
 
     message: ApiMessage
-    session_id: str | None = None
-    parent_tool_use_id: str | None = None
-    uuid: str = ""
     error: str | None = None
     type: str = "assistant"
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 @attrs.frozen
-class UserMessage:
+class UserMessage(_ConversationLine):
     """A user-role message the CLI added: tool results, interruption markers, summaries."""
 
     message: UserContent
-    session_id: str | None = None
-    parent_tool_use_id: str | None = None
-    uuid: str = ""
     type: str = "user"
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 @attrs.frozen
-class ResultMessage:
+class ResultMessage(_Line):
     """The end of a turn."""
 
     subtype: str
     is_error: bool
-    session_id: str | None = None
     duration_ms: int = 0
     duration_api_ms: int = 0
     num_turns: int = 0
     total_cost_usd: float = 0.0
     usage: JsonObject = attrs.field(factory=dict)
-    model_usage: dict[str, JsonObject] = attrs.field(factory=dict)
+    model_usage: dict[str, JsonObject] = attrs.field(factory=dict, metadata={"wire": "modelUsage"})
     permission_denials: list[JsonObject] = attrs.field(factory=list)
     result: str | None = None
     errors: list[str] | None = None
     stop_reason: str | None = None
     terminal_reason: str | None = None
-    uuid: str = ""
     type: str = "result"
-    extra: JsonObject = attrs.field(factory=dict)
 
     @property
     def context_window(self) -> int | None:
@@ -205,15 +206,11 @@ class ResultMessage:
 
 
 @attrs.frozen
-class StreamEvent:
+class StreamEvent(_ConversationLine):
     """A raw Messages-API streaming event (with ``--include-partial-messages``)."""
 
     event: JsonObject
-    session_id: str | None = None
-    parent_tool_use_id: str | None = None
-    uuid: str = ""
     type: str = "stream_event"
-    extra: JsonObject = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -227,3 +224,31 @@ class UnknownMessage:
 StreamMessage = (
     SystemInit | SystemMessage | AssistantMessage | UserMessage | ResultMessage | StreamEvent | UnknownMessage
 )
+
+
+BLOCKS: dict[str, type[TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock]] = {
+    "text": TextBlock,
+    "thinking": ThinkingBlock,
+    "tool_use": ToolUseBlock,
+    "tool_result": ToolResultBlock,
+}
+"""The content blocks modelled here, by their ``type`` (a block of any other is an UnknownBlock)."""
+LINES: dict[str, type[AssistantMessage | UserMessage | ResultMessage | StreamEvent]] = {
+    "assistant": AssistantMessage,
+    "user": UserMessage,
+    "result": ResultMessage,
+    "stream_event": StreamEvent,
+}
+"""The lines modelled here by their ``type``, but ``system`` ones (SystemInit for the subtype
+``init``, SystemMessage for any other); a line of any other type is an UnknownMessage."""
+EXTENSIBLE: tuple[type[_Extensible], ...] = (
+    *BLOCKS.values(),
+    Usage,
+    ApiMessage,
+    UserContent,
+    SystemInit,
+    SystemMessage,
+    *LINES.values(),
+)
+"""Every type that keeps the keys it does not name in ``extra`` (a field named otherwise on the
+wire says so in its ``metadata["wire"]``)."""

@@ -25,24 +25,19 @@ import attrs
 from hive._lazy import build_on_first_use
 from hive.errors import HiveError
 from hive.sink._messages import (
+    BLOCKS,
+    EXTENSIBLE,
+    LINES,
     ApiMessage,
-    AssistantMessage,
     ContentBlock,
     JsonObject,
-    ResultMessage,
-    StreamEvent,
     StreamMessage,
     SystemInit,
     SystemMessage,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
     UnknownBlock,
     UnknownMessage,
     Usage,
     UserContent,
-    UserMessage,
 )
 
 if TYPE_CHECKING:
@@ -58,31 +53,11 @@ class MessageError(HiveError, ValueError):
     error, the root of its family)."""
 
 
-_BLOCKS: dict[str, type[TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock]] = {
-    "text": TextBlock,
-    "thinking": ThinkingBlock,
-    "tool_use": ToolUseBlock,
-    "tool_result": ToolResultBlock,
-}
-_PLAIN: tuple[type, ...] = (
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-    ToolResultBlock,
-    Usage,
-    ApiMessage,
-    UserContent,
-    SystemMessage,
-    AssistantMessage,
-    UserMessage,
-    StreamEvent,
-)
 _RENAMES: dict[type, dict[str, str]] = {
-    **{cls: {} for cls in _PLAIN},
-    SystemInit: {"permission_mode": "permissionMode"},
-    ResultMessage: {"model_usage": "modelUsage"},
+    cls: {field.name: field.metadata["wire"] for field in attrs.fields(cls) if "wire" in field.metadata}
+    for cls in EXTENSIBLE
 }
-"""Every class structured keeping unnamed keys in ``extra``, with its fields' names on the wire."""
+"""Every class structured keeping unnamed keys in ``extra``, with its fields named otherwise on the wire."""
 
 
 # -- the converter --------------------------------------------------------------------------------
@@ -130,15 +105,6 @@ def _converter() -> StrictConverter:
 
         return unstructure
 
-    def structure_block(obj: Any, _: Any) -> ContentBlock:
-        if not isinstance(obj, dict):
-            raise TypeError(f"expected a content block object, got {type(obj).__name__}")
-        kind = obj.get("type")
-        cls = _BLOCKS.get(kind) if isinstance(kind, str) else None
-        if cls is None:
-            return UnknownBlock(type=str(kind), data=obj)
-        return made.structure(obj, cls)
-
     def unstructure_block(block: ContentBlock) -> JsonObject:
         if isinstance(block, UnknownBlock):
             return block.data
@@ -148,13 +114,12 @@ def _converter() -> StrictConverter:
         if isinstance(obj, str):
             return obj
         if isinstance(obj, list):
-            return [structure_block(item, None) for item in obj]
+            return [made.structure(item, ContentBlock) for item in obj]  # type: ignore[arg-type]
         raise TypeError(f"user content must be a string or a list of blocks, got {type(obj).__name__}")
 
     made.register_structure_hook(str | list[JsonObject] | None, passthrough)
-    made.register_structure_hook(ContentBlock, structure_block)
+    made.register_tagged_union(ContentBlock, "type", BLOCKS, UnknownBlock)
     made.register_unstructure_hook(ContentBlock, unstructure_block)
-    made.register_unstructure_hook(UnknownBlock, lambda block: block.data)
     made.register_structure_hook(str | list[ContentBlock], structure_user_content)
     made.register_unstructure_hook(
         str | list[ContentBlock],
@@ -238,7 +203,7 @@ def _block(value: Any) -> ContentBlock:
     if not isinstance(value, dict):
         raise _Slow
     kind = value.get("type")
-    cls = _BLOCKS.get(kind) if isinstance(kind, str) else None
+    cls = BLOCKS.get(kind) if isinstance(kind, str) else None
     if cls is None:
         return UnknownBlock(type=str(kind), data=value)
     return _build(cls, value)
@@ -282,10 +247,19 @@ Plan = tuple[dict[str, tuple[str, Build]], frozenset[str]]
 the names of those it requires."""
 
 
+def written_annotations(cls: type) -> dict[str, str]:
+    """The annotations of ``cls``'s fields, its bases' too, as written in _messages (a field's
+    ``.type`` may have been resolved by the converter)."""
+    annotations: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        annotations |= vars(klass).get("__annotations__", {})
+    return annotations
+
+
 def _plan(cls: type, renames: Mapping[str, str]) -> Plan | None:
     fields: dict[str, tuple[str, Build]] = {}
     required = set()
-    annotations: dict[str, str] = cls.__annotations__  # as written (a field's .type may be resolved)
+    annotations = written_annotations(cls)
     for field in attrs.fields(cls):
         if field.name == "extra":
             continue
@@ -323,13 +297,6 @@ def _build(cls: type[T], obj: Any) -> T:
 
 # -- the messages ---------------------------------------------------------------------------------
 
-_LINES: dict[str, type[StreamMessage]] = {
-    "assistant": AssistantMessage,
-    "user": UserMessage,
-    "result": ResultMessage,
-    "stream_event": StreamEvent,
-}
-
 
 def structure_message(obj: Any) -> StreamMessage:
     """The typed message for one parsed stream-json object (UnknownMessage for other types)."""
@@ -339,7 +306,7 @@ def structure_message(obj: Any) -> StreamMessage:
     if kind == "system":
         cls: type[StreamMessage] = SystemInit if obj.get("subtype") == "init" else SystemMessage
     else:
-        found = _LINES.get(kind) if isinstance(kind, str) else None
+        found = LINES.get(kind) if isinstance(kind, str) else None
         if found is None:
             return UnknownMessage(type=str(kind), data=obj)
         cls = found

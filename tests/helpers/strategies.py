@@ -15,7 +15,8 @@ from hive.bash._model import Event, Exited, Spawned, StopBegun, StopReason, Task
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._retention import Candidate, Retention
 from hive.bash._wire import encode
-from hive.sink._wire import _BLOCKS, _RENAMES
+from hive.sink._messages import BLOCKS
+from hive.sink._wire import _RENAMES, written_annotations
 
 stop_reasons = st.sampled_from(StopReason)
 events: st.SearchStrategy[Event] = st.one_of(
@@ -494,7 +495,7 @@ shortcut_blocks = st.one_of(
     st.fixed_dictionaries(
         {"type": st.sampled_from(["text", "thinking", "tool_use", "tool_result", "image"])}
     ),
-    st.deferred(lambda: objects_of(st.sampled_from(sorted(_BLOCKS.values(), key=lambda c: c.__name__)))),
+    st.deferred(lambda: objects_of(st.sampled_from(sorted(BLOCKS.values(), key=lambda c: c.__name__)))),
 )
 TYPED: dict[str, st.SearchStrategy[Any]] = {
     "str": st.text(max_size=5),
@@ -537,7 +538,7 @@ def objects_for(
         choice = draw(st.integers(0, 19))
         if choice == 0:
             continue
-        typed = TYPED[cls.__annotations__[field.name]] if choice > 1 else json_values
+        typed = TYPED[written_annotations(cls)[field.name]] if choice > 1 else json_values
         obj[_RENAMES[cls].get(field.name, field.name)] = draw(typed)
     obj.update(draw(st.dictionaries(st.sampled_from(["extra", "x", "y"]), json_values, max_size=2)))
     return cls, obj
