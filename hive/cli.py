@@ -8,7 +8,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -179,11 +179,26 @@ def _number(text: str) -> float:
     return value
 
 
-def _wait(text: str) -> float:
-    value = _number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative; give 0 (answer at once) to {MAX_WAIT:g}")
-    return value
+def _seconds(refusal: Callable[[float], str | None]) -> Callable[[str], float]:
+    """A flag's type: a number of seconds, refused with ``refusal(value)`` where that says why."""
+
+    def seconds(text: str) -> float:
+        value = _number(text)
+        why = refusal(value)
+        if why is not None:
+            raise argparse.ArgumentTypeError(f"{text!r} {why}")
+        return value
+
+    return seconds
+
+
+_wait = _seconds(lambda value: f"is negative; give 0 (answer at once) to {MAX_WAIT:g}" if value < 0 else None)
+_timeout = _seconds(
+    lambda value: "must be more than 0 seconds; leave --timeout out for none" if value <= 0 else None
+)
+_demo_within = _seconds(
+    lambda value: "is negative; give the seconds the demo may take" if value < 0 else None
+)
 
 
 def _add_wait(command: argparse.ArgumentParser, *, default: float) -> None:
@@ -196,22 +211,6 @@ def _add_wait(command: argparse.ArgumentParser, *, default: float) -> None:
         metavar="S",
         help=f"wait up to S seconds for it to end (at most {MAX_WAIT:g}{shown})",
     )
-
-
-def _timeout(text: str) -> float:
-    value = _number(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} must be more than 0 seconds; leave --timeout out for none"
-        )
-    return value
-
-
-def _demo_within(text: str) -> float:
-    value = _number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative; give the seconds the demo may take")
-    return value
 
 
 def _task_name(text: str) -> str:
