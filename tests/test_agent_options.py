@@ -80,6 +80,7 @@ def test_the_environment_sets_each_flag_and_a_flag_wins(tmp_path: Path) -> None:
     [
         (["--idle-timeout", "soon"], {}, "--idle-timeout: 'soon' is not a number"),
         ([], {"HIVE_IDLE_TIMEOUT": "-1"}, "HIVE_IDLE_TIMEOUT"),
+        (["--idle-timeout", "inf"], {}, "--idle-timeout: 'inf' is not a number of seconds above 0"),
         (["--compact-at", "2"], {}, "--compact-at: '2' is not a fraction"),
         ([], {"HIVE_WITH_BASH_DAEMON": "maybe"}, "HIVE_WITH_BASH_DAEMON"),
         ([], {"HIVE_PERMISSION": "sometimes"}, "HIVE_PERMISSION"),

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 import trio
 
-from hive import __version__
 from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
 from hive.runtime import HttpServer
 
@@ -71,32 +70,14 @@ def hyperhive_server(h: Hyperhive) -> HttpServer:
 
 
 def make_mcp_server(tools: HyperhiveTools) -> Server[Any]:
-    """The MCP server of the tools (the SDK's low-level one: the tools' schemas are given as is)."""
-    import mcp_types
-    from mcp.server import Server
-
-    listing = mcp_types.ListToolsResult(tools=[mcp_types.Tool(**spec) for spec in TOOLS])
-
-    async def list_tools(
-        ctx: Any, params: mcp_types.PaginatedRequestParams | None
-    ) -> mcp_types.ListToolsResult:
-        return listing
+    """The MCP server of the tools (:func:`hive._mcp.tool_server`: the tools' schemas are given as is)."""
+    from hive._mcp import tool_result, tool_server
 
     async def call_tool(ctx: Any, params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
         result = await tools.call(params.name, params.arguments)
-        return mcp_types.CallToolResult(
-            content=[mcp_types.TextContent(type="text", text=result.text)],
-            structured_content=result.structured,
-            is_error=result.is_error,
-        )
+        return tool_result(result.text, result.structured, is_error=result.is_error)
 
-    return Server(
-        SERVER_NAME,
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-    )
+    return tool_server(SERVER_NAME, instructions=INSTRUCTIONS, tools=TOOLS, call_tool=call_tool)
 
 
 # -- HTTP ----------------------------------------------------------------------------------------
@@ -135,7 +116,7 @@ class BearerGuard:
 
 
 def _import_http_stack() -> None:
-    for name in ("mcp.server", "mcp_types", "hypercorn.config", "hypercorn.trio"):
+    for name in ("hive._mcp", "hypercorn.config", "hypercorn.trio"):
         importlib.import_module(name)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from hive import __version__
+from hive._flags import LOG_LEVELS, positive_seconds
 from hive._state_dir import default_state_dir
 from hive.agent._errors import HarnessError
 from hive.errors import BadInput
@@ -146,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(refused), accept_edits (file edits allowed), allow (everything allowed) [HIVE_PERMISSION; "
         "default: default]",
     )
-    add("--log-level", metavar="LEVEL", help="debug, info, warning or error [HIVE_LOG_LEVEL; default info]")
+    levels = f"{', '.join(LOG_LEVELS[:-1])} or {LOG_LEVELS[-1]}"
+    add("--log-level", metavar="LEVEL", help=f"{levels} [HIVE_LOG_LEVEL; default info]")
     add("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -202,11 +204,11 @@ def _seconds(value: str | None, flag: object) -> float | None:
         return None
     where = _where(flag, "--idle-timeout", "HIVE_IDLE_TIMEOUT")
     try:
-        seconds = float(value)
-    except ValueError:
-        raise OptionsError(f"{where}: {value!r} is not a number of seconds") from None
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise OptionsError(f"{where}: {value!r} must be a number of seconds above 0; leave it out for never")
+        seconds = positive_seconds(value)
+    except argparse.ArgumentTypeError:
+        seconds = math.nan
+    if not math.isfinite(seconds):
+        raise OptionsError(f"{where}: {value!r} is not a number of seconds above 0; leave it out for never")
     return seconds
 
 

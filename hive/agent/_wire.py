@@ -9,12 +9,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 import attrs
 
 from hive._convert import DecodeError, strict_converter, structure
+from hive._lines import json_line, load_json
 from hive.agent._errors import HarnessError
 from hive.agent._model import Item
 
@@ -123,20 +123,24 @@ class RecordError(HarnessError, ValueError):
 
 
 def encode(value: Record | TurnRecord | SessionFile) -> bytes:
-    return json.dumps(converter.unstructure(value), separators=(",", ":")).encode() + b"\n"
+    return json_line(converter.unstructure(value))
 
 
 def decode_record(line: bytes) -> Record:
     """One line of the queue's journal; RecordError saying what is wrong if it is not a record."""
+
+    def refused(why: str) -> RecordError:
+        return RecordError(f"not a queue record ({why}): {line[:200]!r}")
+
+    raw = load_json(line, refused)
     try:
-        raw = json.loads(line)
         kind = _RECORDS[raw["op"]]
-    except (ValueError, RecursionError, KeyError, TypeError) as exc:
-        raise RecordError(f"not a queue record ({type(exc).__name__}: {exc}): {line[:200]!r}") from None
+    except (KeyError, TypeError) as exc:
+        raise refused(f"{type(exc).__name__}: {exc}") from None
     try:
         record: Record = structure(converter, raw, kind)
     except DecodeError as exc:
-        raise RecordError(f"not a queue record ({exc}): {line[:200]!r}") from None
+        raise refused(str(exc)) from None
     return record
 
 
@@ -150,7 +154,11 @@ def decode_turn_record(raw: dict[str, Any]) -> TurnRecord:
 
 def decode_session(data: bytes) -> SessionFile:
     """The session file; RecordError saying what is wrong if it is not one."""
+
+    def refused(why: str) -> RecordError:
+        return RecordError(f"not a session file ({why})")
+
     try:
-        return structure(converter, json.loads(data), SessionFile)
-    except (ValueError, RecursionError) as exc:  # DecodeError included
-        raise RecordError(f"not a session file ({exc})") from None
+        return structure(converter, load_json(data, refused), SessionFile)
+    except DecodeError as exc:
+        raise refused(str(exc)) from None
