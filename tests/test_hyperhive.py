@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from hive.bash._wire import encode
 from hive.runtime import HttpServer
 from hive.wake import Refused
 from tests.helpers.daemon import DaemonHandle
+from tests.helpers.forked_daemon import forked_daemon_under
 from tests.helpers.gates import make_gate, open_gate, start_gated
 from tests.helpers.hyperhive import raw_post, session, tool_call
 from tests.helpers.processes import wait_exited
@@ -38,6 +39,13 @@ from tests.helpers.results import call, structured, text_of
 from tests.helpers.strategies import loose_end_files, loose_ends, records
 
 LOOSE_ENDS_SCHEMA = next(t["output_schema"] for t in TOOLS if t["name"] == "loose_ends")
+
+
+@pytest.fixture
+def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
+    """The paths of a daemon under ``short_tmp``, forked from the zygote when the test starts it
+    (see ``tests.helpers.forked_daemon``): a restart costs a fork, not the SDK's import."""
+    yield from forked_daemon_under(short_tmp)
 
 
 @attrs.define

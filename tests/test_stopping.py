@@ -23,12 +23,20 @@ from hive.bash._courier import WakeCourier
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from tests.helpers.daemon import DaemonHandle, shared_daemon, task_cgroup_parent
+from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
+from tests.helpers.forked_daemon import forked_daemon_under, forked_shared_daemon
 from tests.helpers.results import call, structured, text_of
 
 CAP = 200 * 1024
 """The cap of the `capped` daemon."""
 PROBES = ("setsid", "double_fork", "set_m", "setpgid", "deaf")
+
+
+@pytest.fixture
+def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
+    """The paths of a daemon under ``short_tmp``, forked from the zygote when the test starts it
+    (see ``tests.helpers.forked_daemon``): a restart costs a fork, not the SDK's import."""
+    yield from forked_daemon_under(short_tmp)
 
 
 def probe_tree(root: Path, *, then: str) -> str:
@@ -97,7 +105,7 @@ async def all_exit(fds: dict[str, int]) -> None:
 @pytest.fixture(scope="module")
 def quick_grace() -> Iterator[DaemonHandle]:
     """The daemon of the tests that stop a tree of processes: a short grace, a small cap checked often."""
-    with shared_daemon(
+    with forked_shared_daemon(
         "--kill-grace", "1", "--max-output-bytes", "64K", "--output-check-secs", "0.05"
     ) as handle:
         yield handle
@@ -108,7 +116,7 @@ def capped() -> Iterator[DaemonHandle]:
     """The daemon of the tests of escaped writers. Its grace is longer than the tests' guard: the
     writer ignores SIGINT (an `&` child of a non-interactive shell), so only a grace cut short for
     the cap ends it in time."""
-    with shared_daemon(
+    with forked_shared_daemon(
         "--kill-grace", "60", "--max-output-bytes", str(CAP), "--output-check-secs", "0.05"
     ) as handle:
         yield handle
@@ -117,7 +125,7 @@ def capped() -> Iterator[DaemonHandle]:
 @pytest.fixture(scope="module")
 def short_grace() -> Iterator[DaemonHandle]:
     """The daemon of the tests of a cleared environment in a double fork."""
-    with shared_daemon("--kill-grace", "0.3") as handle:
+    with forked_shared_daemon("--kill-grace", "0.3") as handle:
         yield handle
 
 
