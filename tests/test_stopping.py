@@ -104,9 +104,10 @@ async def all_exit(fds: dict[str, int]) -> None:
 
 @pytest.fixture(scope="module")
 def quick_grace() -> Iterator[DaemonHandle]:
-    """The daemon of the tests that stop a tree of processes: a short grace, a small cap checked often."""
+    """The daemon of the tests that stop a tree of processes: a short grace (the deaf probe waits
+    it out for its SIGKILL), a small cap checked often."""
     with forked_shared_daemon(
-        "--kill-grace", "1", "--max-output-bytes", "64K", "--output-check-secs", "0.05"
+        "--kill-grace", "0.3", "--max-output-bytes", "64K", "--output-check-secs", "0.05"
     ) as handle:
         yield handle
 
@@ -160,7 +161,9 @@ async def test_timeout_ends_every_process_of_the_task_wherever_it_went(
     fifo = make_fifo(short_tmp)
     async with quick_grace.session() as session:
         cmd = probe_tree(short_tmp, then="sleep 300")
-        await call(session, "run", cmd=cmd, name="tree", timeout_secs=5, wait_seconds=0)
+        # Long enough for the tree to be ready and pinned (~0.05 s idle): a timeout that came
+        # first would end the task before it says ready, and `wait_ready` would fail.
+        await call(session, "run", cmd=cmd, name="tree", timeout_secs=2, wait_seconds=0)
         await wait_ready(fifo)
         with pinned(short_tmp) as fds:
             ended = structured(await call(session, "status", id="tree", wait_seconds=30))
@@ -285,12 +288,12 @@ async def test_the_interval_checks_run_off_the_event_loop(short_tmp: Path) -> No
 async def test_a_restarted_daemon_still_stops_every_process_of_a_task(daemon: DaemonHandle) -> None:
     """After a restart the escaped processes are no longer the daemon's children: the tag finds them."""
     fifo = make_fifo(daemon.root)
-    async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+    async with daemon.running("--kill-grace", "0.3", agent=False), daemon.session() as session:
         cmd = probe_tree(daemon.root, then="sleep 300")
         await call(session, "run", cmd=cmd, name="tree", wait_seconds=0)
         await wait_ready(fifo)
     with pinned(daemon.root) as fds:
-        async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+        async with daemon.running("--kill-grace", "0.3", agent=False), daemon.session() as session:
             stopped = structured(await call(session, "stop", id="tree"))
             assert stopped["state"] == "stopped"
             await all_exit(fds)
@@ -404,7 +407,9 @@ async def test_the_leftovers_of_a_stop_cut_short_by_a_daemon_crash_are_stopped_a
         with pinned(daemon.root, ("deaf",)) as fds:
             os.kill(first.pid, signal.SIGKILL)
             await first.wait()
-            async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+            # Its leftovers are found at its first interval's check, and the grace is long over.
+            restart = ("--kill-grace", "0.3", "--output-check-secs", "0.05")
+            async with daemon.running(*restart, agent=False), daemon.session() as session:
                 # Deaf to SIGINT: only the SIGKILL after the grace ends it.
                 await all_exit(fds)
                 status = structured(await call(session, "status", id="cut"))
