@@ -4,13 +4,12 @@ tests, so that what a forked daemon inherits is the daemon's own imports and not
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import resource
 import socket
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 ZYGOTE_MESSAGE_MAX = 1 << 20
 """The largest request or reply on the zygote's control socket."""
@@ -30,7 +29,7 @@ def _serve(control: socket.socket) -> None:
         if request["op"] == "spawn":
             pid = os.fork()
             if pid == 0:
-                _become_daemon(daemon, request, fds)
+                _become_daemon(daemon, control, request, fds)
             for fd in fds:
                 os.close(fd)
             reply: dict[str, Any] = {"pid": pid}
@@ -40,29 +39,23 @@ def _serve(control: socket.socket) -> None:
         control.send(json.dumps(reply).encode())
 
 
-def _become_daemon(daemon: Any, request: dict[str, Any], fds: list[int]) -> None:
+def _become_daemon(daemon: Any, control: socket.socket, request: dict[str, Any], fds: list[int]) -> NoReturn:
     """In the forked child: what an exec by ``subprocess.Popen(start_new_session=True)`` gives,
-    then the daemon's ``main``; never returns."""
-    code = 1
-    try:
-        os.setsid()
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        os.environ.clear()
-        os.environ.update(request["env"])
-        os.chdir(request["cwd"])
-        if request["nofile"] is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, tuple(request["nofile"]))
-        sys.argv = [daemon.__file__, *request["args"]]
-        code = daemon.main()
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(code)
+    then the daemon's ``main``, and the interpreter's exit as ``sys.exit(main())`` makes it
+    (atexit handlers, finalization): the SystemExit unwinds the zygote's loop, which has no
+    cleanup of its own."""
+    os.setsid()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    control.detach()
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    if request["nofile"] is not None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, tuple(request["nofile"]))
+    sys.argv = [daemon.__file__, *request["args"]]
+    sys.exit(daemon.main())
 
 
 if __name__ == "__main__":
