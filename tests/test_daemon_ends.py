@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import trio
 
 from hive.wake import AgentRequest, Wake, serve_agent_socket
 from tests.helpers.daemon import DaemonHandle
+from tests.helpers.forked_daemon import ForkedDaemonHandle, forked_daemon_under
 from tests.helpers.gates import make_gate, sigkill
 from tests.helpers.jsonrpc import (
     answer,
@@ -25,6 +27,13 @@ from tests.helpers.jsonrpc import (
 from tests.helpers.listener import AgentListener
 from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
+
+
+@pytest.fixture
+def daemon(short_tmp: Path) -> Iterator[ForkedDaemonHandle]:
+    """The paths of a daemon under ``short_tmp``, forked from the zygote when the test starts it
+    (see ``tests.helpers.forked_daemon``): a restart costs a fork, not the SDK's import."""
+    yield from forked_daemon_under(short_tmp)
 
 
 async def read_pid(fifo: Path) -> int:
@@ -161,12 +170,13 @@ async def test_a_task_whose_record_is_gone_is_recovered_from_its_files(
     assert wake.end_id == f"filed:{record_of(daemon, 'filed')['serial']}"
 
 
-async def test_at_its_open_files_limit_the_daemon_refuses_tasks_and_says_why(daemon: DaemonHandle) -> None:
+async def test_at_its_open_files_limit_the_daemon_refuses_tasks_and_says_why(
+    daemon: ForkedDaemonHandle,
+) -> None:
     # Hard limit = soft limit: the daemon cannot raise it, so `run` must stop short of it.
-    limit = ["prlimit", "--nofile=128:128", "--"]
     pids: list[int] = []
     try:
-        async with daemon.running(agent=False, wrapper=limit), daemon.session() as session:
+        async with daemon.running(agent=False, nofile=(128, 128)), daemon.session() as session:
             refusal = None
             for i in range(200):
                 result = await call(session, "run", cmd="sleep 300", name=f"fd{i}", wait_seconds=0)
@@ -298,12 +308,13 @@ async def test_a_reused_name_keeps_the_previous_runs_end_owed_across_a_sigkill(
     assert "done, exit code 3" in first_wake.body
 
 
-async def test_a_refusal_at_the_open_files_limit_blames_what_holds_the_files(daemon: DaemonHandle) -> None:
+async def test_a_refusal_at_the_open_files_limit_blames_what_holds_the_files(
+    daemon: ForkedDaemonHandle,
+) -> None:
     # 100 idle clients and no task: the files are the connections', and the refusal says so.
-    limit = ["prlimit", "--nofile=256:256", "--"]
     async with (
         contextlib.AsyncExitStack() as idle,
-        daemon.running(agent=False, wrapper=limit),
+        daemon.running(agent=False, nofile=(256, 256)),
         daemon.session() as session,
     ):
         for _ in range(100):

@@ -23,12 +23,20 @@ from hive.bash._courier import WakeCourier
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from tests.helpers.daemon import DaemonHandle, shared_daemon, task_cgroup_parent
+from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
+from tests.helpers.forked_daemon import forked_daemon_under, forked_shared_daemon
 from tests.helpers.results import call, structured, text_of
 
 CAP = 200 * 1024
 """The cap of the `capped` daemon."""
 PROBES = ("setsid", "double_fork", "set_m", "setpgid", "deaf")
+
+
+@pytest.fixture
+def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
+    """The paths of a daemon under ``short_tmp``, forked from the zygote when the test starts it
+    (see ``tests.helpers.forked_daemon``): a restart costs a fork, not the SDK's import."""
+    yield from forked_daemon_under(short_tmp)
 
 
 def probe_tree(root: Path, *, then: str) -> str:
@@ -96,9 +104,10 @@ async def all_exit(fds: dict[str, int]) -> None:
 
 @pytest.fixture(scope="module")
 def quick_grace() -> Iterator[DaemonHandle]:
-    """The daemon of the tests that stop a tree of processes: a short grace, a small cap checked often."""
-    with shared_daemon(
-        "--kill-grace", "1", "--max-output-bytes", "64K", "--output-check-secs", "0.05"
+    """The daemon of the tests that stop a tree of processes: a short grace (the deaf probe waits
+    it out for its SIGKILL), a small cap checked often."""
+    with forked_shared_daemon(
+        "--kill-grace", "0.3", "--max-output-bytes", "64K", "--output-check-secs", "0.05"
     ) as handle:
         yield handle
 
@@ -108,7 +117,7 @@ def capped() -> Iterator[DaemonHandle]:
     """The daemon of the tests of escaped writers. Its grace is longer than the tests' guard: the
     writer ignores SIGINT (an `&` child of a non-interactive shell), so only a grace cut short for
     the cap ends it in time."""
-    with shared_daemon(
+    with forked_shared_daemon(
         "--kill-grace", "60", "--max-output-bytes", str(CAP), "--output-check-secs", "0.05"
     ) as handle:
         yield handle
@@ -117,7 +126,7 @@ def capped() -> Iterator[DaemonHandle]:
 @pytest.fixture(scope="module")
 def short_grace() -> Iterator[DaemonHandle]:
     """The daemon of the tests of a cleared environment in a double fork."""
-    with shared_daemon("--kill-grace", "0.3") as handle:
+    with forked_shared_daemon("--kill-grace", "0.3") as handle:
         yield handle
 
 
@@ -152,7 +161,9 @@ async def test_timeout_ends_every_process_of_the_task_wherever_it_went(
     fifo = make_fifo(short_tmp)
     async with quick_grace.session() as session:
         cmd = probe_tree(short_tmp, then="sleep 300")
-        await call(session, "run", cmd=cmd, name="tree", timeout_secs=5, wait_seconds=0)
+        # Long enough for the tree to be ready and pinned (~0.05 s idle): a timeout that came
+        # first would end the task before it says ready, and `wait_ready` would fail.
+        await call(session, "run", cmd=cmd, name="tree", timeout_secs=2, wait_seconds=0)
         await wait_ready(fifo)
         with pinned(short_tmp) as fds:
             ended = structured(await call(session, "status", id="tree", wait_seconds=30))
@@ -277,12 +288,12 @@ async def test_the_interval_checks_run_off_the_event_loop(short_tmp: Path) -> No
 async def test_a_restarted_daemon_still_stops_every_process_of_a_task(daemon: DaemonHandle) -> None:
     """After a restart the escaped processes are no longer the daemon's children: the tag finds them."""
     fifo = make_fifo(daemon.root)
-    async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+    async with daemon.running("--kill-grace", "0.3", agent=False), daemon.session() as session:
         cmd = probe_tree(daemon.root, then="sleep 300")
         await call(session, "run", cmd=cmd, name="tree", wait_seconds=0)
         await wait_ready(fifo)
     with pinned(daemon.root) as fds:
-        async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+        async with daemon.running("--kill-grace", "0.3", agent=False), daemon.session() as session:
             stopped = structured(await call(session, "stop", id="tree"))
             assert stopped["state"] == "stopped"
             await all_exit(fds)
@@ -396,7 +407,9 @@ async def test_the_leftovers_of_a_stop_cut_short_by_a_daemon_crash_are_stopped_a
         with pinned(daemon.root, ("deaf",)) as fds:
             os.kill(first.pid, signal.SIGKILL)
             await first.wait()
-            async with daemon.running("--kill-grace", "1", agent=False), daemon.session() as session:
+            # Its leftovers are found at its first interval's check, and the grace is long over.
+            restart = ("--kill-grace", "0.3", "--output-check-secs", "0.05")
+            async with daemon.running(*restart, agent=False), daemon.session() as session:
                 # Deaf to SIGINT: only the SIGKILL after the grace ends it.
                 await all_exit(fds)
                 status = structured(await call(session, "status", id="cut"))
