@@ -56,7 +56,7 @@ class Batcher:
     _queue: list[_Call[Any]] = attrs.field(factory=list)
     _busy: int = 0
 
-    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:  # noqa: ASYNC128 - passed on
         """Run trips until cancelled; a call made while this is not running takes a trip of its own."""
         try:
             await self._background.serve(task_status=task_status)

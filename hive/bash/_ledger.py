@@ -90,7 +90,7 @@ class Ledger(TaskRecords):
     def _write_lines(self) -> WriteLines:
         return WriteLines(self._write)
 
-    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:  # noqa: ASYNC128 - passed on
         """Carry out the writes nobody awaits until cancelled; once it has stopped, a caller
         that awaits writes carries out their lines itself."""
         await self._lines.serve(task_status=task_status)

@@ -59,7 +59,7 @@ class WriteLines:
     _lines: dict[Key, _Line] = attrs.field(factory=dict)
     _background: Background = attrs.field(factory=Background)
 
-    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:  # noqa: ASYNC128 - passed on
         """Carry out the writes nobody awaits until cancelled."""
         await self._background.serve(task_status=task_status)
 
