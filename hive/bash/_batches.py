@@ -23,6 +23,7 @@ import attrs
 import outcome
 import trio
 
+from hive.bash._background import Background
 from hive.bash._errors import BashError
 
 T = TypeVar("T")
@@ -51,22 +52,14 @@ class Batcher:
     """The most calls one trip takes (None: all that are waiting)."""
     trips: int = 0
     """Trips made so far (for tests and benchmarks)."""
-    _nursery: trio.Nursery | None = None
+    _background: Background = attrs.field(factory=Background)
     _queue: list[_Call[Any]] = attrs.field(factory=list)
     _busy: int = 0
 
-    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:  # noqa: ASYNC128 - passed on
         """Run trips until cancelled; a call made while this is not running takes a trip of its own."""
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started()
-                try:
-                    await trio.sleep_forever()
-                finally:
-                    # Closed to new trips from here: calls made while the last ones end take
-                    # their own.
-                    self._nursery = None
+            await self._background.serve(task_status=task_status)
         finally:
             self._fail(self._queue)
             self._queue = []
@@ -74,13 +67,14 @@ class Batcher:
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` in a worker thread, in the next trip; its result or its exception."""
         bound = functools.partial(fn, *args, **kwargs)
-        if self._nursery is None:
+        nursery = self._background.nursery
+        if nursery is None:
             return await trio.to_thread.run_sync(bound)
         call: _Call[T] = _Call(bound)
         self._queue.append(call)
         if self._busy < self.lanes:
             self._busy += 1
-            self._nursery.start_soon(self._trips)
+            nursery.start_soon(self._trips)
         with trio.CancelScope(shield=True):
             await call.done.wait()
         await trio.lowlevel.checkpoint_if_cancelled()

@@ -19,11 +19,12 @@ from contextlib import asynccontextmanager
 import attrs
 import mcp_types as types
 import trio
-from mcp.shared._context_streams import ContextReceiveStream, ContextSendStream, create_context_streams
+from mcp.shared._context_streams import ContextReceiveStream, ContextSendStream
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from hive._lines import LineCut, LineReader, LineTooLong
+from hive._mcp_streams import Unanswered, session_streams
 from hive.wake import answer_then_close
 
 log = logging.getLogger(__name__)
@@ -132,17 +133,9 @@ class _Framer:
     answer_garbage: bool
     receipts: Receipts
     _send_lock: trio.Lock = attrs.field(factory=trio.Lock)
-    # Requests read but not yet answered. A peer that shuts its sending side (the relay,
-    # when its client closes stdin) still gets these answers: the SDK would cancel them
-    # if the session's input ended at once.
-    _unanswered: set[types.RequestId] = attrs.field(factory=set)
-    _answered: trio.Event = attrs.field(factory=trio.Event)
-    _peer_gone: bool = False
-
-    async def _wait_for_answers(self) -> None:
-        while self._unanswered and not self._peer_gone:
-            self._answered = trio.Event()
-            await self._answered.wait()
+    # A peer that shuts its sending side (the relay, when its client closes stdin) still gets
+    # the answers to the requests it sent.
+    _unanswered: Unanswered = attrs.field(factory=Unanswered)
 
     def _note_written(self, message: types.JSONRPCMessage, *, ok: bool) -> None:
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
@@ -150,8 +143,7 @@ class _Framer:
 
     def _note_outgoing(self, message: types.JSONRPCMessage) -> None:
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
-            self._unanswered.discard(message.id)
-            self._answered.set()
+            self._unanswered.settled(message.id)
 
     async def _send(self, data: bytes) -> None:
         async with self._send_lock:
@@ -175,7 +167,7 @@ class _Framer:
                     line = None  # what came after the last newline is no message
                 if line is None:
                     self.receipts.peer_closed = True
-                    await self._wait_for_answers()
+                    await self._unanswered.wait()
                     return
                 if not line.strip():
                     continue
@@ -194,7 +186,7 @@ class _Framer:
                         await self._answer_misread(answer)
                         continue
                 if self.answer_garbage and isinstance(message, types.JSONRPCRequest):
-                    self._unanswered.add(message.id)
+                    self._unanswered.read(message.id)
                 await to_session.send(SessionMessage(message, metadata))
 
     async def _answer_misread(self, answer: bytes) -> None:
@@ -216,8 +208,7 @@ class _Framer:
                 try:
                     await self._send(data + b"\n")
                 except _CLOSED:
-                    self._peer_gone = True
-                    self._answered.set()
+                    self._unanswered.gone()
                     self._note_written(message.message, ok=False)
                     return
                 self._note_written(message.message, ok=True)
@@ -236,8 +227,6 @@ async def message_streams(
     (the server side) the peer is first sent a JSON-RPC parse error saying why. The read
     stream ends when the peer closes its side or the connection breaks.
     """
-    to_session, read_stream = create_context_streams[SessionMessage | Exception](0)
-    write_stream, from_session = create_context_streams[SessionMessage](0)
     framer = _Framer(stream, answer_garbage, receipts if receipts is not None else Receipts())
     with contextlib.ExitStack() as closing:
         if isinstance(stream, trio.SocketStream):
@@ -245,13 +234,8 @@ async def message_streams(
             peek = closing.enter_context(socket.socket(fileno=os.dup(stream.socket.fileno())))
             framer.receipts.probe = functools.partial(_peer_has_closed, peek)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(framer.read_lines, to_session)
-                nursery.start_soon(framer.write_lines, from_session)
-                try:
-                    yield read_stream, write_stream
-                finally:
-                    nursery.cancel_scope.cancel()
+            async with session_streams(framer.read_lines, framer.write_lines) as streams:
+                yield streams
         finally:
             framer.receipts.close()
 

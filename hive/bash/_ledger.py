@@ -6,12 +6,10 @@ tell it what happened (a task began, ended, was held, answered, acknowledged, fo
 restarted daemon), and it carries out what the model answers: loose ends saved, set aside and
 removed, wakes handed to the courier and taken back.
 
-The loose-end writes of one run go in a line of their own, one after another in the order the
-model asked for them (the model counts a write as done once it has landed, so a later event
-never races an earlier write of the same file); different runs' lines run side by side. A
-caller that needs its writes done before it goes on (a final record waits for the loose end
-before it, a new run for the previous run's loose end to be set aside) awaits them; the others
-are carried out soon after, by the line's own task.
+The records themselves are `hive.bash._task_records`'s; the loose-end writes of each run go in
+a line of their own (`hive.bash._write_lines`). A caller that needs its writes done before it
+goes on (a final record waits for the loose end before it, a new run for the previous run's
+loose end to be set aside) awaits them; the others are carried out soon after.
 
 A final record is saved only once the model allows it (`OwedEnds.may_record_end`): a record that
 says a task ended, with nothing on disk owing its end, would lose the end at the next crash.
@@ -20,25 +18,16 @@ says a task ended, with nothing on disk owing its end, would lose the end at the
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
-import os
-import re
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 
 import attrs
 import trio
 
-from hive._files import fsync_dir, open_regular
-from hive.bash import _limits
 from hive.bash._batches import Batcher
 from hive.bash._courier import WakeCourier
 from hive.bash._describe import wake_body
 from hive.bash._errors import DiskError
-from hive.bash._model import Event as TaskEvent
-from hive.bash._model import advance
 from hive.bash._owed import (
     Abandoned,
     Acked,
@@ -66,8 +55,9 @@ from hive.bash._owed import (
     WithdrawWake,
 )
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
-from hive.bash._store import TaskStore
 from hive.bash._task import Task
+from hive.bash._task_records import TaskRecords, disk_note, make_durable
+from hive.bash._write_lines import UnclaimedEnd, Write, WriteLines
 from hive.wake import Wake, end_id
 
 log = logging.getLogger(__name__)
@@ -81,62 +71,29 @@ def wake_for(record: TaskRecord, stdout: str) -> OwedWake:
     return OwedWake(sender=f"bash-task-{record.id}", body=wake_body(record, stdout))
 
 
-@attrs.frozen
-class _Unclaimed:
-    """A loose end a restarted daemon found with no task of its own, and the wake it owes."""
-
-    loose_end: LooseEnd
-    wake: OwedWake
-
-
 @attrs.define(eq=False)
-class _Write:
-    """One loose-end write in a run's line."""
-
-    action: LooseEndAction
-    task: Task | None
-    unclaimed: _Unclaimed | None
-    done: trio.Event = attrs.field(factory=trio.Event)
-    landed: bool = False
-    error: OSError | None = None
-
-
-@attrs.define(eq=False)
-class _Line:
-    writes: deque[_Write] = attrs.field(factory=deque)
-    carrying: bool = False
-
-
-@attrs.define(eq=False)
-class Ledger:
+class Ledger(TaskRecords):
     """Task records and loose ends on disk, kept in line with the owed-end model."""
 
-    store: TaskStore
     courier: WakeCourier
     reads: Batcher
-    writes: Batcher
     compose: ComposeWake
     ends: OwedEnds = attrs.field(factory=OwedEnds)
     _tasks: dict[Key, Task] = attrs.field(factory=dict)
     """The runs the model is about, by key (a superseded run is no longer the manager's by id)."""
-    _unclaimed: dict[Key, _Unclaimed] = attrs.field(factory=dict)
-    _lines: dict[Key, _Line] = attrs.field(factory=dict)
-    _nursery: trio.Nursery | None = None
-    _unsynced: dict[str, Task] = attrs.field(factory=dict)
-    """Ended tasks (by serial) whose final record is not fsynced yet (see `sync_ends`)."""
+    _unclaimed: dict[Key, UnclaimedEnd] = attrs.field(factory=dict)
+    _lines: WriteLines = attrs.field(init=False)
     _removed_unsynced: bool = False
     """Loose ends were removed since the directory was last fsynced (see `sync_ends`)."""
 
-    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    @_lines.default
+    def _write_lines(self) -> WriteLines:
+        return WriteLines(self._write)
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:  # noqa: ASYNC128 - passed on
         """Carry out the writes nobody awaits until cancelled; once it has stopped, a caller
         that awaits writes carries out their lines itself."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._nursery = None
+        await self._lines.serve(task_status=task_status)
 
     # -- what the model knows -------------------------------------------------------------------
 
@@ -150,56 +107,18 @@ class Ledger:
 
     def writing(self, task: Task) -> bool:
         """Whether a write of this task's loose end is lined up or under way."""
-        return task.key in self._lines
+        return self._lines.pending(task.key)
 
     async def wait_written(self, task: Task) -> None:
         """Wait until the writes of this task's loose end lined up so far are done."""
-        line = self._lines.get(task.key)
-        if line is not None:
-            await self._carry_out(list(line.writes))
+        await self._lines.wait(task.key)
 
     # -- records --------------------------------------------------------------------------------
 
-    def change(self, task: Task, event: TaskEvent | None = None, **changes: object) -> None:
-        """Change the task's record in memory (``event`` moves its state); saved by `save`."""
-        record = task.record
-        if event is not None:
-            phase = advance(record.phase, event)
-            changes["state"] = phase.state
-            changes["stop_reason"] = phase.stop_reason
-        task.record = attrs.evolve(record, **changes)  # type: ignore[arg-type]
-        task.record_dirty = True
-
-    def note(self, task: Task, note: str) -> None:
-        if note not in task.record.notes:
-            self.change(task, notes=(*task.record.notes, note))
-
-    async def save(self, task: Task, *, durable: bool = True) -> None:
-        """Bring the record on disk up to date; a failing disk becomes a note on the task.
-
-        Not ``durable``: not fsynced now (see `sync_ends`). A final record whose end is owed
-        waits until a loose end owing it has landed (it stays to be saved).
-        """
-        async with task.write_lock:
-            if not task.record_dirty:
-                return
-            if task.final and not self.ends.may_record_end(task.key):
-                return
-            task.record_dirty = False
-            # A note that an earlier save failed is not true of the record that gets saved.
-            record = _without_unsaved_notes(task.record)
-            try:
-                await self.writes.run(self.store.save_record, record, durable=durable)
-            except OSError as exc:
-                task.record_dirty = True
-                log.warning("cannot save the record of task %s: %s", task.id, exc)
-                self.note(task, _disk_note("its record", exc))
-            else:
-                task.record = _without_unsaved_notes(task.record)
-
-    def recorded_end(self, task: Task) -> None:
-        """The task's final record was saved without fsync: `sync_ends` makes it durable."""
-        self._unsynced[task.record.serial] = task
+    def may_save(self, task: Task) -> bool:
+        """A final record whose end is owed waits until a loose end owing it has landed (see
+        above)."""
+        return not task.final or self.ends.may_record_end(task.key)
 
     # -- wakes ----------------------------------------------------------------------------------
 
@@ -224,7 +143,7 @@ class Ledger:
         refuses the new run: :class:`DiskError` (then call `abandon`)."""
         self._tasks[task.key] = task
         writes = self._handle(Began(task.key))
-        await self._carry_out(writes)
+        await self._lines.carry_out(writes)
         failed = next((w for w in writes if not w.landed), None)
         if failed is not None:
             why = "" if failed.error is None else f" ({failed.error.strerror or failed.error})"
@@ -266,7 +185,7 @@ class Ledger:
     async def end(self, task: Task) -> None:
         """The task has ended: its wake goes out if nobody holds it, and a loose end owing its
         end is on disk before this returns, where the model can have one there."""
-        await self._carry_out(self._handle(Ended(task.key)))
+        await self._lines.carry_out(self._handle(Ended(task.key)))
 
     def hold(self, task: Task) -> None:
         """A caller waits to answer with the task's end: its wake waits for it. Every hold is
@@ -282,11 +201,11 @@ class Ledger:
 
     async def told(self, task: Task) -> None:
         """The agent has seen the final state (a `status` answer): no wake is owed any more."""
-        await self._carry_out(self._handle(Told(task.key)))
+        await self._lines.carry_out(self._handle(Told(task.key)))
 
     async def acked(self, key: Key) -> None:
         """The agent's socket acknowledged the wake of the end of run ``key`` (task id, serial)."""
-        await self._carry_out(self._handle(Acked(key)))
+        await self._lines.carry_out(self._handle(Acked(key)))
 
     # -- recovery -------------------------------------------------------------------------------
 
@@ -309,7 +228,9 @@ class Ledger:
         if task.final and loose_end is not None and task.owed_wake is None:
             task.owed_wake = loose_end.wake or await self.reads.run(self.compose, task.record)
         content = Content.NONE if loose_end is None else _content(loose_end)
-        await self._carry_out(self._handle(Recovered(task.key, ended=task.final, content=content, at=at)))
+        await self._lines.carry_out(
+            self._handle(Recovered(task.key, ended=task.final, content=content, at=at))
+        )
 
     async def unclaimed(self, loose_end: LooseEnd, at: Place, *, superseded: bool, unknown: str) -> None:
         """A restarted daemon found ``loose_end`` with no task of its own: its end is owed as it
@@ -320,8 +241,8 @@ class Ledger:
             sender=f"bash-task-{loose_end.task_id}",
             body=f"bash task {loose_end.task_id} (`{loose_end.cmd}`): {unknown}",
         )
-        self._unclaimed[key] = _Unclaimed(loose_end, wake)
-        await self._carry_out(self._handle(Unclaimed(key, at, superseded=superseded)))
+        self._unclaimed[key] = UnclaimedEnd(loose_end, wake)
+        await self._lines.carry_out(self._handle(Unclaimed(key, at, superseded=superseded)))
 
     # -- durability -----------------------------------------------------------------------------
 
@@ -333,12 +254,10 @@ class Ledger:
         never one lost. ``current``: the tasks by id (a record replaced by a later run's is
         not this one's to sync).
         """
-        ended = [t for t in self._unsynced.values() if current.get(t.id) is t]
-        self._unsynced.clear()
+        paths = self.unsynced_records(current)
         writes = self._handle(Interval())
-        await self._carry_out(writes)
+        await self._lines.carry_out(writes)
         store = self.store
-        paths = [store.record_path(t.id) for t in ended]
         for write in writes:
             action = write.action
             if write.landed and isinstance(action, PersistLooseEnd):
@@ -346,14 +265,14 @@ class Ledger:
                 paths.append(store.loose_end_path(task_id, serial if action.at is Place.OWN else None))
         removed, self._removed_unsynced = self._removed_unsynced, False
         if paths or removed:
-            await self.writes.run(_make_durable, paths, store.loose_ends_dir if removed else None)
+            await self.writes.run(make_durable, paths, store.loose_ends_dir if removed else None)
 
     # -- carrying out the model's actions -------------------------------------------------------
 
-    def _handle(self, event: Event) -> list[_Write]:
+    def _handle(self, event: Event) -> list[Write]:
         """Hand ``event`` to the model; the wakes go to the courier at once, and the loose-end
         writes into their lines (returned, for a caller that awaits them)."""
-        lined: list[_Write] = []
+        lined: list[Write] = []
         for action in self.ends.handle(event):
             match action:
                 case SendWake(key):
@@ -384,48 +303,13 @@ class Ledger:
             wake = unclaimed.wake
         self.courier.enqueue(*key, Wake(sender=wake.sender, body=wake.body, end_id=end_id(*key)))
 
-    def _line_up(self, action: LooseEndAction) -> _Write:
+    def _line_up(self, action: LooseEndAction) -> Write:
         key = action.key
-        write = _Write(action, self._tasks.get(key), self._unclaimed.get(key))
-        line = self._lines.setdefault(key, _Line())
-        line.writes.append(write)
-        if not line.carrying and self._nursery is not None:
-            line.carrying = True
-            self._nursery.start_soon(self._carry_line, key, line)
+        write = Write(action, self._tasks.get(key), self._unclaimed.get(key))
+        self._lines.line_up(write)
         return write
 
-    async def _carry_out(self, writes: Iterable[_Write]) -> None:
-        """Wait until ``writes`` are done, carrying out their lines here if nothing else does."""
-        waiting = [w for w in writes if not w.done.is_set()]
-        idle = {
-            key: line
-            for key in dict.fromkeys(w.action.key for w in waiting)
-            if (line := self._lines.get(key)) is not None and not line.carrying
-        }
-        if idle:
-            # Lined up while the ledger was not serving (it is stopping): carried out here.
-            async with trio.open_nursery() as nursery:
-                for key, line in idle.items():
-                    line.carrying = True
-                    nursery.start_soon(self._carry_line, key, line)
-        for write in waiting:
-            await write.done.wait()
-
-    async def _carry_line(self, key: Key, line: _Line) -> None:
-        try:
-            while line.writes:
-                write = line.writes[0]
-                try:
-                    write.landed = await self._write(write)
-                finally:
-                    line.writes.popleft()
-                    write.done.set()
-        finally:
-            line.carrying = False
-            if not line.writes and self._lines.get(key) is line:
-                del self._lines[key]
-
-    async def _write(self, write: _Write) -> bool:
+    async def _write(self, write: Write) -> bool:
         """Carry out one loose-end write; whether it landed (and the model was told so)."""
         store = self.store
         task = write.task
@@ -457,7 +341,7 @@ class Ledger:
             task_id = write.action.key[0]
             log.warning("cannot update the loose end of task %s: %s", task_id, exc)
             if task is not None and not isinstance(write.action, DropLooseEnd):
-                self.note(task, _disk_note("its loose end", exc))
+                self.note(task, disk_note("its loose end", exc))
             return False
         return True
 
@@ -471,44 +355,3 @@ def _loose_end_of(task: Task, wake: OwedWake | None) -> LooseEnd:
 
 def _content(loose_end: LooseEnd) -> Content:
     return Content.OPEN if loose_end.wake is None else Content.WAKE
-
-
-def _make_durable(paths: list[Path], directory: Path | None) -> None:
-    """fsync each of these regular files that is there (a symlink planted there is not
-    followed), and then ``directory``, if given."""
-    for path in paths:
-        try:
-            fd = open_regular(path)
-        except OSError as exc:
-            log.warning("cannot make %s durable: %s", path, exc)
-            continue
-        if fd is not None:
-            try:
-                os.fsync(fd)
-            except OSError as exc:
-                log.warning("cannot make %s durable: %s", path, exc)
-            finally:
-                os.close(fd)
-    if directory is not None:
-        try:
-            fsync_dir(directory)
-        except OSError as exc:
-            log.warning("cannot make the removals in %s durable: %s", directory, exc)
-
-
-_UNSAVED_RECORD = re.compile(r"(?:the disk is full: )?its record could not be saved\b")
-
-
-def _without_unsaved_notes(record: TaskRecord) -> TaskRecord:
-    """The record without the notes that its saving failed (see `_disk_note`)."""
-    notes = tuple(n for n in record.notes if not _UNSAVED_RECORD.match(n))
-    return record if notes == record.notes else attrs.evolve(record, notes=notes)
-
-
-def _disk_note(what: str, exc: OSError) -> str:
-    fds = _limits.out_of_descriptors(exc)
-    if fds is not None:
-        return f"{what} could not be saved: {fds}; it is kept in memory"
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"the disk is full: {what} could not be saved ({exc.strerror}); it is kept in memory"
-    return f"{what} could not be saved ({exc}); it is kept in memory"

@@ -36,7 +36,7 @@ import attrs
 import trio
 
 from hive._files import read_regular
-from hive._proc import is_same_process, read_stat, signal_group, start_time, wait_exit
+from hive._proc import ProcStat, is_same_process, read_stat, signal_group, start_time, wait_exit
 from hive.bash._errors import BashError
 
 # The wrapper is bash, and the command runs as `bash -c CMD` would run it. It runs in the
@@ -252,6 +252,13 @@ class ProcInfo:
     tag: str | None
     """Its ``HIVE_BASH_TASK``, if it is the daemon's uid's and has one."""
 
+    @classmethod
+    def of(cls, pid: int, stat: ProcStat, tag: str | None) -> ProcInfo:
+        """Process ``pid`` as ``stat``, read from its ``/proc/<pid>/stat``, shows it."""
+        return cls(
+            pid=pid, ppid=stat.ppid, pgid=stat.pgid, zombie=stat.zombie, start_time=stat.start_time, tag=tag
+        )
+
 
 def snapshot(*, read_tags: bool = True) -> list[ProcInfo]:
     """Every process on the machine, with the task tag of those of this uid (blocking)."""
@@ -267,16 +274,7 @@ def snapshot(*, read_tags: bool = True) -> list[ProcInfo]:
         tag = None
         if read_tags and not stat.zombie:
             tag = _tag_of(entry.name, uid, prefix)
-        found.append(
-            ProcInfo(
-                pid=int(entry.name),
-                ppid=stat.ppid,
-                pgid=stat.pgid,
-                zombie=stat.zombie,
-                start_time=stat.start_time,
-                tag=tag,
-            )
-        )
+        found.append(ProcInfo.of(int(entry.name), stat, tag))
     return found
 
 
@@ -286,16 +284,7 @@ def proc_infos(pids: Iterable[int]) -> list[ProcInfo]:
     for pid in pids:
         stat = read_stat(pid)
         if stat is not None and not stat.zombie:
-            found.append(
-                ProcInfo(
-                    pid=pid,
-                    ppid=stat.ppid,
-                    pgid=stat.pgid,
-                    zombie=False,
-                    start_time=stat.start_time,
-                    tag=None,
-                )
-            )
+            found.append(ProcInfo.of(pid, stat, None))
     return found
 
 

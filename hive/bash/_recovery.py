@@ -89,12 +89,7 @@ async def recover(manager: Manager) -> None:
     # First, before anything is written at the latest path of its id: the loose end there of
     # an earlier run whose name a later one took as the previous daemon died.
     for superseded in plan.superseded:
-        await ledger.unclaimed(
-            loose_end_of(superseded),
-            Place.LATEST,
-            superseded=True,
-            unknown="a later task took its name; its end is unknown",
-        )
+        await _name_taken(ledger, loose_end_of(superseded), Place.LATEST)
     for record in records:
         task = Task(record)
         manager.register(task)
@@ -119,14 +114,16 @@ async def recover(manager: Manager) -> None:
             orphan, Place.LATEST, superseded=False, unknown="its record was lost; its end is unknown"
         )
     for earlier in plan.earlier:
-        await ledger.unclaimed(
-            loose_end_of(earlier),
-            Place.OWN,
-            superseded=True,
-            unknown="a later task took its name; its end is unknown",
-        )
+        await _name_taken(ledger, loose_end_of(earlier), Place.OWN)
     # Before the daemon answers, each loose end of an end it settled holds its wake.
     await ledger.sync_ends(manager.tasks)
+
+
+async def _name_taken(ledger: Ledger, loose_end: LooseEnd, at: Place) -> None:
+    """Owe the end of a run whose name a later run took, as its loose end at ``at`` tells it."""
+    await ledger.unclaimed(
+        loose_end, at, superseded=True, unknown="a later task took its name; its end is unknown"
+    )
 
 
 async def _adopt_unrecorded(manager: Manager, known: set[str], orphans: dict[str, LooseEnd]) -> None:

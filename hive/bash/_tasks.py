@@ -70,7 +70,13 @@ class TaskManager:
     stopper: Stopper = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self.ledger = Ledger(self.store, self.courier, self.reads, self.writes, self.compose_wake)
+        self.ledger = Ledger(
+            store=self.store,
+            writes=self.writes,
+            courier=self.courier,
+            reads=self.reads,
+            compose=self.compose_wake,
+        )
         self.stopper = Stopper(self.ledger, self.settings, self.tasks, self.clock)
 
     # -- lifecycle ------------------------------------------------------------------------------

@@ -140,14 +140,19 @@ def _env_default(env: str, fallback: str | None = None) -> str | None:
     return os.environ.get(env) or fallback
 
 
-def _seconds(text: str) -> float:
+def _amount(text: str, unit: str) -> float:
+    """``text`` as a finite number of ``unit`` (seconds, days), 0 or more."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}") from None
     if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds, 0 or more")
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of {unit}, 0 or more")
     return value
+
+
+def _seconds(text: str) -> float:
+    return _amount(text, "seconds")
 
 
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
@@ -165,13 +170,7 @@ def _size(text: str) -> int:
 
 
 def _days(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of days, 0 or more")
-    return value
+    return _amount(text, "days")
 
 
 UNLIMITED = 0

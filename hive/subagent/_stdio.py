@@ -22,11 +22,12 @@ from contextlib import asynccontextmanager
 import attrs
 import mcp_types as types
 import trio
-from mcp.shared._context_streams import ContextReceiveStream, ContextSendStream, create_context_streams
+from mcp.shared._context_streams import ContextReceiveStream, ContextSendStream
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
 from hive._lines import LineCut, LineReader, LineTooLong
+from hive._mcp_streams import Unanswered, session_streams
 from hive.subagent._wire import MAX_LINE
 
 log = logging.getLogger(__name__)
@@ -67,10 +68,8 @@ class _Transport:
     stdin: trio.abc.ReceiveStream
     stdout: trio.abc.SendStream
     receipts: Receipts
-    _unanswered: set[types.RequestId] = attrs.field(factory=set)
-    _answered: trio.Event = attrs.field(factory=trio.Event)
-    _gone: bool = False
-    """stdout cannot be written to: the client stopped reading."""
+    _unanswered: Unanswered = attrs.field(factory=Unanswered)
+    """Its ``peer_gone``: stdout cannot be written to, the client stopped reading."""
 
     async def read(self, to_session: ContextSendStream[SessionMessage | Exception]) -> None:
         reader = LineReader(self.stdin, MAX_LINE)
@@ -85,9 +84,7 @@ class _Transport:
                     line = None
                 if line is None:
                     self.receipts.client_closed = True
-                    while self._unanswered and not self._gone:
-                        self._answered = trio.Event()
-                        await self._answered.wait()
+                    await self._unanswered.wait()
                     return
                 if not line.strip():
                     continue
@@ -97,33 +94,33 @@ class _Transport:
                     await to_session.send(exc)  # the SDK answers what it can of it, as on its own stdio
                     continue
                 if isinstance(message, types.JSONRPCRequest):
-                    self._unanswered.add(message.id)
+                    self._unanswered.read(message.id)
                 elif (
                     isinstance(message, types.JSONRPCNotification)
                     and message.method == "notifications/cancelled"
                 ):
                     # A cancelled request may get no answer: none is waited for.
-                    params = message.params or {}
-                    self._unanswered.discard(params.get("requestId"))
-                    self._answered.set()
+                    cancelled = (message.params or {}).get("requestId")
+                    if cancelled is not None:
+                        self._unanswered.settled(cancelled)
                 await to_session.send(SessionMessage(message))
 
     async def write(self, from_session: ContextReceiveStream[SessionMessage]) -> None:
         async with from_session:
             async for session_message in from_session:
                 message = session_message.message
-                ok = not self._gone
+                ok = not self._unanswered.peer_gone
                 if ok:
                     data = message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
                     try:
                         await self.stdout.send_all(data)
                     except _CLOSED:
                         log.info("stdout: the client stopped reading")
-                        ok, self._gone = False, True
+                        ok = False
+                        self._unanswered.gone()
                 if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
-                    self._unanswered.discard(message.id)
+                    self._unanswered.settled(message.id)
                     await self.receipts.written(message.id, ok)
-                self._answered.set()
 
 
 @asynccontextmanager
@@ -132,17 +129,10 @@ async def stdio_streams(
 ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
     """The SDK's (read, write) message streams over ``stdin`` and ``stdout``; ``receipts`` learns
     whether each answer it expects reached the client."""
-    to_session, read_stream = create_context_streams[SessionMessage | Exception](0)
-    write_stream, from_session = create_context_streams[SessionMessage](0)
     transport = _Transport(stdin, stdout, receipts)
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(transport.read, to_session)
-            nursery.start_soon(transport.write, from_session)
-            try:
-                yield read_stream, write_stream
-            finally:
-                nursery.cancel_scope.cancel()
+        async with session_streams(transport.read, transport.write) as streams:
+            yield streams
     finally:
         await receipts.close()  # noqa: ASYNC102 - close() shields itself, with a timeout
 
