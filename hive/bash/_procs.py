@@ -232,11 +232,12 @@ def spawn_task(
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes whose process group is ``pgid``."""
     members = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            stat = read_stat(entry.name)
-            if stat is not None and not stat.zombie and stat.pgid == pgid:
-                members.append(int(entry.name))
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit():
+                stat = read_stat(entry.name)
+                if stat is not None and not stat.zombie and stat.pgid == pgid:
+                    members.append(int(entry.name))
     return members
 
 
@@ -265,16 +266,17 @@ def snapshot(*, read_tags: bool = True) -> list[ProcInfo]:
     uid = os.getuid()
     prefix = f"{TASK_TAG}=".encode()
     found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        stat = read_stat(entry.name)
-        if stat is None:
-            continue
-        tag = None
-        if read_tags and not stat.zombie:
-            tag = _tag_of(entry.name, uid, prefix)
-        found.append(ProcInfo.of(int(entry.name), stat, tag))
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            stat = read_stat(entry.name)
+            if stat is None:
+                continue
+            tag = None
+            if read_tags and not stat.zombie:
+                tag = _tag_of(entry.name, uid, prefix)
+            found.append(ProcInfo.of(int(entry.name), stat, tag))
     return found
 
 
@@ -488,16 +490,17 @@ def find_wrapper(mark_text: str) -> tuple[int, int] | None:
     A wrapper of an earlier daemon (`/bin/sh -c ...`, the command in argv) is found as well.
     """
     mark = mark_text.encode()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        argv = _argv(entry.name)
-        if argv is None or len(argv) < 3 or argv[1] != b"-c" or argv[-1] != mark:
-            continue
-        pid = int(entry.name)
-        started = start_time(pid)
-        if started is not None:
-            return pid, started
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            argv = _argv(entry.name)
+            if argv is None or len(argv) < 3 or argv[1] != b"-c" or argv[-1] != mark:
+                continue
+            pid = int(entry.name)
+            started = start_time(pid)
+            if started is not None:
+                return pid, started
     return None
 
 
@@ -514,35 +517,36 @@ class FoundWrapper:
 def find_wrappers(tasks_dir: Path) -> list[FoundWrapper]:
     """Every live wrapper whose exit file is in ``tasks_dir``: the tasks of this state directory."""
     found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        argv = _argv(entry.name)
-        if argv is None or not _is_wrapper(argv):
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{entry.name}/cwd")
-        except OSError:
-            continue
-        exit_file, _fd, mark = (a.decode(errors="surrogateescape") for a in argv[4:])
-        exit_path = Path(exit_file)
-        started = start_time(int(entry.name))
-        if exit_path.parent != tasks_dir or not mark.startswith("hive-bash-task:") or started is None:
-            continue
-        task_id = exit_path.name.removesuffix(".exit")
-        try:
-            cmd_bytes = read_regular(tasks_dir / f"{task_id}.cmd")
-        except OSError:
-            cmd_bytes = None
-        cmd = None if cmd_bytes is None else cmd_bytes.decode(errors="surrogateescape")
-        found.append(
-            FoundWrapper(
-                pid=int(entry.name),
-                start_time=started,
-                task_id=task_id,
-                serial=mark.removeprefix("hive-bash-task:"),
-                cmd=cmd if cmd is not None else f"(unknown: {task_id}.cmd could not be read)",
-                cwd=cwd,
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            argv = _argv(entry.name)
+            if argv is None or not _is_wrapper(argv):
+                continue
+            try:
+                cwd = os.readlink(f"/proc/{entry.name}/cwd")
+            except OSError:
+                continue
+            exit_file, _fd, mark = (a.decode(errors="surrogateescape") for a in argv[4:])
+            exit_path = Path(exit_file)
+            started = start_time(int(entry.name))
+            if exit_path.parent != tasks_dir or not mark.startswith("hive-bash-task:") or started is None:
+                continue
+            task_id = exit_path.name.removesuffix(".exit")
+            try:
+                cmd_bytes = read_regular(tasks_dir / f"{task_id}.cmd")
+            except OSError:
+                cmd_bytes = None
+            cmd = None if cmd_bytes is None else cmd_bytes.decode(errors="surrogateescape")
+            found.append(
+                FoundWrapper(
+                    pid=int(entry.name),
+                    start_time=started,
+                    task_id=task_id,
+                    serial=mark.removeprefix("hive-bash-task:"),
+                    cmd=cmd if cmd is not None else f"(unknown: {task_id}.cmd could not be read)",
+                    cwd=cwd,
+                )
             )
-        )
     return found
