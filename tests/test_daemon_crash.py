@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import json
 import os
 import random
@@ -446,8 +445,7 @@ deaths = st.builds(
 
 
 # The dead managers' children run on (as a dead daemon's tasks do), so their Popen objects are
-# collected while the processes live, reported as unraisable warnings: collected here, in the
-# test that expects them, not in whichever test comes next.
+# collected while the processes live, reported as unraisable warnings.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @settings(
     max_examples=20,
@@ -463,7 +461,6 @@ def test_a_daemon_dying_at_any_write_loses_no_task_and_no_end(
     try:
         trio.run(_die_and_recover, root, where, rng, count)
     finally:
-        gc.collect()
         remove_task_cgroups(root / "state")
         shutil.rmtree(root, ignore_errors=True)
 
