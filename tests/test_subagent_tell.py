@@ -116,26 +116,6 @@ def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
     return names
 
 
-def test_subagent_imports_only_the_layers_below_it() -> None:
-    allowed = {"hive", "hive.runtime", "hive.sink", "hive.wake", "hive._unix", "hive._files", "hive.sdnotify"}
-    allowed |= {
-        "hive.errors",
-        "hive._main",
-        "hive._limits",
-        "hive._arguments",
-        "hive._convert",
-        "hive._proc",
-        "hive._lines",
-        "hive._state_dir",
-        "hive._flags",
-    }  # the shared leaves
-    allowed |= {"hive._mcp", "hive._mcp_streams"}  # the MCP SDK's server and session streams, shared
-    for path in SUBAGENT.glob("*.py"):
-        for name in imports(path):
-            if name.startswith("hive.") and not name.startswith("hive.subagent"):
-                assert name in allowed, f"{path.name} imports {name}"
-
-
 def test_the_mcp_server_does_not_import_the_daemons_machinery() -> None:
     """It is spawned per turn of the parent agent: it needs the wire, not the runtimes."""
     seen: set[str] = set()
