@@ -33,18 +33,10 @@ from hive.agent._orphans import (
 from hive.wake import Wake, send_wake
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.forked_daemon import forked_daemon_under
 from tests.helpers.harness import HOLD, acp_env, claude_env, claude_start, running_agent, scratch_root
 from tests.helpers.processes import wait_exited
 
 GUARD = 60
-
-
-@pytest.fixture
-def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
-    """The paths of a daemon under ``short_tmp``, forked from the zygote when the test starts it
-    (see ``tests.helpers.forked_daemon``). The daemons the harness starts are exec'd, as ever."""
-    yield from forked_daemon_under(short_tmp)
 
 
 @pytest.fixture
