@@ -23,7 +23,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
 
-import hive.agent._hyperhive as hyperhive_module
 import hive.agent._hyperhive_tools as tools_module
 from hive.agent._hyperhive import SHUTDOWN_GRACE, Hyperhive, hyperhive_server, serve_hyperhive
 from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
@@ -63,7 +62,7 @@ class Served:
 
 
 @asynccontextmanager
-async def serving(loose_ends_dir: Path) -> AsyncIterator[Served]:
+async def serving(loose_ends_dir: Path, shutdown_grace: float = SHUTDOWN_GRACE) -> AsyncIterator[Served]:
     """The server in a scope of its own; the block may cancel it (``scope``) and wait for its end."""
     compacts: list[None] = []
     scope = trio.CancelScope()
@@ -77,6 +76,7 @@ async def serving(loose_ends_dir: Path) -> AsyncIterator[Served]:
             await serve_hyperhive(
                 loose_ends_dir=loose_ends_dir,
                 on_compact=compact,
+                shutdown_grace=shutdown_grace,
                 task_status=task_status,
             )
         returned.set()
@@ -371,12 +371,13 @@ async def test_a_request_that_never_finishes_is_cancelled_after_the_grace(
 ) -> None:
     blocked = BlockedRead()
     monkeypatch.setattr(tools_module, "read_loose_ends", blocked)
-    # The grace, shortened as a flag would (it is read each time a server starts and stops).
     grace = SHUTDOWN_GRACE / 4
-    monkeypatch.setattr(hyperhive_module, "SHUTDOWN_GRACE", grace)
     try:
         with trio.fail_after(grace + 20):
-            async with serving(short_tmp / "mcp-loose-ends") as served, trio.open_nursery() as nursery:
+            async with (
+                serving(short_tmp / "mcp-loose-ends", grace) as served,
+                trio.open_nursery() as nursery,
+            ):
 
                 async def ask() -> None:
                     with pytest.raises(Exception):  # noqa: B017 (the server went away mid-request)

@@ -124,6 +124,7 @@ async def serve_hyperhive(
     *,
     loose_ends_dir: Path,
     on_compact: Callable[[], Awaitable[None]],
+    shutdown_grace: float = SHUTDOWN_GRACE,
     task_status: trio.TaskStatus[Hyperhive] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the hyperhive tools until cancelled; ``task_status.started()`` gets where they are.
@@ -131,7 +132,8 @@ async def serve_hyperhive(
     ``loose_ends_dir`` is the bash daemon's ``<state>/mcp-loose-ends``; ``on_compact`` is
     awaited (on this Trio thread) each time the agent calls `compact`. Cancelling stops the
     server gracefully: it stops listening at once, and requests in flight have
-    :data:`SHUTDOWN_GRACE` seconds to finish before they are cancelled.
+    ``shutdown_grace`` seconds (:data:`SHUTDOWN_GRACE` unless given) to finish before they are
+    cancelled.
     """
     await trio.to_thread.run_sync(_import_http_stack)
     import hypercorn.config
@@ -143,7 +145,7 @@ async def serve_hyperhive(
     )
     config = hypercorn.config.Config()
     config.bind = ["127.0.0.1:0"]
-    config.graceful_timeout = SHUTDOWN_GRACE
+    config.graceful_timeout = shutdown_grace
     config.accesslog = None
     config.errorlog = logging.getLogger(f"{__name__}.http")
     stop = trio.Event()
@@ -160,7 +162,7 @@ async def _serve_until_stopped(
     app: AsgiApp, config: Config, stop: trio.Event, *, task_status: trio.TaskStatus[list[str]]
 ) -> None:
     """hypercorn, shielded from its caller's cancellation: it stops when ``stop`` is set, and is
-    cancelled if it has not stopped :data:`SHUTDOWN_GRACE` seconds later."""
+    cancelled if it has not stopped ``config.graceful_timeout`` seconds later."""
     import hypercorn.trio
 
     serve = partial(
@@ -170,9 +172,9 @@ async def _serve_until_stopped(
         async with trio.open_nursery() as nursery:
             task_status.started(await nursery.start(serve))
             await stop.wait()
-            scope.deadline = trio.current_time() + SHUTDOWN_GRACE
+            scope.deadline = trio.current_time() + config.graceful_timeout
     if scope.cancelled_caught:
         log.warning(
             "the hyperhive HTTP server did not stop within %s s of being told to; its requests were cancelled",
-            SHUTDOWN_GRACE,
+            config.graceful_timeout,
         )
