@@ -29,6 +29,7 @@ from hive.runtime import (
 )
 from hive.sink import MemorySink
 from tests.helpers.acp_fake import FakeAcp
+from tests.helpers.inotify import wait_until
 from tests.helpers.processes import wait_exited
 
 GUARD = 60
@@ -45,6 +46,12 @@ def agent(short_tmp: Path) -> Iterator[FakeAcp]:
 
 def lines(sink: MemorySink) -> list[dict[str, Any]]:
     return [json.loads(line) for line in sink.lines()]
+
+
+def session_answers(agent: FakeAcp) -> list[dict[str, Any]]:
+    """The answers to session/new the agent has written to its stdout."""
+    sent = [e["message"] for e in agent.events("out")]
+    return [m for m in sent if "sessionId" in (m.get("result") or {})]
 
 
 def result_of(sink: MemorySink) -> dict[str, Any]:
@@ -747,7 +754,10 @@ async def test_a_prompt_write_blocked_on_a_full_pipe_is_stopped_with_sigint(agen
 
                 nursery.start_soon(turn)
                 await agent.wait_for_event("deaf")
-                await trio.testing.wait_all_tasks_blocked()  # the prompt's write is blocked
+                # The answer to session/new is in hive's pipe once the agent records it as sent;
+                # hive reads it, writes the prompt, and blocks on the full pipe.
+                await wait_until(lambda: session_answers(agent), agent.record_path.parent)
+                await trio.testing.wait_all_tasks_blocked()
                 assert runtime.progress.waiting_for == "the ACP agent to read the prompt"
                 runtime.canceller().cancel()
             (pid,) = agent.pids()
