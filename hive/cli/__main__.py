@@ -1,0 +1,7 @@
+"""``python -m hive.cli``: the same as the ``hive`` script."""
+
+import sys
+
+from hive.cli import main
+
+sys.exit(main())

@@ -1,0 +1,88 @@
+"""``hive``: the whole command line, and its one entry point."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from hive import __version__
+from hive._main import run_main
+from hive.cli._agent import add_agent_commands
+from hive.cli._bash import add_bash_commands
+from hive.cli._types import demo_within
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the ``command`` about to be parsed, only what it needs is imported."""
+    parser = argparse.ArgumentParser(
+        prog="hive", description="Operate hive: background bash tasks, agents, the demo."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        help="run hive-agent with a scripted demo agent on a temporary state directory (no API key)",
+        description="Run hive-agent (with its own hive-bash-daemon) on a temporary state directory, its agent "
+        "a scripted ACP agent shipped with hive (no model, no API key). One operator message starts a turn in "
+        "which the agent starts a background task through the bash relay and calls loose_ends over HTTP; the "
+        "task's end wakes the next turn. Then hive-agent is stopped with SIGINT, the turn log is printed as "
+        "`hive agent log` shows it, and the directory is removed.",
+    )
+    demo.add_argument(
+        "--within",
+        type=demo_within,
+        default=None,
+        metavar="S",
+        help="how long to wait for hive-agent to be ready and end its two turns, in all (default 120)",
+    )
+    demo.set_defaults(handler=_demo)
+
+    run = commands.add_parser(
+        "run",
+        help="run one agent turn, printing its stream-json",
+        description="Run one turn through the runtime HIVE_RUNTIME names (claude, the default, runs "
+        "HIVE_CLAUDE_COMMAND or `claude`; acp runs HIVE_ACP_COMMAND with HIVE_ACP_ARGS and HIVE_ACP_ENV). "
+        "The turn's stream-json goes to stdout, one message a line; the session id goes to stderr, for "
+        "--session next time. Exit status 0 when the turn's result is not an error. SIGINT or SIGTERM "
+        "stops the turn (SIGINT to the agent) and prints its result; a second one stops waiting for it.",
+    )
+    if command in (None, "run"):
+        # hive.turn brings Trio and the runtimes with it: not for the other commands.
+        from hive.turn import add_arguments
+
+        add_arguments(run)
+    run.set_defaults(handler=_run_turn)
+
+    add_bash_commands(commands)
+    add_agent_commands(commands)
+    return parser
+
+
+def _run_turn(args: argparse.Namespace) -> int:
+    from hive.turn import run_turn
+
+    return run_turn(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from hive.demo import run_demo
+
+    return run_demo() if args.within is None else run_demo(within=args.within)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``hive ARGV`` (default: the process's arguments): its exit status (README, "Exit status")."""
+    return run_main("hive", lambda: _command(sys.argv[1:] if argv is None else list(argv)), interrupted=130)
+
+
+def _command(argv: list[str]) -> int:
+    args = build_parser(_command_of(argv)).parse_args(argv)
+    code: int = args.handler(args)
+    return code
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names (the top level takes no option with a value), if any."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
