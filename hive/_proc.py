@@ -74,6 +74,12 @@ def parse_stat(line: bytes) -> ProcStat:
     )
 
 
+def listed_pids() -> list[str]:
+    """The pids ``/proc`` lists now (its numeric entries, as they are named there)."""
+    with os.scandir("/proc") as entries:
+        return [entry.name for entry in entries if entry.name.isdigit()]
+
+
 def read_stat(pid: int | str) -> ProcStat | None:
     """Process ``pid`` as ``/proc`` shows it now (a zombie too); None if there is no such process."""
     try:

@@ -147,6 +147,8 @@ NOT_YET: set[str] = set()
 
 def _hive_exceptions() -> Iterator[type[BaseException]]:
     for module in pkgutil.walk_packages(hive.__path__, "hive."):
+        if module.name.endswith(".__main__"):
+            continue  # a program, not a module: importing it runs it
         for name, value in vars(importlib.import_module(module.name)).items():
             if (
                 inspect.isclass(value)

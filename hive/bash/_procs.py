@@ -36,7 +36,15 @@ import attrs
 import trio
 
 from hive._files import read_regular
-from hive._proc import ProcStat, is_same_process, read_stat, signal_group, start_time, wait_exit
+from hive._proc import (
+    ProcStat,
+    is_same_process,
+    listed_pids,
+    read_stat,
+    signal_group,
+    start_time,
+    wait_exit,
+)
 from hive.bash._errors import BashError
 
 # The wrapper is bash, and the command runs as `bash -c CMD` would run it. It runs in the
@@ -232,12 +240,10 @@ def spawn_task(
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes whose process group is ``pgid``."""
     members = []
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if entry.name.isdigit():
-                stat = read_stat(entry.name)
-                if stat is not None and not stat.zombie and stat.pgid == pgid:
-                    members.append(int(entry.name))
+    for pid in listed_pids():
+        stat = read_stat(pid)
+        if stat is not None and not stat.zombie and stat.pgid == pgid:
+            members.append(int(pid))
     return members
 
 
@@ -266,17 +272,12 @@ def snapshot(*, read_tags: bool = True) -> list[ProcInfo]:
     uid = os.getuid()
     prefix = f"{TASK_TAG}=".encode()
     found = []
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            stat = read_stat(entry.name)
-            if stat is None:
-                continue
-            tag = None
-            if read_tags and not stat.zombie:
-                tag = _tag_of(entry.name, uid, prefix)
-            found.append(ProcInfo.of(int(entry.name), stat, tag))
+    for pid in listed_pids():
+        stat = read_stat(pid)
+        if stat is None:
+            continue
+        tag = _tag_of(pid, uid, prefix) if read_tags and not stat.zombie else None
+        found.append(ProcInfo.of(int(pid), stat, tag))
     return found
 
 
@@ -490,17 +491,14 @@ def find_wrapper(mark_text: str) -> tuple[int, int] | None:
     A wrapper of an earlier daemon (`/bin/sh -c ...`, the command in argv) is found as well.
     """
     mark = mark_text.encode()
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            argv = _argv(entry.name)
-            if argv is None or len(argv) < 3 or argv[1] != b"-c" or argv[-1] != mark:
-                continue
-            pid = int(entry.name)
-            started = start_time(pid)
-            if started is not None:
-                return pid, started
+    for listed in listed_pids():
+        argv = _argv(listed)
+        if argv is None or len(argv) < 3 or argv[1] != b"-c" or argv[-1] != mark:
+            continue
+        pid = int(listed)
+        started = start_time(pid)
+        if started is not None:
+            return pid, started
     return None
 
 
@@ -517,36 +515,38 @@ class FoundWrapper:
 def find_wrappers(tasks_dir: Path) -> list[FoundWrapper]:
     """Every live wrapper whose exit file is in ``tasks_dir``: the tasks of this state directory."""
     found = []
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            argv = _argv(entry.name)
-            if argv is None or not _is_wrapper(argv):
-                continue
-            try:
-                cwd = os.readlink(f"/proc/{entry.name}/cwd")
-            except OSError:
-                continue
-            exit_file, _fd, mark = (a.decode(errors="surrogateescape") for a in argv[4:])
-            exit_path = Path(exit_file)
-            started = start_time(int(entry.name))
-            if exit_path.parent != tasks_dir or not mark.startswith("hive-bash-task:") or started is None:
-                continue
-            task_id = exit_path.name.removesuffix(".exit")
-            try:
-                cmd_bytes = read_regular(tasks_dir / f"{task_id}.cmd")
-            except OSError:
-                cmd_bytes = None
-            cmd = None if cmd_bytes is None else cmd_bytes.decode(errors="surrogateescape")
-            found.append(
-                FoundWrapper(
-                    pid=int(entry.name),
-                    start_time=started,
-                    task_id=task_id,
-                    serial=mark.removeprefix("hive-bash-task:"),
-                    cmd=cmd if cmd is not None else f"(unknown: {task_id}.cmd could not be read)",
-                    cwd=cwd,
-                )
-            )
+    for pid in listed_pids():
+        wrapper = _wrapper_of(pid, tasks_dir)
+        if wrapper is not None:
+            found.append(wrapper)
     return found
+
+
+def _wrapper_of(pid: str, tasks_dir: Path) -> FoundWrapper | None:
+    """Process ``pid``, if it is a live wrapper whose exit file is in ``tasks_dir``."""
+    argv = _argv(pid)
+    if argv is None or not _is_wrapper(argv):
+        return None
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
+    exit_file, _fd, mark = (a.decode(errors="surrogateescape") for a in argv[4:])
+    exit_path = Path(exit_file)
+    started = start_time(int(pid))
+    if exit_path.parent != tasks_dir or not mark.startswith("hive-bash-task:") or started is None:
+        return None
+    task_id = exit_path.name.removesuffix(".exit")
+    try:
+        cmd_bytes = read_regular(tasks_dir / f"{task_id}.cmd")
+    except OSError:
+        cmd_bytes = None
+    cmd = None if cmd_bytes is None else cmd_bytes.decode(errors="surrogateescape")
+    return FoundWrapper(
+        pid=int(pid),
+        start_time=started,
+        task_id=task_id,
+        serial=mark.removeprefix("hive-bash-task:"),
+        cmd=cmd if cmd is not None else f"(unknown: {task_id}.cmd could not be read)",
+        cwd=cwd,
+    )
