@@ -9,6 +9,9 @@ One JSON object a line over the agent's Unix socket, answered by one line::
     {"type":"status"}                                                       ->  {"ok":true,"status":{...}}
     anything malformed or unknown                                           ->  {"ok":false,"error":"..."}
 
+A line is at most ``MAX_LINE`` (1 MiB, newline not counted): a longer one is refused. The
+harness refuses a prompt whose text is empty or only blanks (nothing is queued).
+
 The bash daemon is a client (it sends wakes), and so is the operator's ``hive agent``; the
 harness serves the socket. A small server loop lives here too, so the harness, the demo and
 the tests share one parser.
@@ -129,16 +132,31 @@ class AgentStatus:
     carrying: int = 0
     """Messages the running turn carries."""
     turns: int = 0
-    """The number of the last turn in the turn log (compactions included)."""
+    """The number of the last turn started, the running one if one runs (compactions included,
+    numbered with the turns): the last in the turn log."""
     last_stop_reason: str | None = None
-    """How the last turn ended: a ``StopReason`` value, or ``failed`` / ``not started``."""
+    """How the last turn that ended (``last_turn``) ended: a ``StopReason`` value, or ``failed`` /
+    ``not started`` / ``stopped``."""
     last_error: str | None = None
+    """The last ended turn's error, if it had one."""
     context_used: int | None = None
     """Tokens in the agent's context window, as the last turn reported them."""
     context_size: int | None = None
     compact_pending: bool = False
     pid: int | None = None
     state_dir: str | None = None
+    running_turn: int | None = None
+    """The number of the turn running (state ``turn``), or of the compaction (``compacting``)."""
+    running_since: float | None = None
+    """When it started (Unix time)."""
+    last_turn: int | None = None
+    """The number of the last turn (or compaction) that ended; after a restart, the turn log's."""
+    last_kind: Literal["turn", "compact"] | None = None
+    """Whether that was a turn or a compaction."""
+    last_started: float | None = None
+    """When it started (Unix time)."""
+    last_ended: float | None = None
+    """When it ended (Unix time)."""
 
 
 @attrs.frozen

@@ -86,9 +86,14 @@ async def test_a_turn_carries_everything_queued_and_what_comes_during_it_waits(s
     assert records[0]["carried"][0]["end_id"] == "a:1"
     assert all(r["outcome"] == "completed" and r["delivered"] for r in records)
     assert records[1]["session_id"] == "session-1"
-    # The stream came before each record, in claude's shape.
+    # Each turn's start (what it carries), then its stream in claude's shape, then its record.
     lines = [json.loads(line) for line in (short_tmp / "turns.jsonl").read_bytes().splitlines()]
-    assert [line["type"] for line in lines] == ["system", "assistant", "result", "hive"] * 2
+    assert [line["type"] for line in lines] == ["hive_start", "system", "assistant", "result", "hive"] * 2
+    starts = [line for line in lines if line["type"] == "hive_start"]
+    assert [(s["turn"], s["kind"], s["carried"]) for s in starts] == [
+        (r["turn"], r["kind"], r["carried"]) for r in records
+    ]
+    assert [s["started"] for s in starts] == [r["started"] for r in records]
     # Nothing left to replay.
     records_on_disk, _ = load(short_tmp / "queue")
     assert replay(records_on_disk).queued == ()
@@ -350,6 +355,86 @@ async def test_status_says_what_the_harness_is_doing(short_tmp: Path) -> None:
                 "completed",
             )
             assert (after.context_used, after.context_size, after.session_id) == (50, 200, "session-1")
+
+
+async def test_status_names_the_running_turn_and_the_last_that_ended_over_a_restart(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Prompt("one"))
+            await runtime.next_prompt()
+            first = harness.status()
+            assert (first.state, first.turns, first.running_turn, first.last_turn) == ("turn", 1, 1, None)
+            assert first.last_stop_reason is None and first.running_since is not None
+            runtime.end()
+            await idle(harness)
+            await harness.handle(Prompt("two"))
+            await runtime.next_prompt()
+            second = harness.status()
+            assert (second.running_turn, second.last_turn, second.last_kind, second.last_stop_reason) == (
+                2,
+                1,
+                "turn",
+                "completed",
+            )
+            assert second.last_started is not None and second.last_ended is not None
+            assert first.running_since == second.last_started <= second.last_ended
+            assert second.running_since is not None and second.last_ended <= second.running_since
+            runtime.end()
+            await idle(harness)
+            await harness.handle(Compact())
+            await harness.wait_state(lambda _: runtime.compactions == 1)
+            await idle(harness)
+            done = harness.status()
+            assert (done.running_turn, done.running_since, done.last_turn, done.last_kind) == (
+                None,
+                None,
+                3,
+                "compact",
+            )
+        # A restart reads the last turn that ended from the turn log.
+        async with serving(short_tmp, ScriptedRuntime()) as harness:
+            after = harness.status()
+            assert (after.state, after.turns, after.running_turn) == ("idle", 3, None)
+            assert (after.last_turn, after.last_kind, after.last_stop_reason) == (3, "compact", "completed")
+            assert (after.last_started, after.last_ended) == (done.last_started, done.last_ended)
+
+
+async def test_a_restart_after_a_crash_in_a_turn_numbers_on_past_it(short_tmp: Path) -> None:
+    lines = [
+        {"type": "hive_start", "turn": 4, "kind": "turn", "started": 10.0},
+        {"type": "hive", "turn": 4, "kind": "turn", "started": 10.0, "ended": 12.0, "outcome": "idle"},
+        {"type": "hive_start", "turn": 5, "kind": "turn", "started": 20.0},
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": "then SIGKILL"}]}},
+    ]
+    (short_tmp / "turns.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            status = harness.status()
+            assert (status.turns, status.last_turn, status.last_stop_reason) == (5, 4, "idle")
+            assert (status.last_started, status.last_ended) == (10.0, 12.0)
+            await harness.handle(Prompt("again"))
+            await runtime.next_prompt()
+            assert harness.status().running_turn == 6
+            runtime.end()
+            await idle(harness)
+    assert [r["turn"] for r in hive_lines(short_tmp)] == [4, 6]
+
+
+async def test_an_empty_or_blank_prompt_is_refused_and_nothing_is_queued(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            for text in ("", " ", "\n\t \r\n"):
+                with pytest.raises(Refused, match="the prompt is empty"):
+                    await harness.handle(Prompt(text))
+            assert harness.status().queue == 0
+            assert not [r for r in load(short_tmp / "queue")[0] if isinstance(r, Added)]
+            await harness.handle(Prompt(" words "))
+            assert await runtime.next_prompt() == "[message from operator]\n words "
+            runtime.end()
+            await idle(harness)
 
 
 async def test_a_harness_stopped_during_a_turn_replays_its_messages_and_resumes_the_session(

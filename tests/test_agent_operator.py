@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 
-from hive.agent._render import render_live, render_log
+from hive.agent._render import render_log
 from hive.wake import LineReader
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import (
@@ -106,86 +106,113 @@ def test_errors_failed_turns_compactions_and_a_turn_in_progress() -> None:
     assert "── a turn in progress" in lines
 
 
-def test_following_shows_the_stream_as_it_comes_then_the_turns_record() -> None:
-    init, *rest = sample("01_text_turn.jsonl")
-    first = render_live(init, started=False)
-    assert first[0] == "── a turn"
-    assert render_live(rest[0], started=True)[:1] != ["── a turn"]
-    ending = render_live(record(4), started=True)
-    assert ending[0].startswith("── turn 4")
-    assert ending[-2].startswith("   ended: completed")
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("HIVE_STATE_DIR", "HIVE_AGENT_SOCKET")}
+"""The test's environment without the variables that would name an agent for the CLI."""
 
 
-def hive_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def hive_cli(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hive.cli", *args],
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, **(env or {})},
+        env={**CLEAN_ENV, **(env or {})},
+        input=stdin,
         timeout=GUARD,
     )
 
 
-async def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return await trio.to_thread.run_sync(lambda: hive_cli(*args, env=env))
+async def run_cli(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return await trio.to_thread.run_sync(lambda: hive_cli(*args, env=env, stdin=stdin))
+
+
+async def read_turns(reader: LineReader, ends: int) -> list[str]:
+    """What ``hive agent log --follow`` prints up to the blank line after the ``ends``-th end."""
+    seen: list[str] = []
+    while True:
+        line = await reader.readline()
+        assert line is not None, seen
+        seen.append(line.decode())
+        if seen[-1] == "" and sum(text.startswith("   ended: ") for text in seen) == ends:
+            return seen
 
 
 async def test_the_operator_cli_over_a_running_agent(root: Path, fake: FakeClaude) -> None:
-    fake.script(HOLD, [{"default_turn": True}], [{"default_turn": True}])
-    state = root / "state"
-    env = {"HIVE_STATE_DIR": str(state)}
+    """Issue 22: every subcommand finds the agent by --state-dir; a prompt in unquoted words, and one
+    past Linux's limit on an argument through stdin; status names the running turn and the last
+    that ended; --follow prints what `hive agent log` prints, byte for byte."""
+    fake.script(HOLD, [{"default_turn": True}], HOLD)
+    state = ("--state-dir", str(root / "state"))
+    big = "the first words " + "m" * (200 * 1024) + " the last words"
     with trio.fail_after(GUARD):
         async with running_agent(root, claude_env(fake)) as agent:
-            idle = await run_cli("agent", "status", env=env)
-            assert idle.returncode == 0, idle.stderr
-            assert idle.stdout.splitlines()[:3] == [
-                "agent: idle",
-                "session: (none yet)",
-                "queue: 0 messages waiting for a turn",
-            ]
-            sent = await run_cli("agent", "prompt", "look at the build", env=env)
-            assert sent.returncode == 0 and "queued" in sent.stdout
-            first = await claude_start(fake, 1)
-            assert first["prompt"] == "[message from operator]\nlook at the build"
-            asked = await run_cli("agent", "compact", env=env)
-            assert asked.returncode == 0
-            status = await run_cli("agent", "status", "--json", "--socket", str(agent.socket))
-            data = json.loads(status.stdout)
-            assert (data["state"], data["carrying"], data["compact_pending"]) == ("turn", 1, True)
             follower = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "hive.cli", "agent", "log", "--follow"],
+                [sys.executable, "-m", "hive.cli", "agent", "log", "--follow", *state],
                 stdout=subprocess.PIPE,
-                env={**os.environ, **env},
+                stderr=subprocess.PIPE,
+                env=CLEAN_ENV,
                 # A suite started in the background (`cmd &`) inherits SIGINT ignored, and a
                 # Python started so keeps ignoring it: the follower must take the SIGINT it is sent.
                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
-            assert follower.stdout is not None
-            async with follower.stdout:
-                reader = LineReader(follower.stdout)
+            assert follower.stdout is not None and follower.stderr is not None
+            async with follower.stdout, follower.stderr:
                 try:
+                    idle = await run_cli("agent", "status", *state)
+                    assert idle.returncode == 0, idle.stderr
+                    assert idle.stdout.splitlines() == [
+                        "agent: idle",
+                        "session: (none yet)",
+                        "queue: 0 messages waiting for a turn",
+                        "last ended: none yet",
+                    ]
+                    sent = await run_cli("agent", "prompt", *state, "look", "at", "the", "build")
+                    assert sent.returncode == 0 and "queued" in sent.stdout, sent.stderr
+                    first = await claude_start(fake, 1)
+                    assert first["prompt"] == "[message from operator]\nlook at the build"
+                    during = await run_cli("agent", "status", *state)
+                    assert during.stdout.startswith("agent: in turn 1 for "), during.stdout
+                    assert during.stdout.splitlines()[0].endswith("), carrying 1 message")
+                    assert "last ended: none yet" in during.stdout.splitlines()
+                    asked = await run_cli("agent", "compact", *state)
+                    assert asked.returncode == 0
+                    status = await run_cli("agent", "status", "--json", "--socket", str(agent.socket))
+                    data = json.loads(status.stdout)
+                    assert (data["state"], data["carrying"], data["compact_pending"]) == ("turn", 1, True)
+                    assert (data["running_turn"], data["last_turn"]) == (1, None)
                     await release(fake, first)
                     await claude_start(fake, 2)  # the compaction, right after the turn
                     await agent.hive_line(lambda r: r["kind"] == "compact")
-                    seen: list[str] = []
-                    while not any(line.startswith("── compaction") for line in seen):
-                        line = await reader.readline()
-                        assert line is not None, seen
-                        seen.append(line.decode())
+                    # Past Linux's 128 KiB limit on an argument: through stdin.
+                    piped = await run_cli("agent", "prompt", *state, "-", stdin=big)
+                    assert piped.returncode == 0, piped.stderr
+                    third = await claude_start(fake, 3)
+                    assert third["prompt"] == f"[message from operator]\n{big}"
+                    later = (await run_cli("agent", "status", *state)).stdout.splitlines()
+                    assert later[0].startswith("agent: in turn 3 for "), later
+                    assert any(line.startswith("last ended: compaction 2, completed, at ") for line in later)
+                    await release(fake, third)
+                    await agent.hive_line(lambda r: r["turn"] == 3)
+                    seen = await read_turns(LineReader(follower.stdout), ends=3)
                 finally:
                     follower.send_signal(signal.SIGINT)
                     code = await follower.wait()
+                waiting = (await follower.stderr.receive_some(65536)).decode()
             assert code == 0
-            assert seen[0] == "── a turn"
-            assert any(line.startswith("── turn 1 · ") for line in seen)
-    shown = hive_cli("agent", "log", env=env)
+            assert "no turn in" in waiting and "yet; waiting for the first" in waiting
+            shown = await run_cli("agent", "log", *state)
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.startswith("── turn 1 · ")
-    assert "   message from operator: look at the build" in shown.stdout.splitlines()
+    assert shown.stdout == "".join(line + "\n" for line in seen)  # --follow prints what log prints
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("── turn 1 · ")
+    assert lines[1] == "   message from operator: look at the build"  # the message before its answer
     assert "── compaction 2 · " in shown.stdout
-    raw = hive_cli("agent", "log", "--json", env=env)
+    raw = hive_cli("agent", "log", "--json", *state)
     assert [json.loads(line)["type"] for line in raw.stdout.splitlines()][-1] == "hive"
-    gone = hive_cli("agent", "status", env=env)
+    gone = hive_cli("agent", "status", *state)
     assert gone.returncode == 1
-    assert "no agent socket" in gone.stderr
+    assert f"no agent socket at {root / 'state' / 'agent.sock'}" in gone.stderr

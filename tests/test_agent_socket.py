@@ -12,7 +12,7 @@ from typing import Any
 import trio
 from hypothesis import HealthCheck, given, settings
 
-from hive.wake import Status, Wake, decode_request, encode, serve_agent_socket
+from hive.wake import Prompt, Status, Wake, decode_request, encode, serve_agent_socket
 from tests.helpers.agent_loop import ScriptedRuntime, raw_client, serving
 from tests.helpers.strategies import agent_lines
 
@@ -62,6 +62,8 @@ def _accepted(line: bytes, ends: set[str]) -> int | None:
         request = decode_request(line)
     except ValueError:
         return None
+    if isinstance(request, Prompt) and not request.text.strip():
+        return None  # nothing to say: refused
     if isinstance(request, Wake) and request.end_id is not None:
         if request.end_id in ends:
             return 0
@@ -87,3 +89,27 @@ def test_a_status_answer_is_the_harness_status_shape() -> None:
     assert answer["ok"] is True
     assert answer["status"]["state"] == "idle"
     assert answer["status"]["queue"] == 0
+
+
+def test_an_empty_or_blank_prompt_is_refused_over_the_socket_and_nothing_is_queued() -> None:
+    async def main(root: Path) -> list[dict[str, Any] | None]:
+        async with serving(root, ScriptedRuntime()) as harness, trio.open_nursery() as nursery:
+            await nursery.start(serve_agent_socket, root / "agent.sock", harness.handle)
+            async with raw_client(root / "agent.sock") as client:
+                answers = [
+                    await client.ask(line)
+                    for line in (b'{"type":"prompt","text":""}\n', b'{"type":"prompt","text":" \\n\\t"}\n')
+                ]
+                answers.append(await client.ask(b'{"type":"status"}\n'))
+            nursery.cancel_scope.cancel()
+        return answers
+
+    root = Path(tempfile.mkdtemp(prefix="hive-as-", dir="/tmp"))
+    try:
+        *refused, status = trio.run(main, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    for answer in refused:
+        assert answer is not None and answer["ok"] is False
+        assert "the prompt is empty (or only blanks): nothing was queued" in answer["error"]
+    assert status is not None and status["status"]["queue"] == 0

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from hive._lazy import export_lazily
 
-__all__ = ["follow_lines", "render_live", "render_log"]
+__all__ = ["LogRenderer", "follow_lines", "render_log"]
 
 if TYPE_CHECKING:
     from hive.agent._follow import follow_lines
-    from hive.agent._render import render_live, render_log
+    from hive.agent._render import LogRenderer, render_log
 
 export_lazily(__name__)

@@ -1,5 +1,6 @@
-"""The turn log, ``<state>/turns.jsonl``: each turn's stream-json as the Sink receives it, then
-one ``{"type":"hive",...}`` line for the turn (:class:`hive.agent._wire.TurnRecord`)."""
+"""The turn log, ``<state>/turns.jsonl``: for each turn, one ``{"type":"hive_start",...}`` line
+(:class:`hive.agent._wire.TurnStart`), its stream-json as the Sink receives it, then one
+``{"type":"hive",...}`` line (:class:`hive.agent._wire.TurnRecord`)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,23 @@ import attrs
 import trio
 
 from hive._files import open_regular
-from hive.agent._wire import TurnRecord, encode
+from hive.agent._wire import RecordError, TurnRecord, TurnStart, decode_turn_record, encode
 from hive.sink import Batch, ContextUsage, JsonlFile, SystemInit, first_message, last_message
 
 log = logging.getLogger(__name__)
 
 TAIL = 4 << 20
-"""How much of the log's end is searched for the last turn's number."""
+"""How much of the log's end is searched for the last turn's number and end."""
+
+
+@attrs.frozen
+class LogTail:
+    """What a restarted harness takes over from the turn log."""
+
+    turns: int = 0
+    """The number of the last turn (or compaction) started: the next is numbered on from it."""
+    last: TurnRecord | None = None
+    """The end of the last turn (or compaction) that ended."""
 
 
 @attrs.define(eq=False)
@@ -35,33 +46,42 @@ class TurnLog:
         return cls(path, JsonlFile.open(path, known_as="the turn log", meanwhile="turns go on unlogged"))
 
     @staticmethod
-    def last_turn(path: Path) -> int:
-        """The number of the last turn in the log at ``path`` (0 if none), so that a restarted
-        harness numbers on from it."""
+    def read_tail(path: Path) -> LogTail:
+        """The last turn started and the last ended in the log at ``path`` (none if it has none)."""
         fd = open_regular(path)
         if fd is None:
-            return 0
+            return LogTail()
         try:
             size = os.fstat(fd).st_size
             tail = os.pread(fd, TAIL, max(0, size - TAIL))
         finally:
             os.close(fd)
+        turns: int | None = None
+        # Read back from the end: the last turn's lines are its stream at most (one that never ended).
         for line in reversed(tail.split(b"\n")):
-            if b'"type":"hive"' in line:
+            try:
+                obj = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(obj, dict) or obj.get("type") not in ("hive", "hive_start"):
+                continue
+            if turns is None and isinstance(obj.get("turn"), int):
+                turns = obj["turn"]
+            if obj["type"] == "hive":
                 try:
-                    turn = json.loads(line).get("turn")
-                except ValueError:
-                    continue
-                if isinstance(turn, int):
-                    return turn
-        return 0
+                    last = decode_turn_record(obj)
+                except RecordError as exc:
+                    log.warning("the turn log %s ends in a turn record hive cannot read: %s", path, exc)
+                    return LogTail(turns or 0)
+                return LogTail(max(turns or 0, last.turn), last)
+        return LogTail(turns or 0)
 
     async def write(self, data: bytes) -> None:
         """Append ``data``; a log that cannot be written is reported once and the turn goes on."""
         async with self._lock:
             await self._file.write_bytes(data)
 
-    async def record(self, record: TurnRecord) -> None:
+    async def record(self, record: TurnStart | TurnRecord) -> None:
         await self.write(encode(record))
 
     def turn_sink(self, on_usage: Callable[[ContextUsage], None]) -> TurnSink:

@@ -60,7 +60,16 @@ from hive.agent._model import (
 from hive.agent._prompt import render_prompt
 from hive.agent._queue import QueueFile, open_queue_file
 from hive.agent._session import SessionStore
-from hive.agent._wire import Added, Carried, Compacted, CompactRequested, Outcome, TurnRecord
+from hive.agent._wire import (
+    Added,
+    Carried,
+    Compacted,
+    CompactRequested,
+    Outcome,
+    TurnKind,
+    TurnRecord,
+    TurnStart,
+)
 from hive.runtime import HiveRuntimeError, IdleTimeout, Runtime, SessionNotFound, TurnOutcome
 from hive.sink import ContextUsage
 from hive.wake import AgentRequest, AgentState, AgentStatus, Compact, Prompt, Refused, Status, Wake
@@ -109,8 +118,11 @@ class Harness:
     retry_first: float = RETRY_FIRST
     retry_max: float = RETRY_MAX
     turns: int = 0
-    """The number of the last turn in the turn log (turns and compactions, over restarts)."""
+    """The number of the last turn started (turns and compactions, over restarts)."""
     last: TurnRecord | None = None
+    """The end of the last turn (or compaction) that ended (over restarts)."""
+    running: TurnStart | None = None
+    """The start of the turn (or compaction) running; None once its end is ``last``."""
     context: ContextUsage | None = None
     _changed: trio.Event = attrs.field(factory=trio.Event)
     _observed: trio.Event = attrs.field(factory=trio.Event)
@@ -125,6 +137,8 @@ class Harness:
         match request:
             case Wake(sender=sender, body=body, end_id=end_id):
                 await self.put(ItemKind.WAKE, sender, body, end_id)
+            case Prompt(text=text) if not text.strip():
+                raise Refused("the prompt is empty (or only blanks): nothing was queued; send words")
             case Prompt(text=text, sender=sender):
                 await self.put(ItemKind.PROMPT, sender, text)
             case Compact():
@@ -162,7 +176,7 @@ class Harness:
             self._apply(CompactAsked(by))
 
     def status(self) -> AgentStatus:
-        last = self.last
+        last, running = self.last, self.running
         return AgentStatus(
             state=_STATES[self.state.phase],
             session_id=self.runtime.session_id,
@@ -171,6 +185,12 @@ class Harness:
             turns=self.turns,
             last_stop_reason=last.outcome if last else None,
             last_error=last.error if last else None,
+            running_turn=running.turn if running else None,
+            running_since=running.started if running else None,
+            last_turn=last.turn if last else None,
+            last_kind=last.kind if last else None,
+            last_started=last.started if last else None,
+            last_ended=last.ended if last else None,
             context_used=self.context.used if self.context else None,
             context_size=self.context.size if self.context and self.context.size else None,
             compact_pending=bool(self.state.compact),
@@ -237,9 +257,22 @@ class Harness:
 
     # -- a turn ----------------------------------------------------------------------------------
 
-    async def _turn(self, items: tuple[Item, ...]) -> None:
+    async def _start(self, kind: TurnKind, items: tuple[Item, ...] = (), by: str | None = None) -> TurnStart:
+        """Number the turn (or compaction) starting, and write its start to the turn log."""
         self.turns += 1
-        number, started = self.turns, time.time()
+        start = TurnStart(self.turns, kind, time.time(), carried=items, requested_by=by)
+        self.running = start
+        with trio.CancelScope(shield=True):  # a start in the log is followed by its end
+            await self.log.record(start)
+        return start
+
+    def _ended(self, record: TurnRecord) -> None:
+        """The running turn's end is the last one: both change at once, for ``status``."""
+        self.last, self.running = record, None
+
+    async def _turn(self, items: tuple[Item, ...]) -> None:
+        start = await self._start("turn", items)
+        number, started = start.turn, start.started
         sink = self.log.turn_sink(self._usage)
         prompt = render_prompt(items, self.budget)
         ending: _Ending | None = None
@@ -293,11 +326,11 @@ class Harness:
         )
         if ending.error:
             log.warning("turn %d: %s: %s", number, ending.outcome, ending.error)
-        self.last = record
         await self.log.record(record)
         self._keep_session(sink)
         self._apply(TurnEnded(ending.delivered))
         if not ending.delivered:
+            self._ended(record)
             self._retry_delay = 0.0 if ending.retry_at_once else self._next_delay()
             return
         self._retry_delay = 0.0
@@ -307,6 +340,7 @@ class Harness:
             # Not recorded: a restart carries these again (at least once, never lost).
             log.error("%s", exc)  # noqa: TRY400 - the message says it all
         self._apply(Recorded())
+        self._ended(record)
         if self.queue.wants_rewrite():
             try:
                 await self.queue.rewrite()
@@ -320,8 +354,8 @@ class Harness:
     # -- compaction ------------------------------------------------------------------------------
 
     async def _compact(self, by: tuple[str, ...]) -> None:
-        self.turns += 1
-        number, started = self.turns, time.time()
+        start = await self._start("compact", by=", ".join(by))
+        number, started = start.turn, start.started
         sink = self.log.turn_sink(self._usage)
         error: str | None = None
         outcome: Outcome = "stopped"
@@ -340,7 +374,7 @@ class Harness:
                     kind="compact",
                     started=started,
                     ended=time.time(),
-                    requested_by=", ".join(by),
+                    requested_by=start.requested_by,
                     outcome=outcome,
                     is_error=outcome != "completed",
                     error=error,
@@ -350,7 +384,6 @@ class Harness:
                 )
                 if error:
                     log.warning("compaction %d failed: %s", number, error)
-                self.last = record
                 await self.log.record(record)
                 self._keep_session(sink)
                 if outcome != "stopped":  # a stopped one is owed still: a restart runs it
@@ -358,6 +391,7 @@ class Harness:
                         await self.queue.append([Compacted()])
                     except OSError as exc:
                         log.error("%s: a restart compacts again", exc)  # noqa: TRY400
+                self._ended(record)
                 self._apply(CompactEnded())
 
     # -- beside the turns ------------------------------------------------------------------------
@@ -393,11 +427,20 @@ async def open_harness(
     serve it with ``await nursery.start(harness.serve)``."""
     queue, state = await open_queue_file(state_dir / QUEUE_FILE)
     try:
-        turns = TurnLog.last_turn(state_dir / TURN_LOG)
+        tail = TurnLog.read_tail(state_dir / TURN_LOG)
         turn_log = TurnLog.open(state_dir / TURN_LOG)
         try:
             yield Harness(
-                runtime, queue, turn_log, sessions, state, budget, state_dir, turns=turns, **options
+                runtime,
+                queue,
+                turn_log,
+                sessions,
+                state,
+                budget,
+                state_dir,
+                turns=tail.turns,
+                last=tail.last,
+                **options,
             )
         finally:
             with trio.CancelScope(shield=True):

@@ -1,8 +1,9 @@
 """The turn log for a person (``hive agent log``): each turn's trigger, the agent's text, its tool
 calls with their input and a short result, errors, tokens and context usage.
 
-Pure functions of the log's JSON objects to lines of text: no I/O, so the demo and the CLI
-render alike, and a test needs no process.
+Pure functions of the log's JSON objects to lines of text: no I/O, so the demo, ``hive agent
+log`` and ``hive agent log --follow`` render alike (:class:`LogRenderer`), and a test needs no
+process.
 """
 
 from __future__ import annotations
@@ -138,29 +139,79 @@ def render_ending(record: dict[str, Any]) -> list[str]:
     return lines
 
 
+START = "hive_start"
+"""The type of a turn's first line in the log (what it carries); ``hive`` is its last (its end)."""
+END = "hive"
+
+
+class LogRenderer:
+    """The turn log for a person, fed one JSON object of it at a time.
+
+    ``hive agent log`` feeds it the whole log and ``hive agent log --follow`` each line as it
+    comes, so both show a turn alike: its header (what it carried) first, then its stream, then
+    its end and an empty line. A turn whose stream has no start line before it (a log written
+    before hive wrote them) is held until its end, which says what it carried.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[str, Any] | None = None
+        """The start of the turn whose stream is being shown."""
+        self._held: list[dict[str, Any]] = []
+        """A stream with no start before it, held until its end."""
+
+    def feed(self, obj: dict[str, Any]) -> list[str]:
+        """The lines ``obj`` (the log's next line) adds."""
+        kind = obj.get("type")
+        if kind == START:
+            lines = self._cut_short()
+            self._open = obj
+            return [*lines, *render_header(obj)]
+        if kind == END:
+            if self._open is not None and self._open.get("turn") == obj.get("turn"):
+                self._open = None
+                return [*render_ending(obj), ""]
+            held, self._held = self._held, []
+            lines = self._cut_short()
+            return [
+                *lines,
+                *render_header(obj),
+                *(text for line in held for text in render_line(line)),
+                *render_ending(obj),
+                "",
+            ]
+        if self._open is None:
+            self._held.append(obj)
+            return []
+        return render_line(obj)
+
+    def finish(self) -> list[str]:
+        """The end of a log read whole (not followed): a turn that has not ended is said to be so."""
+        if self._open is not None:
+            return ["   … no end yet: the turn is running (or hive-agent died during it)"]
+        if self._held:
+            held, self._held = self._held, []
+            return ["── a turn in progress", *(text for line in held for text in render_line(line))]
+        return []
+
+    def _cut_short(self) -> list[str]:
+        """A turn that never ended (hive-agent died during it), once another begins."""
+        lines: list[str] = []
+        if self._open is not None:
+            lines = ["   ended: never: hive-agent stopped before the turn's end was written", ""]
+        if self._held:
+            lines += [
+                "── a turn whose start and end are not in the log",
+                *(text for line in self._held for text in render_line(line)),
+                "",
+            ]
+        self._open, self._held = None, []
+        return lines
+
+
 def render_log(objects: Iterable[dict[str, Any]]) -> Iterator[str]:
-    """The whole log, a turn at a time: its trigger first, then its stream, then its end. Lines
-    after the last turn's record are a turn still running."""
-    stream: list[dict[str, Any]] = []
+    """The whole log, a turn at a time: its trigger first, then its stream, then its end (as
+    :class:`LogRenderer` shows it); a turn still running last."""
+    renderer = LogRenderer()
     for obj in objects:
-        if obj.get("type") == "hive":
-            yield from render_header(obj)
-            for line in stream:
-                yield from render_line(line)
-            yield from render_ending(obj)
-            yield ""
-            stream = []
-        else:
-            stream.append(obj)
-    if stream:
-        yield "── a turn in progress"
-        for line in stream:
-            yield from render_line(line)
-
-
-def render_live(obj: dict[str, Any], started: bool) -> list[str]:
-    """One line of a log being followed: the stream as it comes, then the turn's record (its
-    trigger and end). ``started``: whether this turn's stream has begun being shown."""
-    if obj.get("type") != "hive":
-        return (["── a turn"] if not started else []) + render_line(obj)
-    return [*render_header(obj), *render_ending(obj), ""]
+        yield from renderer.feed(obj)
+    yield from renderer.finish()

@@ -2,8 +2,9 @@
 
 - ``<state>/queue``: the queue's journal, one record a line (``base``, ``add``, ``carried``,
   ``compact``, ``compacted``).
-- ``<state>/turns.jsonl``: beside each turn's stream-json lines, one ``{"type":"hive",...}``
-  line saying what the turn carried and how it ended (:class:`TurnRecord`).
+- ``<state>/turns.jsonl``: before each turn's stream-json lines, one ``{"type":"hive_start",...}``
+  line saying what the turn carries (:class:`TurnStart`); after them, one ``{"type":"hive",...}``
+  line saying what it carried and how it ended (:class:`TurnRecord`).
 - ``<state>/session``: the session to resume (:class:`SessionFile`).
 """
 
@@ -71,7 +72,24 @@ _RECORDS: dict[str, type[Record]] = {
 }
 
 
-# -- the turn log's own line ----------------------------------------------------------------------
+# -- the turn log's own lines ---------------------------------------------------------------------
+
+
+TurnKind = Literal["turn", "compact"]
+
+
+@attrs.frozen
+class TurnStart:
+    """``{"type":"hive_start",...}``: one per turn (or compaction) in ``turns.jsonl``, before its
+    stream, so that a reader shows what a turn carries before what the agent made of it. Its
+    :class:`TurnRecord` repeats these fields (a reader of the ends alone needs nothing else)."""
+
+    turn: int
+    kind: TurnKind
+    started: float
+    carried: tuple[Item, ...] = ()
+    requested_by: str | None = None
+    type: Literal["hive_start"] = "hive_start"
 
 
 Outcome = Literal["completed", "cancelled", "idle", "exited", "failed", "not started", "stopped"]
@@ -82,7 +100,7 @@ class TurnRecord:
     """``{"type":"hive",...}``: one per turn (or compaction) in ``turns.jsonl``, after its stream."""
 
     turn: int
-    kind: Literal["turn", "compact"]
+    kind: TurnKind
     started: float
     ended: float
     carried: tuple[Item, ...] = ()
@@ -122,7 +140,7 @@ class RecordError(HarnessError, ValueError):
     """A line of the harness's files that is not a record it wrote."""
 
 
-def encode(value: Record | TurnRecord | SessionFile) -> bytes:
+def encode(value: Record | TurnStart | TurnRecord | SessionFile) -> bytes:
     return json_line(converter.unstructure(value))
 
 

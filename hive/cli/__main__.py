@@ -4,4 +4,5 @@ import sys
 
 from hive.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when imported (tests walk every module)
+    sys.exit(main())

@@ -1,4 +1,11 @@
-"""``hive agent``: talk to a running hive-agent over its socket, read its turn log."""
+"""``hive agent``: talk to a running hive-agent over its socket, read its turn log.
+
+Every subcommand finds its agent as ``hive-agent`` was told where to be: ``--state-dir`` (or
+``HIVE_STATE_DIR``, else ``$XDG_STATE_HOME/hive``, else ``~/.local/state/hive``), and for the
+agent socket ``--socket`` (or ``HIVE_AGENT_SOCKET``, else ``<state-dir>/agent.sock``), by the
+same rule as ``hive-agent``'s ``--agent-socket``. So the flags and the environment that started
+an agent reach it.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,14 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hive._lines import MAX_LINE
 from hive._state_dir import default_state_dir
+from hive.cli._agent_status import describe_status
 from hive.errors import BadInput
 
 if TYPE_CHECKING:
@@ -19,50 +29,102 @@ if TYPE_CHECKING:
 
 def add_agent_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     agent = commands.add_parser(
-        "agent", help="talk to a running hive-agent, read its turn log"
+        "agent",
+        help="talk to a running hive-agent, read its turn log",
+        description="Talk to a running hive-agent over its agent socket (status, prompt, compact), or read "
+        "its turn log (log). Each finds the agent where hive-agent was told to be: --state-dir "
+        "(HIVE_STATE_DIR), and the socket at --socket (HIVE_AGENT_SOCKET), else <state-dir>/agent.sock.",
     ).add_subparsers(dest="agent_command", required=True, metavar="COMMAND")
-    over_socket = argparse.ArgumentParser(add_help=False)
+    in_state_dir = argparse.ArgumentParser(add_help=False)
+    in_state_dir.add_argument("--state-dir", metavar="DIR", help=_state_dir_help())
+    over_socket = argparse.ArgumentParser(add_help=False, parents=[in_state_dir])
     over_socket.add_argument(
         "--socket",
-        help="the agent socket [HIVE_AGENT_SOCKET; default <HIVE_STATE_DIR or ~/.local/state/hive>/agent.sock]",
+        metavar="PATH",
+        help="the agent socket, as hive-agent was given it (its --agent-socket) "
+        "[HIVE_AGENT_SOCKET; default <state-dir>/agent.sock]",
     )
+
     status = agent.add_parser(
         "status",
         parents=[over_socket],
-        help="idle or in a turn, the session, the queue, context usage, how the last turn ended",
+        help="what the agent does: idle, or which turn runs and since when; the last turn that "
+        "ended and how; the session, the queue, context usage",
+        description="Ask hive-agent what it is doing: idle, in turn N (since when, carrying how many "
+        "messages), compacting, or waiting to retry a turn that could not start; then its session, its "
+        "queue, context usage, and the last turn that ended (its number, how it ended, when). Exit "
+        "status 0 when it answered, 1 when no hive-agent could be asked.",
     )
-    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.add_argument(
+        "--json", action="store_true", help="print the status as JSON (the agent socket's status object)"
+    )
     status.set_defaults(handler=_agent_status)
+
     prompt = agent.add_parser(
-        "prompt", parents=[over_socket], help="send the agent a message (it is carried by its next turn)"
+        "prompt",
+        parents=[over_socket],
+        help="send the agent a message (its next turn carries it)",
+        description="Send the agent a message; its next turn carries it. The words given are joined with "
+        "one space: quote the message to keep its spacing. Linux limits one argument to 128 KiB: a "
+        "longer message goes through - (stdin) or --file, up to the agent socket's 1 MiB a request "
+        "(JSON escapes counted). An empty or blank message is refused. Exit status 0 once hive-agent has "
+        "queued it, 1 when no hive-agent could be asked (or it refused), 2 for a message that cannot "
+        "be sent (none, blank, too long, unreadable).",
     )
-    prompt.add_argument("text", metavar="TEXT")
+    prompt.add_argument(
+        "text",
+        nargs="*",
+        metavar="TEXT",
+        help="the message: its words, joined with one space (quote it to keep its spacing; one "
+        "argument is limited to 128 KiB by Linux), or - to read it from stdin",
+    )
+    prompt.add_argument("--file", metavar="FILE", help="read the message from FILE (up to 1 MiB)")
     prompt.set_defaults(handler=_agent_prompt)
+
     compact = agent.add_parser(
         "compact",
         parents=[over_socket],
         help="compact the agent's session: at once when idle, else right after the running turn",
+        description="Ask hive-agent to compact its agent's session: at once when idle, else right after "
+        "the running turn, before the next. Exit status 0 once it has the request, 1 when no "
+        "hive-agent could be asked.",
     )
     compact.set_defaults(handler=_agent_compact)
+
     log = agent.add_parser(
         "log",
+        parents=[in_state_dir],
         help="the turn log for a person: each turn's trigger, the agent's text, tool calls and results, "
         "errors, tokens and context usage",
+        description="Show the turn log (<state-dir>/turns.jsonl) for a person: each turn's header (its "
+        "number, when it started, the messages it carried), the agent's text, tool calls and results, "
+        "then how it ended (tokens, context usage, errors). --follow shows each turn the same way as it "
+        "happens. Exit status 0; 1 when the state directory holds no turn log; 2 when there is no "
+        "such state directory. --follow ends with 0 on Ctrl-C.",
     )
     log.add_argument(
-        "--state-dir", help="the agent's state directory [HIVE_STATE_DIR; default ~/.local/state/hive]"
+        "--follow", "-f", action="store_true", help="show the turns there are, then each as it happens"
     )
-    log.add_argument("--follow", "-f", action="store_true", help="keep printing turns as they come")
     log.add_argument("--json", action="store_true", help="print the log's lines as they are")
     log.set_defaults(handler=_agent_log)
 
 
-def _state_dir(given: str | None = None) -> Path:
+def _state_dir_help() -> str:
+    now = str(default_state_dir()).replace("%", "%%")
+    return (
+        "the agent's state directory, as hive-agent was given it [HIVE_STATE_DIR; default "
+        f"$XDG_STATE_HOME/hive, else ~/.local/state/hive: here {now}]"
+    )
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    given: str | None = args.state_dir
     return Path(given) if given else default_state_dir()
 
 
 def _agent_socket(args: argparse.Namespace) -> Path:
-    return Path(args.socket or os.environ.get("HIVE_AGENT_SOCKET") or _state_dir() / "agent.sock")
+    """``--socket``, else ``HIVE_AGENT_SOCKET``, else ``<state-dir>/agent.sock`` (hive-agent's rule)."""
+    return Path(args.socket or os.environ.get("HIVE_AGENT_SOCKET") or _state_dir(args) / "agent.sock")
 
 
 def _ask_agent(args: argparse.Namespace, request: AgentRequest) -> AgentReply | None:
@@ -82,7 +144,8 @@ def _ask_agent(args: argparse.Namespace, request: AgentRequest) -> AgentReply | 
         reply = trio.run(ask)
     except FileNotFoundError:
         print(
-            f"hive: no agent socket at {path} (is hive-agent running? --socket names another)",
+            f"hive: no agent socket at {path} (is hive-agent running there? give its --state-dir, "
+            "or its socket with --socket)",
             file=sys.stderr,
         )
         return None
@@ -101,47 +164,85 @@ def _ask_agent(args: argparse.Namespace, request: AgentRequest) -> AgentReply | 
     return reply
 
 
-_DOING = {
-    "idle": "idle",
-    "turn": "in a turn",
-    "compacting": "compacting its session",
-    "retrying": "waiting to retry a turn that could not start",
-}
-
-
 def _agent_status(args: argparse.Namespace) -> int:
     from hive.wake import Status, converter
 
     reply = _ask_agent(args, Status())
     if reply is None or reply.status is None:
         return 1
-    status = reply.status
     if args.json:
-        print(json.dumps(converter.unstructure(status), indent=2))
-        return 0
-    doing = _DOING.get(status.state, status.state)
-    if status.state == "turn":
-        doing += f" (carrying {status.carrying} message{'s' if status.carrying != 1 else ''})"
-    lines = [f"agent: {doing}", f"session: {status.session_id or '(none yet)'}"]
-    lines.append(f"queue: {status.queue} message{'s' if status.queue != 1 else ''} waiting for a turn")
-    if status.compact_pending:
-        lines.append("compaction: asked for; it runs when the running turn ends")
-    if status.context_used is not None:
-        size = status.context_size
-        of = f" of {size:,} ({status.context_used / size:.0%})" if size else ""
-        lines.append(f"context: {status.context_used:,} tokens{of}")
-    if status.turns:
-        lines.append(f"last turn: {status.turns}, {status.last_stop_reason or '?'}")
-    if status.last_error:
-        lines.append(f"last error: {status.last_error}")
-    print("\n".join(lines))
+        print(json.dumps(converter.unstructure(reply.status), indent=2))
+    else:
+        print("\n".join(describe_status(reply.status, time.time())))
     return 0
 
 
-def _agent_prompt(args: argparse.Namespace) -> int:
-    from hive.wake import Prompt
+# -- hive agent prompt -------------------------------------------------------------------------------
 
-    if _ask_agent(args, Prompt(args.text)) is None:
+
+class BadPrompt(BadInput):
+    """``hive agent prompt`` was given no message, a blank one, or one it cannot read."""
+
+
+class PromptTooLong(BadPrompt):
+    """The message does not fit in one request on the agent socket."""
+
+
+def prompt_text(words: list[str], file: str | None) -> str:
+    """The message ``hive agent prompt WORDS`` (``-``: stdin) or ``--file FILE`` gives; BadPrompt
+    when there is none, it is blank, or it cannot be read; PromptTooLong past the socket's cap."""
+    if file is not None and words:
+        raise BadPrompt("give the message as words, as - (stdin) or with --file, not two of these")
+    if file is not None:
+        text = _decode(_read_file(file), f"--file {file}")
+    elif words == ["-"]:
+        if sys.stdin.isatty():
+            print("hive: reading the message from stdin; end it with Ctrl-D", file=sys.stderr)
+        text = _decode(sys.stdin.buffer.read(MAX_LINE + 1), "stdin")
+    elif not words:
+        raise BadPrompt("no message: give it as words, as - to read it from stdin, or with --file FILE")
+    else:
+        text = " ".join(words)
+    if not text.strip():
+        raise BadPrompt("the message is empty (or only blanks): nothing was sent; give the agent words")
+    return text
+
+
+def _read_file(file: str) -> bytes:
+    try:
+        with open(file, "rb") as f:
+            return f.read(MAX_LINE + 1)
+    except OSError as exc:
+        raise BadPrompt(f"cannot read --file {file}: {exc.strerror or exc}") from None
+
+
+def _decode(data: bytes, source: str) -> str:
+    if len(data) > MAX_LINE:
+        raise _too_long(f"more than {MAX_LINE:,} bytes")
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        raise BadPrompt(
+            f"the message from {source} is not UTF-8 text (byte {exc.start} is not): send it as text"
+        ) from None
+
+
+def _too_long(size: str) -> PromptTooLong:
+    return PromptTooLong(
+        f"the message is too long: its request to the agent socket would be {size}, and the socket "
+        f"takes at most {MAX_LINE:,} bytes (1 MiB) a request, JSON escapes counted; put the text in a "
+        "file the agent can read and send a message that names the file"
+    )
+
+
+def _agent_prompt(args: argparse.Namespace) -> int:
+    text = prompt_text(args.text, args.file)
+    from hive.wake import Prompt, encode
+
+    request = Prompt(text)
+    if (size := len(encode(request)) - 1) > MAX_LINE:  # the newline is not counted
+        raise _too_long(f"{size:,} bytes")
+    if _ask_agent(args, request) is None:
         return 1
     print("queued: the agent's next turn carries it")
     return 0
@@ -156,13 +257,15 @@ def _agent_compact(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- hive agent log ----------------------------------------------------------------------------------
+
+
 class NoStateDir(BadInput):
     """``hive agent log`` was given (or defaulted to) a state directory that is not one."""
 
 
-def _log_path(given: str | None) -> Path:
-    """The turn log of the state directory ``--state-dir`` names; NoStateDir if it is no directory."""
-    state_dir = _state_dir(given)
+def _log_path(state_dir: Path) -> Path:
+    """The turn log of ``state_dir``; NoStateDir if it is no directory."""
     if not state_dir.exists():
         raise NoStateDir(
             f"no state directory at {state_dir}: give the agent's own with --state-dir (or HIVE_STATE_DIR)"
@@ -176,28 +279,38 @@ def _log_path(given: str | None) -> Path:
 
 
 def _agent_log(args: argparse.Namespace) -> int:
-    path = _log_path(args.state_dir)
-    if not args.follow:
+    from hive._files import read_regular
+
+    path = _log_path(_state_dir(args))
+    data = read_regular(path)
+    if args.follow:
+        if not data:
+            print(f"hive: no turn in {path} yet; waiting for the first (Ctrl-C to stop)", file=sys.stderr)
+        import trio
+
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            print(f"hive: no turn log at {path} (no turn yet, or --state-dir names another)", file=sys.stderr)
-            return 1
-        lines = [line for line in data.split(b"\n") if line.strip()]
-        if args.json:
-            sys.stdout.write("".join(line.decode(errors="replace") + "\n" for line in lines))
+            trio.run(_follow_log, path, args.json)
+        except KeyboardInterrupt:
             return 0
-        from hive.agent import render_log
-
-        for text in render_log(_objects(lines)):
-            print(text)
         return 0
-    import trio
-
-    try:
-        trio.run(_follow_log, path, args.json)
-    except KeyboardInterrupt:
+    if data is None:
+        print(
+            f"hive: no turn log at {path}: no hive-agent has run on this state directory (give the "
+            "agent's own with --state-dir)",
+            file=sys.stderr,
+        )
+        return 1
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    if not lines:
+        print(f"hive: the turn log {path} is empty: no turn has started yet", file=sys.stderr)
         return 0
+    if args.json:
+        sys.stdout.write("".join(line.decode(errors="replace") + "\n" for line in lines))
+        return 0
+    from hive.agent import render_log
+
+    for text in render_log(_objects(lines)):
+        print(text)
     return 0
 
 
@@ -214,15 +327,16 @@ def _objects(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
 async def _follow_log(path: Path, raw: bool) -> None:
     from contextlib import aclosing
 
-    from hive.agent import follow_lines, render_live
+    from hive.agent import LogRenderer, follow_lines
 
-    started = False
+    renderer = LogRenderer()
     async with aclosing(follow_lines(path)) as lines:
         async for line in lines:
+            if not line.strip():
+                continue
             if raw:
                 print(line.decode(errors="replace"), flush=True)
                 continue
             for obj in _objects([line]):
-                for text in render_live(obj, started):
+                for text in renderer.feed(obj):
                     print(text, flush=True)
-                started = obj.get("type") != "hive"

@@ -1,0 +1,90 @@
+"""``hive agent status`` for a person: what the agent does now, and the last turn that ended.
+
+A pure function of the harness's answer and the time now (the harness runs on this machine: its
+clock is this one), so a test needs no harness.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hive.wake import AgentStatus
+
+
+def describe_status(status: AgentStatus, now: float) -> list[str]:
+    """The lines ``hive agent status`` prints for ``status``, read at ``now`` (Unix time)."""
+    lines = [
+        f"agent: {_doing(status, now)}",
+        f"session: {status.session_id or '(none yet)'}",
+        f"queue: {_count(status.queue, 'message')} waiting for a turn",
+    ]
+    if status.compact_pending:
+        lines.append("compaction: asked for; it runs when the running turn ends")
+    if status.context_used is not None:
+        size = status.context_size
+        of = f" of {size:,} ({status.context_used / size:.0%})" if size else ""
+        lines.append(f"context: {status.context_used:,} tokens{of}")
+    lines.append(f"last ended: {_last(status, now)}")
+    if status.last_error:
+        lines.append(f"last error: {status.last_error}")
+    return lines
+
+
+def _doing(status: AgentStatus, now: float) -> str:
+    number, since = status.running_turn, status.running_since
+    running = ""
+    if number is not None and since is not None:
+        running = f" {number} for {span(now - since)} (since {clock(since, now)})"
+    match status.state:
+        case "idle":
+            return "idle"
+        case "turn":
+            head = f"in turn{running}" if running else "in a turn"
+            return f"{head}, carrying {_count(status.carrying, 'message')}"
+        case "compacting":
+            return f"compacting its session: compaction{running}" if running else "compacting its session"
+        case "retrying":
+            return "waiting to retry a turn that could not start"
+    return str(status.state)
+
+
+def _last(status: AgentStatus, now: float) -> str:
+    if status.last_turn is None:
+        return "none yet"
+    what = "compaction" if status.last_kind == "compact" else "turn"
+    text = f"{what} {status.last_turn}, {status.last_stop_reason or '?'}"
+    started, ended = status.last_started, status.last_ended
+    if ended is not None:
+        text += f", at {clock(ended, now)} ({span(now - ended)} ago)"
+        if started is not None:
+            text += f", after {span(ended - started)}"
+    return text
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
+def span(seconds: float) -> str:
+    """A length of time for a person: ``2.5 s``, ``42 s``, ``3 min 5 s``, ``2 h 5 min``, ``3 d 4 h``."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    if whole < 86400:
+        return f"{whole // 3600} h {whole % 3600 // 60} min"
+    return f"{whole // 86400} d {whole % 86400 // 3600} h"
+
+
+def clock(stamp: float, now: float) -> str:
+    """``stamp`` as local time: the time of day if it is ``now``'s day, else the date too."""
+    when, today = time.localtime(stamp), time.localtime(now)
+    if when[:3] == today[:3]:
+        return time.strftime("%H:%M:%S", when)
+    return time.strftime("%Y-%m-%d %H:%M:%S", when)
