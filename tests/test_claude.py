@@ -487,19 +487,21 @@ async def test_neither_the_token_nor_the_prompt_is_on_claudes_command_line(fake:
     sink = MemorySink()
     outcomes = []
     with trio.fail_after(GUARD):
-        async with (
-            fake.runtime(mcp_servers=(hyperhive,), state_dir=state) as runtime,
-            trio.open_nursery() as nursery,
-        ):
+        async with fake.runtime(mcp_servers=(hyperhive,), state_dir=state) as runtime:
+            async with trio.open_nursery() as nursery:
 
-            async def turn() -> None:
-                outcomes.append(await runtime.run(prompt, sink))
+                async def turn() -> None:
+                    outcomes.append(await runtime.run(prompt, sink))
 
-            nursery.start_soon(turn)
-            await sink.wait_for_lines(1)  # the init: claude runs, and has read all its stdin
-            (start,) = fake.starts()
-            cmdline = Path(f"/proc/{start['pid']}/cmdline").read_bytes().split(b"\0")
-            os.kill(start["pid"], signal.SIGUSR1)
+                nursery.start_soon(turn)
+                await sink.wait_for_lines(1)  # the init: claude runs, and has read all its stdin
+                (start,) = fake.starts()
+                cmdline = Path(f"/proc/{start['pid']}/cmdline").read_bytes().split(b"\0")
+                os.kill(start["pid"], signal.SIGUSR1)
+            # The fake exits by itself after its result: the runtime's close then has no claude
+            # to send SIGINT to (one that lingers past its result gets it, and this one may not
+            # have exited yet when the turn returns).
+            await wait_exited(start["pid"])
     assert b"hive-test-token" not in b" ".join(cmdline)
     assert not any(b"first words" in arg or b"last words" in arg for arg in cmdline)
     mcp_file = state / "claude-mcp.json"
