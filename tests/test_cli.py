@@ -15,8 +15,6 @@ import pytest
 import trio
 
 from hive._unix import open_unix_listener
-from hive.bash.client import CallResult
-from hive.cli import for_operator
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.fake_bash_daemon import BAD_ANSWERS, fake_daemon
 from tests.helpers.gates import gated, make_gate, open_gate, sigkill
@@ -25,10 +23,14 @@ from tests.helpers.processes import wait_exited
 CLI_WITHIN = 60  # seconds for a whole test's CLI runs, each a fresh interpreter
 
 
-async def hive(*args: str) -> subprocess.CompletedProcess[bytes]:
-    """Run ``hive ARGS`` to completion."""
+async def hive(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """Run ``hive ARGS`` to completion, ``stdin`` on its stdin."""
     return await trio.run_process(
-        [sys.executable, "-m", "hive.cli", *args], capture_stdout=True, capture_stderr=True, check=False
+        [sys.executable, "-m", "hive.cli", *args],
+        stdin=stdin,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
     )
 
 
@@ -73,8 +75,10 @@ async def test_run_prints_the_status_as_json_or_as_text(served: DaemonHandle) ->
     assert status["cmd"] == "echo hi"
     assert await trio.Path(status["stdout"]["path"]).read_text() == "hi\n"
 
-    # A command that fails is still a successful `run`: the CLI reports it, it does not fail itself.
-    text = ok_text(as_text)
+    # A task that fails is reported, and the CLI exits with its status, with nothing on stderr.
+    assert as_text.returncode == 2, as_text.stderr.decode()
+    assert as_text.stderr == b""
+    text = as_text.stdout.decode()
     lines = text.splitlines()
     assert lines[0].startswith("task ")
     assert "done, exit code 2" in lines[0]
@@ -116,7 +120,11 @@ async def test_name_timeout_and_wait_zero(served: DaemonHandle) -> None:
         )
         text = ok_text(started)
         assert text.startswith("task started: id=sleeper\n")
-        ended = ok_json(await hive("bash", "status", "sleeper", "--wait", "10", "--json", "--socket", sock))
+        timed_out = await hive("bash", "status", "sleeper", "--wait", "10", "--json", "--socket", sock)
+    # A task that timed out: the CLI exits 124, as timeout(1) does.
+    assert timed_out.returncode == 124, timed_out.stderr.decode()
+    assert timed_out.stderr == b""
+    ended = json.loads(timed_out.stdout)
     assert ended["id"] == "sleeper"
     assert ended["state"] == "timed_out"
     assert ended["timeout_secs"] == 0.5
@@ -124,6 +132,44 @@ async def test_name_timeout_and_wait_zero(served: DaemonHandle) -> None:
     greeting = ok_json(named)
     assert greeting["id"] == "greeting"
     assert greeting["stdout"]["tail"] == "named\n"
+
+
+async def test_a_command_past_the_argument_limit_runs_from_stdin(served: DaemonHandle) -> None:
+    """Linux refuses one argument over 128 KiB before hive runs; `-` takes it on stdin."""
+    sock = str(served.socket)
+    command = ": '" + "x" * (300 * 1024) + "'\necho from-stdin\n"
+    with trio.fail_after(CLI_WITHIN):
+        done = await hive(
+            "bash",
+            "run",
+            "-",
+            "--name",
+            "from-stdin",
+            "--wait",
+            "30",
+            "--json",
+            "--socket",
+            sock,
+            stdin=command.encode(),
+        )
+    status = ok_json(done)
+    assert status["state"] == "done"
+    assert status["stdout"]["tail"] == "from-stdin\n"
+    assert await trio.Path(status["cmd_path"]).read_text() == command
+
+
+async def test_run_and_status_exit_with_the_tasks_status_and_a_long_wait_is_capped_aloud(
+    served: DaemonHandle,
+) -> None:
+    sock = str(served.socket)
+    with trio.fail_after(CLI_WITHIN):
+        ran = await hive("bash", "run", "--wait", "100", "--name", "exit3", "--socket", sock, "exit", "3")
+        asked = await hive("bash", "status", "exit3", "--socket", sock)
+    assert ran.returncode == 3, ran.stderr.decode()
+    assert ran.stdout.decode().startswith("task exit3: done, exit code 3")
+    assert ran.stderr.decode() == "hive: --wait 100 is over the cap of 30 s: waiting 30 s at most\n"
+    assert asked.returncode == 3, asked.stderr.decode()
+    assert asked.stderr == b""
 
 
 async def test_status_stop_and_ls(served: DaemonHandle, short_tmp: Path) -> None:
@@ -231,7 +277,7 @@ async def test_help() -> None:
     for command in ("run", "status", "stop", "ls"):
         assert command in bash_help
     run_help = ok_text(run)
-    for option in ("--name", "--timeout", "--wait", "--json", "--socket", "CMD"):
+    for option in ("--name", "--timeout", "--wait", "--json", "--socket", "--state-dir", "--file", "CMD"):
         assert option in run_help
 
 
@@ -280,8 +326,11 @@ async def test_errors_name_the_cli_flags_and_commands(served: DaemonHandle) -> N
     assert "`list`" not in err
 
 
-async def test_run_wait_0_tells_the_operator_what_to_do_and_promises_no_wake(served: DaemonHandle) -> None:
-    """The daemon's answer is for the agent (its tools, its wake); this daemon has no agent socket."""
+async def test_run_wait_0_tells_the_operator_what_to_do_and_that_no_agent_is_woken(
+    served: DaemonHandle,
+) -> None:
+    """The daemon's answer is for the agent (its tools, its wake); this daemon has no agent socket,
+    and its answer says so (``wake`` null), so the operator is told that no turn will follow."""
     sock = str(served.socket)
     with trio.fail_after(CLI_WITHIN):
         text = ok_text(await hive("bash", "run", "true", "--name", "quick", "--wait", "0", "--socket", sock))
@@ -291,7 +340,8 @@ async def test_run_wait_0_tells_the_operator_what_to_do_and_promises_no_wake(ser
     assert "`hive bash status quick --wait 30` waits for it, `hive bash stop quick` ends it." in text
     assert f"stdout: {served.task_file('quick', '.out')}" in lines
     assert f"stderr: {served.task_file('quick', '.err')}" in lines
-    assert "wake" not in text.lower()
+    assert "The daemon has no agent socket: no agent is woken when it ends." in lines
+    assert "woken by a message" not in text
     assert "wait_seconds" not in text and "status('quick'" not in text
     assert ended["state"] == "done"
 
@@ -410,54 +460,3 @@ async def test_the_bash_commands_import_neither_the_mcp_sdk_nor_the_daemon(serve
     assert runs[0].returncode == 0
     assert runs[1].returncode == 0
     assert runs[2].returncode == 1
-
-
-def test_a_started_answer_never_promises_the_operator_a_wake() -> None:
-    """Even when the daemon's answer names the wake (it goes to the agent, if to anyone)."""
-    answer = CallResult(
-        "task started: id=x\nIt runs in the background; you will be woken by a message from bash-task-x "
-        "when it ends. status('x', wait_seconds=30) waits for it, stop('x') ends it.\nstdout: /o\nstderr: /e",
-        {
-            "id": "x",
-            "state": "running",
-            "stdout_path": "/o",
-            "stderr_path": "/e",
-            "wake": "bash-task-x",
-            "previous": {"id": "x", "state": "done", "exit_code": 3},
-        },
-    )
-    assert for_operator(answer).splitlines() == [
-        "(the previous task named x had ended: done, exit code 3)",
-        "task started: id=x",
-        "It runs in the background: `hive bash status x --wait 30` waits for it, `hive bash stop x` ends it.",
-        "stdout: /o",
-        "stderr: /e",
-    ]
-
-
-def test_a_running_tasks_status_says_what_to_do_in_cli_terms_and_keeps_its_output() -> None:
-    agent_words = (
-        "It runs in the background; you will be woken by a message from bash-task-x when it ends. "
-        "status('x', wait_seconds=30) waits for it, stop('x') ends it."
-    )
-    answer = CallResult(
-        "\n".join(
-            [
-                "task x: running for 1.00 s",
-                "$ ./build.sh",
-                agent_words,
-                "--- stdout (40 bytes; whole output: /o) ---",
-                agent_words,  # the task's own output, whatever it says, is shown as it is
-                "--- stderr (0 bytes; whole output: /e) ---",
-            ]
-        ),
-        {"id": "x", "state": "running", "stdout": {"tail": agent_words + "\n"}},
-    )
-    assert for_operator(answer).splitlines() == [
-        "task x: running for 1.00 s",
-        "$ ./build.sh",
-        "It runs in the background: `hive bash status x --wait 30` waits for it, `hive bash stop x` ends it.",
-        "--- stdout (40 bytes; whole output: /o) ---",
-        agent_words,
-        "--- stderr (0 bytes; whole output: /e) ---",
-    ]

@@ -10,8 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
+from hive import __version__
+from hive.bash import relay
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.jsonrpc import initialize, notification, open_relay, request, result_of
 
@@ -52,6 +55,13 @@ def test_help() -> None:
     assert "HIVE_BASH_RELAY_REPLY_TIMEOUT" in out.stdout
     assert "answers initialize itself" in out.stdout
     assert "Exit status" in out.stdout
+
+
+def test_the_relay_says_its_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        relay.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"hive-bash-mcp {__version__}\n"
 
 
 def test_a_bad_reply_timeout_is_refused_with_a_usage_error() -> None:

@@ -37,12 +37,14 @@ async def test_every_structured_result_carries_the_texts_guidance(daemon: Daemon
         running = check("status", result)
         assert "you will be woken by a message from bash-task-slow" in running["message"]
         assert set(running["message"].splitlines()) <= set(text_of(result).splitlines())
+        assert running["wake"] == "bash-task-slow"  # so a program (`hive bash`) need not read the text
 
         result = await call(session, "stop", id="slow")
         stopped = check("stop", result)
         assert stopped["message"].splitlines()[0] == text_of(result).splitlines()[0]
         assert "stopped on request" in stopped["message"]
         assert "woken" not in stopped["message"]
+        assert "wake" not in stopped  # an ended task's status says nothing of a wake
 
         result = await call(session, "stop", id="slow")
         again = check("stop", result)
@@ -78,6 +80,7 @@ async def test_a_daemon_without_an_agent_socket_promises_no_wake(served: DaemonH
         assert "status('quiet', wait_seconds=30)" in started["message"]
         running = check("status", await call(session, "status", id="quiet"))
         assert "no wake will follow" in running["message"] and "woken" not in running["message"]
+        assert running["wake"] is None
         check("stop", await call(session, "stop", id="quiet"))
 
 

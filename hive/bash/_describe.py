@@ -121,6 +121,8 @@ def describe_status(
         "stderr": {"tail": err.text, "bytes": err.size, "path": str(err.path)},
         "message": "\n".join(guidance),
     }
+    if not r.state.final:
+        structured["wake"] = f"bash-task-{r.id}" if wakes else None
     if cmd_path is not None:
         structured["cmd_path"] = cmd_path
     lines = [guidance[0], f"$ {cmd}", *guidance[1:]]

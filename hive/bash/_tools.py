@@ -83,15 +83,16 @@ _STATUS_PROPERTIES: dict[str, Any] = {
     "ended_at": {"type": ["number", "null"]},
     "stdout": _OUTPUT,
     "stderr": _OUTPUT,
+    "wake": {
+        "type": ["string", "null"],
+        "description": "Only while the task has not ended: who will wake you when it ends, bash-task-<id>; "
+        "null when no wake will follow.",
+    },
 }
 _STATUS_REQUIRED = ["id", "state", "exit_code", "duration_secs", "cmd", "stdout", "stderr", "notes"]
 _STARTED_PROPERTIES: dict[str, Any] = {
     "stdout_path": {"type": "string"},
     "stderr_path": {"type": "string"},
-    "wake": {
-        "type": ["string", "null"],
-        "description": "Who will wake you when the task ends: bash-task-<id>; null when no wake will follow.",
-    },
     "previous": {
         "type": "object",
         "description": "The earlier task of the same name, whose end you had not been told yet.",

@@ -708,11 +708,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="hive-bash-mcp", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--socket",
         default=None,
-        help="the daemon's socket "
-        "[HIVE_BASH_SOCKET; default <HIVE_STATE_DIR or ~/.local/state/hive>/bash.sock]",
+        help="the daemon's socket [HIVE_BASH_SOCKET; default <state>/bash.sock, where <state> is "
+        "HIVE_STATE_DIR, else $XDG_STATE_HOME/hive, else ~/.local/state/hive]",
     )
     parser.add_argument(
         "--reply-timeout",

@@ -4,39 +4,100 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import os
 import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hive._limits import MAX_NAME, MAX_WAIT, NAME_RULE, is_name
-from hive.cli._types import timeout, wait
+from hive._state_dir import default_state_dir
+from hive.cli._bash_answer import (
+    EXIT_STATUS_HELP,
+    FAILED,
+    exit_status,
+    for_operator,
+    in_cli_terms,
+    tool_error_status,
+)
+from hive.cli._bash_input import ARG_MAX, CAP, read_command
+from hive.cli._types import capped_wait, timeout, wait
 
 if TYPE_CHECKING:
     from hive.bash.client import CallResult
 
-# -- hive bash -------------------------------------------------------------------------------------
-#
 # `hive bash` speaks to the daemon with hive.bash.client, which is standard library only: no
 # Trio, no MCP SDK, none of the daemon's modules. Its flags are checked here, so that a mistake
 # is named in the CLI's terms (--wait, not the tool's wait_seconds); what the daemon still
-# refuses is told in those terms too (see _in_cli_terms).
+# refuses is told in those terms too (see hive.cli._bash_answer).
+
+STATE_DIR_HELP = (
+    "the daemon's state directory, where its socket is unless --socket says otherwise "
+    "[HIVE_STATE_DIR; default $XDG_STATE_HOME/hive or ~/.local/state/hive]"
+)
+SOCKET_HELP = "the daemon's socket [HIVE_BASH_SOCKET; default <state-dir>/bash.sock]"
+ID_HELP = "the task's id, as `hive bash run` answered it, or the name given with --name"
+CMD_HELP = (
+    "the shell command, run under bash as `bash -c CMD` would run it. Several words are joined "
+    "with one space, as ssh joins them: quote the command to keep it as written, and put `--` "
+    "before it if a word starts with '-'. A lone `-` reads it from stdin. Linux limits one "
+    f"argument to {ARG_MAX // 1024} KiB: for a longer command, up to {CAP}, use `-` or --file"
+)
+RUN_WORDS = (
+    "; hive's flags go before the command's words or after them all, and `--` before a command "
+    "that has a word starting with '-' (`hive bash run --wait 5 -- ls -la`)"
+)
+"""What a ``run`` refused for a word it does not take is told."""
+RUN_DESCRIPTION = """\
+Run a shell command in the background, under bash (as `bash -c CMD` would), its output going to
+files. If it ends within --wait, its status is printed and hive exits with the task's own exit
+status. Else the answer is its id, how to follow it, and whether its end will wake the agent: it
+does when the daemon has an agent socket, and the wake starts the agent's next turn."""
 
 
-def _socket_help() -> str:
-    return "the daemon's socket [HIVE_BASH_SOCKET; default <HIVE_STATE_DIR or ~/.local/state/hive>/bash.sock]"
+class _BashParser(argparse.ArgumentParser):
+    """A ``hive bash`` command's parser: words it does not take are refused with its own usage,
+    and ``run``'s refusal says where its flags and the command's words go."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            hint = RUN_WORDS if self.prog.endswith(" run") else ""
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed, extras
 
 
 def add_bash_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    bash = commands.add_parser("bash", help="run and inspect background bash tasks").add_subparsers(
-        dest="bash_command", required=True, metavar="COMMAND"
-    )
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--socket", help=_socket_help())
+    bash = commands.add_parser(
+        "bash",
+        help="run and inspect background bash tasks",
+        description="Run and inspect background bash tasks, through hive-bash-daemon's socket.",
+        epilog=EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ).add_subparsers(dest="bash_command", required=True, metavar="COMMAND", parser_class=_BashParser)
+    common = _BashParser(add_help=False)
+    common.add_argument("--state-dir", metavar="DIR", help=STATE_DIR_HELP)
+    common.add_argument("--socket", metavar="PATH", help=SOCKET_HELP)
     common.add_argument("--json", action="store_true", help="print the tool's structured result as JSON")
 
-    run = bash.add_parser("run", parents=[common], help="run a command in the background")
+    def command(name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+        return bash.add_parser(
+            name,
+            parents=[common],
+            help=summary,
+            description=description or f"{summary[0].upper()}{summary[1:]}.",
+            epilog=EXIT_STATUS_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    run = command("run", "run a command in the background", RUN_DESCRIPTION)
+    run.add_argument("cmd", nargs="*", default=[], metavar="CMD", help=CMD_HELP)
     run.add_argument(
-        "cmd", metavar="CMD", help="the shell command (run under bash, as bash -c would; up to 1 MiB)"
+        "--file",
+        metavar="F",
+        help=f"read the command from the file F instead of CMD (`-`: from stdin); up to {CAP}",
     )
     run.add_argument(
         "--name",
@@ -47,18 +108,16 @@ def add_bash_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     _add_wait(run, default=3.0)
     run.set_defaults(handler=_bash_run)
 
-    status = bash.add_parser("status", parents=[common], help="a task's status and output tail")
-    status.add_argument("id", metavar="ID")
+    status = command("status", "a task's status and output tail")
+    status.add_argument("id", metavar="ID", help=ID_HELP)
     _add_wait(status, default=0.0)
     status.set_defaults(handler=_bash_status)
 
-    stop = bash.add_parser(
-        "stop", parents=[common], help="stop a running task (SIGINT, SIGKILL after the grace)"
-    )
-    stop.add_argument("id", metavar="ID")
+    stop = command("stop", "stop a running task (SIGINT, SIGKILL after the grace)")
+    stop.add_argument("id", metavar="ID", help=ID_HELP)
     stop.set_defaults(handler=_bash_stop)
 
-    ls = bash.add_parser("ls", parents=[common], help="every known task, newest first")
+    ls = command("ls", "every known task, newest first")
     ls.set_defaults(handler=_bash_ls)
 
 
@@ -70,7 +129,8 @@ def _add_wait(command: argparse.ArgumentParser, *, default: float) -> None:
         type=wait,
         default=default,
         metavar="S",
-        help=f"wait up to S seconds for it to end (at most {MAX_WAIT:g}{shown})",
+        help=f"wait up to S seconds for it to end (at most {MAX_WAIT:g}: a longer wait is taken as "
+        f"{MAX_WAIT:g}, and said so on stderr{shown})",
     )
 
 
@@ -80,98 +140,93 @@ def _task_name(text: str) -> str:
     return text
 
 
-# The daemon's messages are written for an agent calling its MCP tools; these rewrite the
-# tools' calls and argument names into the commands and flags of `hive bash`.
-_CLI_TERMS = [
-    (re.compile(r"\bstatus\('([^']*)', wait_seconds=([0-9.]+)\)"), r"`hive bash status \1 --wait \2`"),
-    (re.compile(r"\bstop\('([^']*)'\)"), r"`hive bash stop \1`"),
-    (re.compile(r"`list`"), "`hive bash ls`"),
-    (re.compile(r"`(run|status|stop)`"), r"`hive bash \1`"),
-    (re.compile(r"\bwait_seconds\b"), "--wait"),
-    (re.compile(r"\btimeout_secs\b"), "--timeout"),
-]
+def bash_socket(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> Path:
+    """The daemon's socket: ``--socket``, else ``HIVE_BASH_SOCKET``, else ``bash.sock`` in the
+    state directory (``--state-dir``, else :func:`~hive._state_dir.default_state_dir`), as the
+    daemon itself chooses it."""
+    if args.socket:
+        return Path(args.socket)
+    if env.get("HIVE_BASH_SOCKET"):
+        return Path(env["HIVE_BASH_SOCKET"])
+    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(env)
+    return state_dir / "bash.sock"
 
 
-def _in_cli_terms(text: str) -> str:
-    for pattern, replacement in _CLI_TERMS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-def _next_steps(task_id: object) -> str:
-    return (
-        f"It runs in the background: `hive bash status {task_id} --wait {MAX_WAIT:g}` waits for it, "
-        f"`hive bash stop {task_id}` ends it."
-    )
-
-
-def for_operator(result: CallResult) -> str:
-    """A tool's answer as the operator reads it.
-
-    The daemon's text is for the agent: it names the MCP tools, and it promises a wake, which
-    reaches the agent (if the daemon has an agent socket at all), never the operator. So the
-    answer of a `run` still going is told from its structured content, and in a status the line
-    on what to do about a running task is replaced; the output tails are left as they are.
-    """
-    info = result.structured
-    if result.is_error:
-        return _in_cli_terms(result.text)
-    if "stdout_path" in info and "stdout" not in info:  # `run` answered before its task ended
-        lines = [f"task started: id={info.get('id')}", _next_steps(info.get("id"))]
-        lines += [f"stdout: {info.get('stdout_path')}", f"stderr: {info.get('stderr_path')}"]
-        previous = info.get("previous")
-        if isinstance(previous, dict):
-            code = previous.get("exit_code")
-            ended = f"{previous.get('state')}" + (f", exit code {code}" if code is not None else "")
-            lines.insert(0, f"(the previous task named {previous.get('id')} had ended: {ended})")
-        return "\n".join(lines)
-    lines = result.text.split("\n")
-    for i, line in enumerate(lines):
-        if line.startswith("--- stdout ("):
-            break  # the output follows: the task's own words, not the daemon's
-        if line.startswith("It runs in the background"):
-            lines[i] = _next_steps(info.get("id"))
-    return "\n".join(lines)
-
-
-def _call(args: argparse.Namespace, tool: str, arguments: dict[str, Any]) -> int:
+def _call(args: argparse.Namespace, tool: str, arguments: dict[str, Any]) -> CallResult | None:
+    """The daemon's answer to ``tool``; None (said on stderr) when there is none."""
     from hive.bash import BashError
     from hive.bash.client import connect
-    from hive.bash.relay import default_socket
 
     try:
-        with connect(args.socket or default_socket()) as client:
-            result = client.call(tool, arguments)
+        with connect(bash_socket(args)) as client:
+            return client.call(tool, arguments)
     except (BashError, OSError) as exc:
         # The daemon unreachable, gone mid-call, or answering nonsense: one line, no traceback.
-        print(f"hive: {_in_cli_terms(' '.join(str(exc).split()))}", file=sys.stderr)
-        return 1
+        print(f"hive: {in_cli_terms(' '.join(str(exc).split()))}", file=sys.stderr)
+        return None
+
+
+def _show(args: argparse.Namespace, result: CallResult) -> None:
+    """Print ``result``: the answer on stdout, a tool error on stderr (and as JSON on stdout with --json)."""
     if args.json:
         print(json.dumps(result.structured, indent=2))
     if result.is_error:
         print(f"hive: {for_operator(result)}", file=sys.stderr)
-        return 1
-    if not args.json:
+    elif not args.json:
         print(for_operator(result))
-    return 0
+
+
+def _answer_with_the_tasks_status(args: argparse.Namespace, tool: str, arguments: dict[str, Any]) -> int:
+    """Call ``tool`` and exit as its answer says: a final state exits with the task's status."""
+    result = _call(args, tool, arguments)
+    if result is None:
+        return FAILED
+    _show(args, result)
+    code = exit_status(result)
+    if code is None:
+        state, exit_code = result.structured.get("state"), result.structured.get("exit_code")
+        print(
+            f"hive: the daemon answered a state this hive cannot exit with ({state!r}, exit code "
+            f"{exit_code!r}); is hive-bash-daemon newer than this hive?",
+            file=sys.stderr,
+        )
+        return FAILED
+    return code
+
+
+def _answer(args: argparse.Namespace, tool: str, arguments: dict[str, Any]) -> int:
+    """Call ``tool``: 0 when it did what was asked, else hive's own failure or bad input."""
+    result = _call(args, tool, arguments)
+    if result is None:
+        return FAILED
+    _show(args, result)
+    return tool_error_status(result) if result.is_error else 0
+
+
+def _wait(args: argparse.Namespace) -> float:
+    seconds, note = capped_wait(args.wait)
+    if note is not None:
+        print(f"hive: {note}", file=sys.stderr)
+    return seconds
 
 
 def _bash_run(args: argparse.Namespace) -> int:
-    arguments: dict[str, Any] = {"cmd": args.cmd, "wait_seconds": args.wait}
+    cmd = read_command(args.cmd, args.file, sys.stdin.buffer if sys.stdin is not None else None)
+    arguments: dict[str, Any] = {"cmd": cmd, "wait_seconds": _wait(args)}
     if args.name is not None:
         arguments["name"] = args.name
     if args.timeout is not None:
         arguments["timeout_secs"] = args.timeout
-    return _call(args, "run", arguments)
+    return _answer_with_the_tasks_status(args, "run", arguments)
 
 
 def _bash_status(args: argparse.Namespace) -> int:
-    return _call(args, "status", {"id": args.id, "wait_seconds": args.wait})
+    return _answer_with_the_tasks_status(args, "status", {"id": args.id, "wait_seconds": _wait(args)})
 
 
 def _bash_stop(args: argparse.Namespace) -> int:
-    return _call(args, "stop", {"id": args.id})
+    return _answer(args, "stop", {"id": args.id})
 
 
 def _bash_ls(args: argparse.Namespace) -> int:
-    return _call(args, "list", {"limit": 0})
+    return _answer(args, "list", {"limit": 0})

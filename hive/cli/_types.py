@@ -41,3 +41,11 @@ timeout = seconds_flag(
 demo_within = seconds_flag(
     lambda value: "is negative; give the seconds the demo may take" if value < 0 else None
 )
+
+
+def capped_wait(seconds: float) -> tuple[float, str | None]:
+    """A ``--wait`` within the cap the tools keep: ``seconds``, or :data:`MAX_WAIT` with the note
+    that tells the operator so (the daemon would cap it too, without a word)."""
+    if seconds <= MAX_WAIT:
+        return seconds, None
+    return MAX_WAIT, f"--wait {seconds:g} is over the cap of {MAX_WAIT:g} s: waiting {MAX_WAIT:g} s at most"
