@@ -4,4 +4,5 @@ import sys
 
 from hive.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a walk over hive's modules imports it
+    sys.exit(main())
