@@ -29,7 +29,6 @@ import attrs
 import trio
 
 from hive import _state_dir, sdnotify
-from hive._files import ensure_private_dir
 from hive._main import run_main
 from hive._state_dir import StateDirLock
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
@@ -69,7 +68,7 @@ LOOSE_ENDS = "mcp-loose-ends"
 
 def lock_state_dir(state_dir: Path) -> StateDirLock:
     """The harness's hold on ``state_dir`` (made 0700 if missing), to close at the end."""
-    return _state_dir.lock_state_dir(ensure_private_dir(state_dir), LOCK_FILE, holder="hive-agent")
+    return _state_dir.lock_state_dir(state_dir, LOCK_FILE, holder="hive-agent")
 
 
 def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | None) -> Config:
@@ -84,6 +83,7 @@ def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | 
         effort=options.effort,
         system_prompt=options.system_prompt,
         idle_timeout=options.idle_timeout,
+        stop_grace=options.stop_grace,
         compaction=options.compaction,
         permission=options.permission,
         mcp_servers=(*own, *options.mcp_servers),
