@@ -84,6 +84,7 @@ async def test_a_background_task_wakes_the_agent_and_its_end_is_the_next_turns_p
     assert headers["Authorization"].startswith("Bearer ")
     assert status_reply.session_id == new_session_id(root)
     assert not (agent.state / "agent.sock").exists() and not (agent.state / "bash.sock").exists()
+    assert "no hive-bash-daemon answers" not in agent.stderr()
 
 
 def new_session_id(root: Path) -> str:
@@ -183,6 +184,8 @@ async def test_claude_gets_bash_and_hyperhive_and_no_builtin_bash(root: Path, fa
     assert options["disallowed_tools"] == ["Bash"]
     assert set(options["allowed_tools"][0].split(",")) == {"mcp__bash", "mcp__hyperhive"}
     assert start["prompt"] == "[wake from bash-task-x]\nx ended"
+    # No bash daemon was started for it: said at start.
+    assert f"no hive-bash-daemon answers on {agent.state / 'bash.sock'}" in agent.stderr()
 
 
 async def test_a_300_kb_message_reaches_claude_whole(root: Path, fake: FakeClaude) -> None:

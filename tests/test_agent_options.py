@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import trio
 
 from hive.agent._options import OptionsError, build_parser, parse_options, read_mcp_config, relay_server
-from hive.agent.harness import runtime_config
+from hive.agent.harness import runtime_config, warn_without_bash_daemon
 from hive.runtime import Backend, HttpServer, Permission, RuntimeSpec, StdioServer
 
 FLAGS = [
@@ -204,3 +207,24 @@ def test_a_bad_setting_exits_2_with_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("hive-agent: --compact-at")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+async def test_a_start_without_a_bash_daemon_is_warned_of_saying_how_to_start_one(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    options = parse_options([], env={"HIVE_STATE_DIR": str(short_tmp)})
+    with caplog.at_level(logging.WARNING, logger="hive.agent"):
+        await warn_without_bash_daemon(options)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(
+        f"no hive-bash-daemon answers on {options.bash_socket} (No such file or directory): the agent's "
+        "bash tools fail until one does; start one (hive-bash-daemon --state-dir "
+    )
+    assert warning.endswith("or run hive-agent with --with-bash-daemon")
+    caplog.clear()
+    with trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        await listener.bind(str(options.bash_socket))
+        listener.listen(1)
+        with caplog.at_level(logging.WARNING, logger="hive.agent"):
+            await warn_without_bash_daemon(options)
+    assert not caplog.records

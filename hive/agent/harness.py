@@ -94,13 +94,31 @@ def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | 
     )
 
 
-async def bash_daemon_answers(path: Path) -> bool:
+async def bash_daemon_silence(path: Path) -> str | None:
+    """Why no bash daemon answers on the socket ``path`` (None: one does)."""
     try:
         stream = await trio.open_unix_socket(str(path))
-    except OSError:
-        return False
+    except OSError as exc:
+        return exc.strerror or str(exc)
     await stream.aclose()
-    return True
+    return None
+
+
+async def warn_without_bash_daemon(options: Options) -> None:
+    """Warn if no bash daemon answers on the bash socket: every bash call of the agent fails
+    until one does (the relay connects at the next call)."""
+    why = await bash_daemon_silence(options.bash_socket)
+    if why is not None:
+        log.warning(
+            "no hive-bash-daemon answers on %s (%s): the agent's bash tools fail until one does; start "
+            "one (hive-bash-daemon --state-dir %s --socket %s --agent-socket %s), or run hive-agent "
+            "with --with-bash-daemon",
+            options.bash_socket,
+            why,
+            options.state_dir,
+            options.bash_socket,
+            options.agent_socket,
+        )
 
 
 @attrs.define(eq=False)
@@ -146,7 +164,9 @@ async def serve_agent(
             await serving.start(serve_agent_socket, options.agent_socket, harness.handle)
             log.info("serving the agent socket %s (state in %s)", options.agent_socket, options.state_dir)
             async with AsyncExitStack() as children:
-                if options.with_bash_daemon and not await bash_daemon_answers(options.bash_socket):
+                if not options.with_bash_daemon:
+                    serving.start_soon(warn_without_bash_daemon, options)  # beside the start
+                elif await bash_daemon_silence(options.bash_socket) is not None:
                     from hive.bash import running_daemon
 
                     daemon = [
