@@ -17,6 +17,7 @@ end. A signal while it starts cancels the start (an ACP agent starting gets SIGI
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -33,6 +34,7 @@ from hive._main import run_main
 from hive._state_dir import StateDirLock
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
 from hive.agent._loop import Harness, open_harness
+from hive.agent._model import Phase
 from hive.agent._options import Options, OptionsError, parse_options, relay_server, subagent_server
 from hive.agent._orphans import (
     AGENTS_FILE,
@@ -203,7 +205,7 @@ async def _main(options: Options, spec: RuntimeSpec) -> None:
                 async for signum in signals:
                     name = signal.Signals(signum).name
                     if not running.stop.is_set() and not serving.cancel_called:
-                        log.info("%s: stopping (the running turn gets SIGINT)", name)
+                        log.info("%s: stopping%s", name, _what_stops(running))
                         sdnotify.notify("STOPPING=1")
                         if running.ready:
                             running.stop.set()
@@ -221,7 +223,24 @@ async def _main(options: Options, spec: RuntimeSpec) -> None:
             outer.cancel_scope.cancel()
 
 
+def _what_stops(running: Running) -> str:
+    """What a stop ends besides the serving, as the log says it: only what is running."""
+    if not running.ready:
+        return " before it is ready"
+    assert running.harness is not None
+    match running.harness.state.phase:
+        case Phase.TURN:
+            return "; the running turn gets SIGINT"
+        case Phase.COMPACTING:
+            return "; the running compaction gets SIGINT"
+    return ""
+
+
 def _ready() -> None:
+    # What the start made (the imports above all: the MCP SDK's and hypercorn's, ~45 MB) lives as
+    # long as the harness. Frozen, it is walked by none of the collections of its turns, nor by
+    # the interpreter's last ones at exit, which took ~230 ms of every stop (bench 18).
+    gc.freeze()
     sdnotify.notify("READY=1")
 
 
