@@ -17,6 +17,7 @@ import acp_cancel
 import acp_real
 import acp_updates
 import agent_burst
+import agent_stop
 import agent_turn_overhead
 import agent_wake_to_turn
 import big_output
@@ -50,6 +51,7 @@ BENCHMARKS = [
     agent_burst,
     agent_turn_overhead,
     daemon_refusal,
+    agent_stop,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -1,18 +1,47 @@
 """The command-line flags several of hive's programs share, written once.
 
-Standard library only: ``hive-bash-mcp`` (the relay) reads its flags with these and starts in
-the time of a bare interpreter.
+Standard library only (with ``hive.errors``): ``hive-bash-mcp`` (the relay) reads its flags with
+these and starts in the time of a bare interpreter, and ``hive run`` reads its settings with them
+before it spawns its agent.
+
+A turn's settings (``--idle-timeout``, ``--stop-grace``, ``--compact-at``) are read by
+``hive run`` and ``hive-agent`` alike: each reader takes the text given and returns its value or
+raises ``ValueError`` saying why it is refused, and :func:`setting` names where the text came from
+(the flag, or ``hive-agent``'s environment variable) in the error that ends the program (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
-__all__ = ["LOG_LEVELS", "add_log_level", "positive_seconds"]
+from hive.errors import BadInput
+
+__all__ = [
+    "LOG_LEVELS",
+    "LOG_LEVEL_HELP",
+    "OFF",
+    "add_log_level",
+    "compact_at",
+    "idle_timeout",
+    "positive_seconds",
+    "setting",
+    "stop_grace",
+]
+
+T = TypeVar("T")
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 """What ``--log-level`` takes."""
+LOG_LEVEL_HELP = (
+    "what to log on stderr: debug, info (what it starts and stops, each turn or task), warning "
+    "(what goes wrong but is survived) or error [HIVE_LOG_LEVEL; default info]"
+)
+OFF = ("off", "never", "none")
+"""What ``--compact-at`` takes for never."""
 
 
 def positive_seconds(text: str) -> float:
@@ -27,11 +56,58 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def idle_timeout(text: str) -> float:
+    """``--idle-timeout``: a finite number of seconds above 0."""
+    seconds = _number(text)
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"{text!r} is not a number of seconds above 0; leave it out for never")
+    return seconds
+
+
+def stop_grace(text: str) -> float:
+    """``--stop-grace``: a finite number of seconds, 0 or more."""
+    seconds = _number(text)
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        raise ValueError(
+            f"{text!r} is not a number of seconds of 0 or more (0: not waiting for the agent's own end)"
+        )
+    return seconds
+
+
+def compact_at(text: str) -> float | None:
+    """``--compact-at``: a fraction of the context window in (0, 1], or ``off`` (None: never)."""
+    if text.strip().lower() in OFF:
+        return None
+    fraction = _number(text)
+    if not 0 < fraction <= 1:
+        raise ValueError(f"{text!r} is not a fraction of the context window in (0, 1] (e.g. 0.8), nor 'off'")
+    return fraction
+
+
+def setting(
+    where: str, text: str, read: Callable[[str], T], error: Callable[[str], BadInput] = BadInput
+) -> T:
+    """``text`` read by ``read``; if refused, ``error`` (a ``BadInput``, exit 2) saying
+    ``<where>: <why>``, ``where`` being the flag or the variable the text came from."""
+    try:
+        return read(text)
+    except ValueError as exc:
+        raise error(f"{where}: {exc}") from None
+
+
 def add_log_level(parser: argparse.ArgumentParser) -> None:
     """Give a daemon's ``parser`` the flag ``--log-level`` (``HIVE_LOG_LEVEL``, default info)."""
     parser.add_argument(
         "--log-level",
         default=os.environ.get("HIVE_LOG_LEVEL", "info"),
         choices=LOG_LEVELS,
-        help="[HIVE_LOG_LEVEL; default info]",
+        metavar="LEVEL",
+        help=LOG_LEVEL_HELP,
     )

@@ -18,8 +18,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from hive._files import read_regular, try_lock
-from hive.errors import HiveError, StateBusy
+from hive._files import ensure_private_dir, read_regular, try_lock
+from hive.errors import BadInput, HiveError, StateBusy
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,28 @@ class StateDirUnusable(HiveError, OSError):
     a directory in its place, no permission)."""
 
 
+class BadStateDir(BadInput):
+    """The state directory is not a directory, or cannot be made: the path given is wrong (exit 2)."""
+
+
+def make_state_dir(state_dir: Path, *, holder: str) -> Path:
+    """``state_dir``, made 0700 (with its parents) if missing, for ``holder`` (the program, as
+    the refusal names it): `BadStateDir` if something else is there or it cannot be made."""
+    advice = f"give {holder} --state-dir (or HIVE_STATE_DIR) a directory it can make or use"
+    try:
+        return ensure_private_dir(state_dir)
+    except NotADirectoryError:
+        # Here, or at one of its parents.
+        raise BadStateDir(
+            f"the state directory {state_dir} cannot be used: it, or a directory above it, is not "
+            f"a directory; {advice}"
+        ) from None
+    except OSError as exc:
+        raise BadStateDir(
+            f"the state directory {state_dir} cannot be made: {exc.strerror or exc}; {advice}"
+        ) from None
+
+
 class StateDirLock:
     """A program's hold on its state directory: the lock file, flocked and holding the program's
     pid, until `close` (which leaves no pid behind for anyone to signal)."""
@@ -77,10 +99,10 @@ class StateDirLock:
 
 
 def lock_state_dir(state_dir: Path, name: str, *, holder: str, advice: str = ANOTHER) -> StateDirLock:
-    """Hold the lock file ``name`` in ``state_dir`` (which exists) for ``holder`` (the program,
-    as the refusal names it): raises `StateDirBusy` if another process holds it, telling it to
-    ``advice``, and `StateDirUnusable` if it cannot be opened."""
-    path = state_dir / name
+    """Hold the lock file ``name`` in ``state_dir`` (made as `make_state_dir` makes it) for
+    ``holder`` (the program, as the refusal names it): raises `StateDirBusy` if another process
+    holds it, telling it to ``advice``, and `StateDirUnusable` if it cannot be opened."""
+    path = make_state_dir(state_dir, holder=holder) / name
     try:
         # Not truncated on open: a program that finds the lock held must not wipe its holder's pid.
         fd = try_lock(path)

@@ -22,7 +22,7 @@ from hive.sink import JsonlSink
 
 
 async def _run(
-    args: argparse.Namespace, spec: RuntimeSpec, config: Config, early: list[signal.Signals]
+    args: argparse.Namespace, spec: RuntimeSpec, config: Config, prompt: str, early: list[signal.Signals]
 ) -> int:
     sink = JsonlSink(os.dup(sys.stdout.fileno()))
     progress = Progress()
@@ -55,7 +55,7 @@ async def _run(
                         spec, config, session_id=args.session, progress=progress
                     ) as runtime:
                         turn.append(runtime.canceller())
-                        outcome = await runtime.run(args.prompt, sink)
+                        outcome = await runtime.run(prompt, sink)
             finally:
                 # The agent spawned before Trio, if the runtime never got to adopt it.
                 with trio.move_on_after(config.close_grace, shield=True):
@@ -66,7 +66,7 @@ async def _run(
         what = progress.waiting_for or "the agent to start"
         print(f"hive: {stopped_by[0].name}: stopped while waiting for {what}", file=sys.stderr)
         return 128 + stopped_by[0]
-    print(f"session: {outcome.session_id}", file=sys.stderr)
+    print(session_line(outcome.session_id), file=sys.stderr)
     if outcome.synthesized:
         why = f": {'; '.join(outcome.errors)}" if outcome.errors else ""
         print(
@@ -76,9 +76,19 @@ async def _run(
     return 1 if outcome.is_error else 0
 
 
-def drive(args: argparse.Namespace, spec: RuntimeSpec, config: Config, early: list[signal.Signals]) -> int:
-    """Run the turn; its exit status. ``early``: the signals received before Trio's receiver
-    was open (acted on first). What stops the turn from running is raised, grouped as Trio
-    groups it, for ``hive``'s boundary (``hive._main.run_main``) to report."""
-    result: int = trio.run(_run, args, spec, config, early)
+def session_line(session_id: str | None) -> str:
+    """What stderr is told of the turn's session: its id, for ``--session`` next time, or that
+    there is none to continue."""
+    if session_id is None:
+        return "hive: no session to continue: the agent ended the turn before it named one"
+    return f"session: {session_id}"
+
+
+def drive(
+    args: argparse.Namespace, spec: RuntimeSpec, config: Config, prompt: str, early: list[signal.Signals]
+) -> int:
+    """Run the turn on ``prompt``; its exit status. ``early``: the signals received before Trio's
+    receiver was open (acted on first). What stops the turn from running is raised, grouped as
+    Trio groups it, for ``hive``'s boundary (``hive._main.run_main``) to report."""
+    result: int = trio.run(_run, args, spec, config, prompt, early)
     return result

@@ -3,7 +3,9 @@
 The agent is spawned first, before Trio, the runtime and the backend are imported (see
 ``hive.runtime._prestart``): those imports then overlap the agent's own start. Until Trio
 takes them over, SIGINT and SIGTERM are recorded rather than acted on, so that neither can end
-hive with its agent left behind; the turn (``hive._turn``) then acts on them first.
+hive with its agent left behind; the turn (``hive._turn``) then acts on them first. What the
+command line gives (the settings, the prompt) is read and checked before any of that: a bad one
+ends ``hive run`` with exit status 2 and no agent spawned.
 """
 
 from __future__ import annotations
@@ -11,11 +13,15 @@ from __future__ import annotations
 import argparse
 import gc
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import BinaryIO, cast
 
+from hive._flags import compact_at, idle_timeout, setting, stop_grace
+from hive.errors import BadInput
 from hive.runtime import (
     CompactionPolicy,
     Config,
@@ -26,16 +32,48 @@ from hive.runtime import (
     prestart,
 )
 
+DESCRIPTION = """\
+Run one turn through the runtime HIVE_RUNTIME names (claude, the default, runs HIVE_CLAUDE_COMMAND
+or `claude`; acp runs HIVE_ACP_COMMAND with HIVE_ACP_ARGS and HIVE_ACP_ENV). The turn's stream-json
+goes to stdout, one message a line; the session id goes to stderr (`session: ID`), for --session
+next time. SIGINT or SIGTERM stops the turn (SIGINT to the agent) and prints its result; a second
+one stops waiting for it.
+
+The prompt is PROMPT's words joined with one space (no quotes needed), or stdin with `-`, or the
+file --file F. A prompt over ~128 KiB cannot be an argument (Linux's limit on one): give it with
+`-` or --file.
+
+exit status:
+  0        the turn's result is not an error
+  1        it is an error (a stopped turn included), or hive failed (told in one line on stderr)
+  2        the turn could not run: a bad flag or setting, no prompt, an agent that cannot be
+           started or is refused, or a --session the agent does not know
+  128+N    stopped by signal N while the agent was still starting (130: SIGINT, 143: SIGTERM)"""
+
 PERMISSION_HELP = (
     "what happens to a tool call the agent would ask about (nobody is there to ask): "
     "default (the agent's own settings decide; what it asks about is refused), "
     "accept_edits (file edits allowed, the rest refused), allow (everything allowed; "
     "claude refuses this as root unless IS_SANDBOX=1). Default: default"
 )
+STOP_GRACE = cast("float", Config.__attrs_attrs__.stop_grace.default)
+"""``--stop-grace`` when it is not given."""
+STDIN = "-"
+"""The prompt word that reads the prompt from stdin."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("prompt", metavar="PROMPT", help="what to ask the agent")
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument(
+        "prompt",
+        nargs="*",
+        metavar="PROMPT",
+        help="what to ask the agent: its words, joined with one space; `-` alone reads it from stdin",
+    )
+    parser.add_argument(
+        "--file", metavar="F", type=Path, help="read the prompt from the file F (UTF-8), not from PROMPT"
+    )
     parser.add_argument(
         "--session", metavar="ID", help="continue this session (its id is printed after each turn)"
     )
@@ -48,16 +86,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system-prompt", metavar="TEXT", help="appended to the agent's system prompt")
     parser.add_argument(
         "--idle-timeout",
-        type=float,
         metavar="S",
-        help="stop the turn if the agent sends nothing for S seconds",
+        help="stop the turn if the agent sends nothing for S seconds (more than 0; default: never)",
     )
     parser.add_argument(
         "--stop-grace",
-        type=float,
-        default=Config.__attrs_attrs__.stop_grace.default,
         metavar="S",
-        help="after SIGINT, how long to wait for the agent's own end of the turn (default %(default)s)",
+        help="after SIGINT, how long to wait for the agent's own end of the turn, in seconds (0 or "
+        f"more; default {STOP_GRACE:g})",
     )
     parser.add_argument(
         "--permission",
@@ -67,23 +103,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--compact-at",
-        type=float,
         metavar="F",
-        help="after the turn, checkpoint and compact if the context is more than this fraction full",
+        help="after the turn, run the checkpoint turn and compact if the context is more than this "
+        "fraction full (in (0, 1]); 'off' for never (the default)",
     )
 
 
 def config_from(args: argparse.Namespace) -> Config:
+    """The runtime's config from ``hive run``'s flags, each checked as ``hive-agent`` checks it
+    (``hive._flags``): a bad one is a ``BadInput`` naming the flag (exit 2)."""
+    grace = STOP_GRACE if args.stop_grace is None else setting("--stop-grace", args.stop_grace, stop_grace)
+    idle = None if args.idle_timeout is None else setting("--idle-timeout", args.idle_timeout, idle_timeout)
+    watermark = None if args.compact_at is None else setting("--compact-at", args.compact_at, compact_at)
     return Config(
         cwd=Path.cwd(),
         model=args.model,
         effort=args.effort,
         system_prompt=args.system_prompt,
-        idle_timeout=args.idle_timeout,
-        stop_grace=args.stop_grace,
-        compaction=CompactionPolicy(watermark=args.compact_at),
+        idle_timeout=idle,
+        stop_grace=grace,
+        compaction=CompactionPolicy(watermark=watermark),
         permission=Permission(args.permission),
     )
+
+
+def prompt_from(args: argparse.Namespace, stdin: BinaryIO | None = None) -> str:
+    """The turn's prompt: PROMPT's words joined with one space, stdin (``-``, read to its end) or
+    the file ``--file``; a ``BadInput`` (exit 2) if there is none, or more than one, or it is
+    not UTF-8 text."""
+    words: list[str] = args.prompt
+    data: bytes
+    if args.file is not None:
+        if words:
+            raise BadInput("give the prompt one way: PROMPT's words, - (stdin) or --file F, not two")
+        where = f"--file {args.file}"
+        try:
+            data = args.file.read_bytes()
+        except OSError as exc:
+            raise BadInput(
+                f"{where}: cannot be read ({exc.strerror or exc}); give a file holding the prompt"
+            ) from None
+    elif words == [STDIN]:
+        where = "stdin (-)"
+        source = stdin if stdin is not None else sys.stdin.buffer if sys.stdin is not None else None
+        if source is None:
+            raise BadInput("- reads the prompt from stdin, and hive run has none; give its words or --file F")
+        data = source.read()
+    else:
+        if not words:
+            raise BadInput("no prompt: give its words, - to read it from stdin, or --file F")
+        where = "PROMPT"
+        data = " ".join(words).encode(errors="surrogateescape")
+    try:
+        prompt = data.decode()
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{where}: the prompt is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    if not prompt.strip():
+        raise BadInput(f"{where}: the prompt is empty; give the agent something to do")
+    return prompt
 
 
 @contextmanager
@@ -105,19 +182,21 @@ def recording_signals() -> Iterator[list[signal.Signals]]:
 
 def run_turn(args: argparse.Namespace) -> int:
     """The rest of the process's life: one turn, then the exit status. A turn that could not
-    run raises (a ``HiveRuntimeError``, exit 2 at ``hive``'s boundary, ``hive._main``)."""
+    run raises (a ``BadInput`` or ``HiveRuntimeError``, exit 2 at ``hive``'s boundary,
+    ``hive._main``)."""
+    config = config_from(args)
+    prompt = prompt_from(args)
     with recording_signals() as early:
         try:
             spec = RuntimeSpec.from_env()
-            config = config_from(args)
-            prestart(first_command(spec, config, args.prompt, args.session), cwd=config.cwd)
+            prestart(first_command(spec, config, prompt, args.session), cwd=config.cwd)
             from hive._turn import drive
 
             # Everything the imports made lives until the process ends. Frozen, it is walked by
             # none of the collections during the turn, nor by the interpreter's last ones at
             # exit (~20 ms).
             gc.freeze()
-            return drive(args, spec, config, early)
+            return drive(args, spec, config, prompt, early)
         finally:
             # Only when the turn never got to adopt it (a failed import, say): SIGINT, as ever.
             interrupt_unclaimed()

@@ -84,6 +84,7 @@ async def test_a_background_task_wakes_the_agent_and_its_end_is_the_next_turns_p
     assert headers["Authorization"].startswith("Bearer ")
     assert status_reply.session_id == new_session_id(root)
     assert not (agent.state / "agent.sock").exists() and not (agent.state / "bash.sock").exists()
+    assert "no hive-bash-daemon answers" not in agent.stderr()
 
 
 def new_session_id(root: Path) -> str:
@@ -183,6 +184,10 @@ async def test_claude_gets_bash_and_hyperhive_and_no_builtin_bash(root: Path, fa
     assert options["disallowed_tools"] == ["Bash"]
     assert set(options["allowed_tools"][0].split(",")) == {"mcp__bash", "mcp__hyperhive"}
     assert start["prompt"] == "[wake from bash-task-x]\nx ended"
+    # No bash daemon was started for it: said at start. Stopped idle: no turn to stop is named.
+    log = agent.stderr()
+    assert f"no hive-bash-daemon answers on {agent.state / 'bash.sock'}" in log
+    assert "SIGINT: stopping\n" in log and "turn gets SIGINT" not in log
 
 
 async def test_a_300_kb_message_reaches_claude_whole(root: Path, fake: FakeClaude) -> None:
@@ -277,6 +282,7 @@ async def test_sigterm_during_a_turn_sends_the_agent_only_sigint_exits_0_and_a_r
         assert fake.signals() == ["SIGINT"]
         stopped = agent.hive_lines()[-1]
         assert (stopped["outcome"], stopped["delivered"]) == ("stopped", True), json.dumps(stopped)
+        assert "SIGTERM: stopping; the running turn gets SIGINT" in agent.stderr()
         assert not agent.socket.exists()
         async with running_agent(root, claude_env(fake)) as again:
             await send_wake(again.socket, Wake("bash-task-b", "2"))

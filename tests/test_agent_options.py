@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import trio
 
-from hive.agent._options import OptionsError, parse_options, read_mcp_config, relay_server
-from hive.agent.harness import runtime_config
+from hive.agent._options import OptionsError, build_parser, parse_options, read_mcp_config, relay_server
+from hive.agent.harness import runtime_config, warn_without_bash_daemon
 from hive.runtime import Backend, HttpServer, Permission, RuntimeSpec, StdioServer
 
 FLAGS = [
@@ -21,6 +24,7 @@ FLAGS = [
     "--model",
     "--effort",
     "--idle-timeout",
+    "--stop-grace",
     "--compact-at",
     "--mcp-config",
     "--with-bash-daemon",
@@ -35,9 +39,24 @@ def test_help_explains_every_flag_and_its_environment_variable() -> None:
     text = " ".join(done.stdout.split())
     for flag in FLAGS:
         assert flag in text
-    for variable in ("HIVE_STATE_DIR", "HIVE_AGENT_SOCKET", "HIVE_BASH_SOCKET", "HIVE_COMPACT_AT"):
+    for variable in (
+        "HIVE_STATE_DIR",
+        "HIVE_AGENT_SOCKET",
+        "HIVE_BASH_SOCKET",
+        "HIVE_COMPACT_AT",
+        "HIVE_STOP_GRACE",
+    ):
         assert variable in text
     assert "SIGINT or SIGTERM" in text
+
+
+def test_help_tells_an_idle_turn_as_logged_and_the_log_level_with_its_default() -> None:
+    text = " ".join(build_parser().format_help().split())
+    assert "logged as failed" not in text
+    assert "the turn is logged `idle`" in text
+    assert "--log-level LEVEL what to log on stderr: debug, info" in text
+    assert "[HIVE_LOG_LEVEL; default info]" in text
+    assert "[HIVE_STOP_GRACE; default 10]" in text
 
 
 def test_defaults_come_from_the_state_dir(tmp_path: Path) -> None:
@@ -47,6 +66,7 @@ def test_defaults_come_from_the_state_dir(tmp_path: Path) -> None:
     assert options.bash_socket == tmp_path / "bash.sock"
     assert options.compaction.watermark == 0.8
     assert options.idle_timeout is None
+    assert options.stop_grace == 10
     assert not options.with_bash_daemon
     assert options.permission is Permission.DEFAULT
 
@@ -60,6 +80,7 @@ def test_the_environment_sets_each_flag_and_a_flag_wins(tmp_path: Path) -> None:
         "HIVE_MODEL": "sonnet",
         "HIVE_EFFORT": "high",
         "HIVE_IDLE_TIMEOUT": "90",
+        "HIVE_STOP_GRACE": "3",
         "HIVE_COMPACT_AT": "0.5",
         "HIVE_WITH_BASH_DAEMON": "1",
         "HIVE_PERMISSION": "accept_edits",
@@ -68,11 +89,16 @@ def test_the_environment_sets_each_flag_and_a_flag_wins(tmp_path: Path) -> None:
     assert (options.agent_socket, options.bash_socket) == (tmp_path / "a.sock", tmp_path / "b.sock")
     assert (options.system_prompt, options.model, options.effort) == ("be brief", "sonnet", "high")
     assert options.idle_timeout == 90
+    assert options.stop_grace == 3
     assert options.compaction.watermark == 0.5
     assert options.with_bash_daemon
     assert options.permission is Permission.ACCEPT_EDITS
-    flags = parse_options(["--model", "opus", "--compact-at", "off", "--idle-timeout", "5"], env=env)
+    flags = parse_options(
+        ["--model", "opus", "--compact-at", "off", "--idle-timeout", "5", "--stop-grace", "0"], env=env
+    )
     assert (flags.model, flags.compaction.watermark, flags.idle_timeout) == ("opus", None, 5)
+    assert flags.stop_grace == 0
+    assert runtime_config(flags, RuntimeSpec(), None).stop_grace == 0
 
 
 @pytest.mark.parametrize(
@@ -81,7 +107,11 @@ def test_the_environment_sets_each_flag_and_a_flag_wins(tmp_path: Path) -> None:
         (["--idle-timeout", "soon"], {}, "--idle-timeout: 'soon' is not a number"),
         ([], {"HIVE_IDLE_TIMEOUT": "-1"}, "HIVE_IDLE_TIMEOUT"),
         (["--idle-timeout", "inf"], {}, "--idle-timeout: 'inf' is not a number of seconds above 0"),
+        (["--idle-timeout", "0"], {}, "--idle-timeout: '0' is not a number of seconds above 0"),
         (["--compact-at", "2"], {}, "--compact-at: '2' is not a fraction"),
+        ([], {"HIVE_COMPACT_AT": "nan"}, "HIVE_COMPACT_AT: 'nan' is not a fraction"),
+        (["--stop-grace", "-3"], {}, "--stop-grace: '-3' is not a number of seconds of 0 or more"),
+        ([], {"HIVE_STOP_GRACE": "inf"}, "HIVE_STOP_GRACE: 'inf' is not a number of seconds"),
         ([], {"HIVE_WITH_BASH_DAEMON": "maybe"}, "HIVE_WITH_BASH_DAEMON"),
         ([], {"HIVE_PERMISSION": "sometimes"}, "HIVE_PERMISSION"),
     ],
@@ -124,7 +154,10 @@ def test_mcp_config_reads_stdio_and_http_entries(tmp_path: Path) -> None:
         ('{"mcpServers": {"hyperhive": {"type": "http", "url": "http://x"}}}', "hive's own"),
         ('{"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}', "type 'sse' is not served"),
         ('{"mcpServers": {"a": {"type": "http"}}}', 'needs "url"'),
-        ('{"mcpServers": {"a": {"args": ["x"]}}}', "is not served"),
+        (
+            '{"mcpServers": {"a": {"args": ["x"]}}}',
+            'server \'a\': says neither "command" \\(a stdio server\\) nor "type"',
+        ),
         ('{"mcpServers": {"a": {"command": "x", "env": {"K": 1}}}}', "object of strings"),
         ('{"mcpServers": {"a": {"command": "x", "allowedTools": "all"}}}', "allowedTools"),
     ],
@@ -174,3 +207,24 @@ def test_a_bad_setting_exits_2_with_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("hive-agent: --compact-at")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+async def test_a_start_without_a_bash_daemon_is_warned_of_saying_how_to_start_one(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    options = parse_options([], env={"HIVE_STATE_DIR": str(short_tmp)})
+    with caplog.at_level(logging.WARNING, logger="hive.agent"):
+        await warn_without_bash_daemon(options)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(
+        f"no hive-bash-daemon answers on {options.bash_socket} (No such file or directory): the agent's "
+        "bash tools fail until one does; start one (hive-bash-daemon --state-dir "
+    )
+    assert warning.endswith("or run hive-agent with --with-bash-daemon")
+    caplog.clear()
+    with trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        await listener.bind(str(options.bash_socket))
+        listener.listen(1)
+        with caplog.at_level(logging.WARNING, logger="hive.agent"):
+            await warn_without_bash_daemon(options)
+    assert not caplog.records

@@ -1,4 +1,5 @@
-"""hive._flags: the flags several programs share (a positive number of seconds, --log-level)."""
+"""hive._flags: the flags several programs share (a positive number of seconds, --log-level, a
+turn's settings as `hive run` and `hive-agent` both read them)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive._flags import LOG_LEVELS, add_log_level, positive_seconds
+from hive._flags import (
+    LOG_LEVELS,
+    add_log_level,
+    compact_at,
+    idle_timeout,
+    positive_seconds,
+    setting,
+    stop_grace,
+)
+from hive.errors import BadInput
 
 
 @given(st.floats() | st.integers())
@@ -51,3 +61,68 @@ def test_log_level_defaults_to_info_or_hive_log_level_and_takes_only_the_levels(
     parser = argparse.ArgumentParser(prog="daemon")
     add_log_level(parser)
     assert parser.parse_args([]).log_level == "debug"
+
+
+def as_number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+@given(st.floats().map(str) | st.integers().map(str) | st.text())
+def test_idle_timeout_takes_finite_seconds_above_0_only(text: str) -> None:
+    number = as_number(text)
+    if number > 0 and math.isfinite(number):
+        assert idle_timeout(text) == number
+    else:
+        with pytest.raises(ValueError) as refused:
+            idle_timeout(text)
+        assert str(refused.value) == f"{text!r} is not a number of seconds above 0; leave it out for never"
+
+
+@given(st.floats().map(str) | st.integers().map(str) | st.text())
+def test_stop_grace_takes_finite_seconds_of_0_or_more_only(text: str) -> None:
+    number = as_number(text)
+    if number >= 0 and math.isfinite(number):
+        assert stop_grace(text) == number
+    else:
+        with pytest.raises(ValueError, match="is not a number of seconds of 0 or more"):
+            stop_grace(text)
+
+
+@given(st.floats().map(str) | st.integers().map(str) | st.text())
+def test_compact_at_takes_a_fraction_in_0_1_or_off(text: str) -> None:
+    number = as_number(text)
+    if text.strip().lower() in ("off", "never", "none"):
+        assert compact_at(text) is None
+    elif 0 < number <= 1:
+        assert compact_at(text) == number
+    else:
+        with pytest.raises(ValueError) as refused:
+            compact_at(text)
+        assert str(refused.value) == (
+            f"{text!r} is not a fraction of the context window in (0, 1] (e.g. 0.8), nor 'off'"
+        )
+
+
+def test_a_refused_setting_is_bad_input_naming_where_it_came_from() -> None:
+    assert setting("--stop-grace", "0", stop_grace) == 0
+    with pytest.raises(BadInput) as refused:
+        setting("HIVE_STOP_GRACE", "-3", stop_grace)
+    assert str(refused.value).startswith("HIVE_STOP_GRACE: '-3' is not a number of seconds of 0 or more")
+    assert refused.value.exit_code == 2
+
+    class Mine(BadInput):
+        pass
+
+    with pytest.raises(Mine, match=r"^--compact-at: '5' is not a fraction"):
+        setting("--compact-at", "5", compact_at, Mine)
+
+
+def test_log_level_help_says_what_it_does_and_its_default() -> None:
+    parser = argparse.ArgumentParser(prog="daemon")
+    add_log_level(parser)
+    text = " ".join(parser.format_help().split())
+    assert "--log-level LEVEL" in text
+    assert "debug, info" in text and "[HIVE_LOG_LEVEL; default info]" in text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
 import os
 import signal
@@ -13,6 +15,11 @@ from pathlib import Path
 import pytest
 import trio
 
+from hive._turn import session_line
+from hive.agent._options import OptionsError, parse_options
+from hive.cli import build_parser
+from hive.errors import BadInput
+from hive.turn import config_from, prompt_from
 from tests.helpers.acp_fake import FakeAcp
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.processes import wait_exited
@@ -33,16 +40,106 @@ def hive_env(fake: FakeClaude, **extra: str) -> dict[str, str]:
     return {**os.environ, **dict(fake.env()), "HIVE_CLAUDE_COMMAND": str(fake.executable), **extra}
 
 
-async def hive_run(fake: FakeClaude, *args: str, **env: str) -> subprocess.CompletedProcess[bytes]:
+async def hive_run(
+    fake: FakeClaude, *args: str, stdin: bytes = b"", **env: str
+) -> subprocess.CompletedProcess[bytes]:
     with trio.fail_after(GUARD):
         return await trio.run_process(
             [sys.executable, "-m", "hive.cli", "run", *args],
             env=hive_env(fake, **env),
             cwd=fake.root,
+            stdin=stdin,
             capture_stdout=True,
             capture_stderr=True,
             check=False,
         )
+
+
+# -- the command line, in process ------------------------------------------------------------------
+
+
+def run_args(*argv: str) -> argparse.Namespace:
+    return build_parser("run").parse_args(["run", *argv])
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--compact-at", "5"),
+        ("--compact-at", "0"),
+        ("--compact-at", "soon"),
+        ("--stop-grace", "-3"),
+        ("--stop-grace", "inf"),
+        ("--idle-timeout", "-1"),
+        ("--idle-timeout", "0"),
+        ("--idle-timeout", "nan"),
+    ],
+)
+def test_a_bad_setting_is_refused_as_hive_agent_refuses_it(tmp_path: Path, flag: str, value: str) -> None:
+    with pytest.raises(BadInput) as on_run:
+        config_from(run_args(flag, value, "go"))
+    with pytest.raises(OptionsError) as on_agent:
+        parse_options([flag, value], env={"HIVE_STATE_DIR": str(tmp_path)})
+    assert str(on_run.value) == str(on_agent.value)
+    assert str(on_run.value).startswith(f"{flag}: {value!r} is not ")
+    assert on_run.value.exit_code == 2
+
+
+def test_the_settings_reach_the_config_and_compact_at_takes_off() -> None:
+    config = config_from(run_args("--compact-at", "off", "--stop-grace", "0", "--idle-timeout", "2.5", "go"))
+    assert (config.compaction.watermark, config.stop_grace, config.idle_timeout) == (None, 0, 2.5)
+    assert config_from(run_args("--compact-at", "0.6", "go")).compaction.watermark == 0.6
+    default = config_from(run_args("go"))
+    assert (default.compaction.watermark, default.stop_grace, default.idle_timeout) == (None, 10, None)
+
+
+def test_the_prompt_is_its_words_joined_or_stdin_or_a_file(tmp_path: Path) -> None:
+    assert prompt_from(run_args("look", "at", "the", "test")) == "look at the test"
+    assert prompt_from(run_args("look at  the", "test")) == "look at  the test"
+    text = "the first words " + "m" * 300_000 + " the last words\n"
+    assert prompt_from(run_args("-"), io.BytesIO(text.encode())) == text
+    (tmp_path / "prompt").write_text(text)
+    assert prompt_from(run_args("--file", str(tmp_path / "prompt"))) == text
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin", "says"),
+    [
+        ([], b"", "no prompt: give its words, - to read it from stdin, or --file F"),
+        (["-"], b" \n", "stdin (-): the prompt is empty"),
+        (["-"], b"caf\xe9", "stdin (-): the prompt is not UTF-8 text (byte 3"),
+        (["go", "--file", "F"], b"", "give the prompt one way"),
+        (["--file", "missing"], b"", "--file missing: cannot be read (No such file or directory)"),
+        ([""], b"", "PROMPT: the prompt is empty"),
+    ],
+)
+def test_no_prompt_or_a_bad_one_is_refused_saying_how_to_give_one(
+    argv: list[str], stdin: bytes, says: str
+) -> None:
+    with pytest.raises(BadInput) as refused:
+        prompt_from(run_args(*argv), io.BytesIO(stdin))
+    assert str(refused.value).startswith(says)
+
+
+def test_help_says_how_to_give_the_prompt_and_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        run_args("--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "[--file F]" in text and "[PROMPT ...]" in text
+    assert "joined with one space" in text and "`-` alone reads it from stdin" in text
+    assert "over ~128 KiB cannot be an argument" in text
+    assert "exit status: 0 the turn's result is not an error" in text
+    assert "2 the turn could not run" in text and "128+N stopped by signal N" in text
+    assert "--stop-grace S" in text and "(0 or more; default 10)" in text
+
+
+def test_the_session_line_says_there_is_none_rather_than_none() -> None:
+    assert session_line("abc-123") == "session: abc-123"
+    assert "None" not in session_line(None)
+    assert session_line(None).startswith("hive: no session to continue")
+
+
+# -- hive run as a process ----------------------------------------------------------------------------
 
 
 async def test_prints_the_stream_and_the_session_and_exits_0(fake: FakeClaude) -> None:
@@ -89,6 +186,37 @@ async def test_a_bad_setting_exits_2_saying_why(fake: FakeClaude, env: dict[str,
     assert done.returncode == 2
     assert says in done.stderr.decode()
     assert done.stdout == b""
+
+
+async def test_a_bad_flag_exits_2_in_one_line_before_any_agent_is_spawned(fake: FakeClaude) -> None:
+    fake.script([{"default_turn": True}])
+    done = await hive_run(fake, "--compact-at", "5", "go")
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines() == [
+        "hive: --compact-at: '5' is not a fraction of the context window in (0, 1] (e.g. 0.8), nor 'off'"
+    ]
+    assert fake.starts() == []
+
+
+async def test_an_unquoted_prompt_and_a_prompt_on_stdin_past_128_kib_reach_the_agent_whole(
+    fake: FakeClaude,
+) -> None:
+    fake.script([{"default_turn": True}], [{"default_turn": True}])
+    words = await hive_run(fake, "look", "at", "the", "test")
+    assert words.returncode == 0, words.stderr
+    text = "the first words " + "m" * 300_000 + " the last words"
+    piped = await hive_run(fake, "-", stdin=text.encode())
+    assert piped.returncode == 0, piped.stderr
+    assert [start["prompt"] for start in fake.starts()] == ["look at the test", text]
+
+
+async def test_a_turn_without_a_session_says_so_rather_than_session_none(fake: FakeClaude) -> None:
+    fake.script([{"exit": 1}])
+    done = await hive_run(fake, "go")
+    assert done.returncode == 1
+    err = done.stderr.decode()
+    assert "session: None" not in err
+    assert "hive: no session to continue: the agent ended the turn before it named one" in err
 
 
 async def run_and_signal(

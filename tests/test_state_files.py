@@ -17,8 +17,9 @@ import pytest
 import trio
 
 from hive._files import append_whole, ensure_private_dir, open_append, open_lock, try_lock, write_atomic
-from hive._state_dir import StateDirBusy, StateDirUnusable, default_state_dir
+from hive._state_dir import BadStateDir, StateDirBusy, StateDirUnusable, default_state_dir
 from hive._state_dir import lock_state_dir as lock_state_dir_for
+from hive.agent import harness
 from hive.agent._log import TurnLog
 from hive.agent._queue import open_queue_file
 from hive.agent._session import SessionStore
@@ -240,6 +241,50 @@ def test_a_busy_lock_without_a_pid_in_it_is_refused_all_the_same(tmp_path: Path)
             lock_state_dir_for(tmp_path, "x.lock", holder="hive-thing")
     finally:
         os.close(held)
+
+
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        ("file", "cannot be used: it, or a directory above it, is not a directory"),
+        ("file/state", "cannot be used: it, or a directory above it, is not a directory"),
+        ("/proc/hive", "cannot be made: No such file or directory"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("holder", "lock"),
+    [
+        ("hive-agent", lock_state_dir),
+        ("hive-bash-daemon", _lock_state_dir),
+        ("subagent daemon", lambda path: lock_state_dir_for(path, "x.lock", holder="subagent daemon")),
+    ],
+)
+def test_a_state_dir_that_is_no_directory_or_cannot_be_made_is_bad_input_saying_what_to_do(
+    tmp_path: Path, where: str, says: str, holder: str, lock: Callable[[Path], object]
+) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    state = tmp_path / where
+    with pytest.raises(BadStateDir) as refused:
+        lock(state)
+    assert str(refused.value) == (
+        f"the state directory {state} {says}; give {holder} --state-dir (or HIVE_STATE_DIR) a "
+        "directory it can make or use"
+    )
+    assert refused.value.exit_code == 2
+
+
+def test_hive_agent_with_a_file_for_its_state_dir_exits_2_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    monkeypatch.setenv("HIVE_RUNTIME", "claude")
+    monkeypatch.setenv("HIVE_CLAUDE_COMMAND", "/bin/true")  # an agent that is there: the state dir is next
+    assert harness.main(["--state-dir", str(tmp_path / "file")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"hive-agent: the state directory {tmp_path / 'file'} cannot be used: it, or a directory above "
+        "it, is not a directory; give hive-agent --state-dir (or HIVE_STATE_DIR) a directory it can make "
+        "or use"
+    ]
 
 
 @pytest.mark.parametrize("planted", ["symlink", "fifo", "directory"])

@@ -5,23 +5,28 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import attrs
 
-from hive import __version__
-from hive._flags import LOG_LEVELS, positive_seconds
+from hive import __version__, _flags
 from hive._state_dir import default_state_dir
 from hive.agent._errors import HarnessError
 from hive.errors import BadInput
-from hive.runtime import CompactionPolicy, HttpServer, McpServer, Permission, StdioServer
+from hive.runtime import CompactionPolicy, Config, HttpServer, McpServer, Permission, StdioServer
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+STOP_GRACE = cast("float", attrs.fields(Config).stop_grace.default)
+"""``--stop-grace`` when neither it nor ``HIVE_STOP_GRACE`` is given."""
+DEFAULT_WATERMARK = CompactionPolicy().watermark
+"""``--compact-at`` when neither it nor ``HIVE_COMPACT_AT`` is given."""
 
 RESERVED = ("hyperhive", "subagent")
 """MCP server names of hive's own that an --mcp-config may not use."""
@@ -58,6 +63,7 @@ class Options:
     model: str | None = None
     effort: str | None = None
     idle_timeout: float | None = None
+    stop_grace: float = STOP_GRACE
     compaction: CompactionPolicy = attrs.field(factory=CompactionPolicy)
     mcp_servers: tuple[McpServer, ...] = ()
     allowed_tools: tuple[str, ...] = ()
@@ -105,15 +111,22 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--idle-timeout",
         metavar="S",
-        help="stop a turn in which the agent has sent nothing for S seconds; the turn is logged as "
-        "failed and the loop goes on [HIVE_IDLE_TIMEOUT; default: never]",
+        help="stop a turn in which the agent has sent nothing for S seconds (more than 0); the turn is "
+        "logged `idle`, its messages count as carried, and the loop goes on [HIVE_IDLE_TIMEOUT; default: "
+        "never]",
+    )
+    add(
+        "--stop-grace",
+        metavar="S",
+        help="after SIGINT to the agent (a stop, the idle timeout), how long to wait for its own end of "
+        f"the turn, in seconds (0 or more) [HIVE_STOP_GRACE; default {STOP_GRACE:g}]",
     )
     add(
         "--compact-at",
         metavar="F",
-        help="after a turn that leaves the context more than this fraction full, run the checkpoint "
-        "turn and compact; 'off' for never [HIVE_COMPACT_AT; default "
-        f"{CompactionPolicy().watermark}]",
+        help="after a turn that leaves the context more than this fraction full (in (0, 1]), run the "
+        "checkpoint turn and compact; 'off' for never [HIVE_COMPACT_AT; default "
+        f"{DEFAULT_WATERMARK}]",
     )
     add(
         "--mcp-config",
@@ -147,8 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(refused), accept_edits (file edits allowed), allow (everything allowed) [HIVE_PERMISSION; "
         "default: default]",
     )
-    levels = f"{', '.join(LOG_LEVELS[:-1])} or {LOG_LEVELS[-1]}"
-    add("--log-level", metavar="LEVEL", help=f"{levels} [HIVE_LOG_LEVEL; default info]")
+    add("--log-level", metavar="LEVEL", help=_flags.LOG_LEVEL_HELP)
     add("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -162,6 +174,14 @@ def parse_options(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
         if flag is not None:
             return flag
         return env.get(variable) or None
+
+    def setting(flag: str | None, name: str, variable: str, read: Callable[[str], T], default: T) -> T:
+        """The flag's value, else its variable's, read by ``read`` (``hive._flags``, as ``hive run``
+        reads it); ``default`` when neither is given."""
+        text = pick(flag, variable)
+        if text is None:
+            return default
+        return _flags.setting(name if flag is not None else variable, text, read, OptionsError)
 
     state = Path(pick(args.state_dir, "HIVE_STATE_DIR") or default_state_dir(env)).absolute()
     agent_socket = Path(pick(args.agent_socket, "HIVE_AGENT_SOCKET") or state / "agent.sock").absolute()
@@ -182,8 +202,15 @@ def parse_options(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
         system_prompt=pick(args.system_prompt, "HIVE_SYSTEM_PROMPT"),
         model=pick(args.model, "HIVE_MODEL"),
         effort=pick(args.effort, "HIVE_EFFORT"),
-        idle_timeout=_seconds(pick(args.idle_timeout, "HIVE_IDLE_TIMEOUT"), args.idle_timeout),
-        compaction=_compaction(pick(args.compact_at, "HIVE_COMPACT_AT"), args.compact_at),
+        idle_timeout=setting(
+            args.idle_timeout, "--idle-timeout", "HIVE_IDLE_TIMEOUT", _flags.idle_timeout, None
+        ),
+        stop_grace=setting(args.stop_grace, "--stop-grace", "HIVE_STOP_GRACE", _flags.stop_grace, STOP_GRACE),
+        compaction=CompactionPolicy(
+            watermark=setting(
+                args.compact_at, "--compact-at", "HIVE_COMPACT_AT", _flags.compact_at, DEFAULT_WATERMARK
+            )
+        ),
         mcp_servers=servers,
         allowed_tools=allowed,
         with_bash_daemon=_flag(
@@ -193,37 +220,6 @@ def parse_options(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
         permission=permission,
         log_level=(pick(args.log_level, "HIVE_LOG_LEVEL") or "info").lower(),
     )
-
-
-def _where(flag: object, flag_name: str, variable: str) -> str:
-    return flag_name if flag is not None else variable
-
-
-def _seconds(value: str | None, flag: object) -> float | None:
-    if value is None:
-        return None
-    where = _where(flag, "--idle-timeout", "HIVE_IDLE_TIMEOUT")
-    try:
-        seconds = positive_seconds(value)
-    except argparse.ArgumentTypeError:
-        seconds = math.nan
-    if not math.isfinite(seconds):
-        raise OptionsError(f"{where}: {value!r} is not a number of seconds above 0; leave it out for never")
-    return seconds
-
-
-def _compaction(value: str | None, flag: object) -> CompactionPolicy:
-    if value is None:
-        return CompactionPolicy()
-    if value.strip().lower() in ("off", "never", "none"):
-        return CompactionPolicy(watermark=None)
-    where = _where(flag, "--compact-at", "HIVE_COMPACT_AT")
-    try:
-        return CompactionPolicy(watermark=float(value))
-    except ValueError:
-        raise OptionsError(
-            f"{where}: {value!r} is not a fraction of the context window in (0, 1] (e.g. 0.8), nor 'off'"
-        ) from None
 
 
 def _flag(flag: bool | None, value: str, variable: str) -> bool:
@@ -285,6 +281,11 @@ def _server(where: str, name: str, entry: dict[str, Any], every: bool) -> McpSer
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise OptionsError(f'{where}: an http server needs "url" (http:// or https://)')
         return HttpServer(name, url, _strings(where, "headers", headers), allow_all_tools=every)
+    if kind is None:
+        raise OptionsError(
+            f'{where}: says neither "command" (a stdio server) nor "type"; give it "command" (with "args" '
+            'and "env" if it needs them), or "type": "http" and a "url"'
+        )
     raise OptionsError(
         f'{where}: type {kind!r} is not served; use a stdio entry ("command") or "type": "http" with a "url"'
     )

@@ -91,10 +91,10 @@ async def serve_daemon(
     if task_status is None:
         task_status = trio.TASK_STATUS_IGNORED
     store = TaskStore(config.state_dir)
-    store.create_dirs()
-    lock = _lock_state_dir(config.state_dir)
+    lock = _lock_state_dir(config.state_dir)  # the state directory made first, or refused saying why
     cgroup_parent = None
     try:
+        store.create_dirs()
         courier = WakeCourier(config.agent_socket, retry_max=config.wake_retry_max)
         cgroup_parent = open_task_parent(config.state_dir) if config.cgroups else None
         settings = TaskSettings(

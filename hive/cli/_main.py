@@ -39,15 +39,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
 
-    run = commands.add_parser(
-        "run",
-        help="run one agent turn, printing its stream-json",
-        description="Run one turn through the runtime HIVE_RUNTIME names (claude, the default, runs "
-        "HIVE_CLAUDE_COMMAND or `claude`; acp runs HIVE_ACP_COMMAND with HIVE_ACP_ARGS and HIVE_ACP_ENV). "
-        "The turn's stream-json goes to stdout, one message a line; the session id goes to stderr, for "
-        "--session next time. Exit status 0 when the turn's result is not an error. SIGINT or SIGTERM "
-        "stops the turn (SIGINT to the agent) and prints its result; a second one stops waiting for it.",
-    )
+    # Its description and flags come with hive.turn (when it is the command parsed).
+    run = commands.add_parser("run", help="run one agent turn, printing its stream-json")
     if command in (None, "run"):
         # hive.turn brings Trio and the runtimes with it: not for the other commands.
         from hive.turn import add_arguments

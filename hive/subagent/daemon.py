@@ -70,9 +70,9 @@ async def serve_daemon(
 ) -> None:
     """Serve until cancelled."""
     store = Store(config.state_dir)
-    store.create_dirs()
-    lock = _lock(store)
+    lock = _lock(store)  # the state directory made first, or refused saying why
     try:
+        store.create_dirs()
         manager = SubagentManager(store, **(manager_options or {}))  # type: ignore[arg-type]
         tools = SubagentTools(manager)
         async with (
