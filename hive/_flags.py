@@ -27,6 +27,7 @@ __all__ = [
     "add_log_level",
     "compact_at",
     "idle_timeout",
+    "log_level",
     "positive_seconds",
     "setting",
     "stop_grace",
@@ -45,15 +46,23 @@ OFF = ("off", "never", "none")
 
 
 def positive_seconds(text: str) -> float:
-    """``text`` as a number of seconds more than 0 (an ``argparse`` type: a bad one is an
+    """``text`` as a finite number of seconds more than 0 (an ``argparse`` type: a bad one is an
     ``ArgumentTypeError`` saying so)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
+    value = _number(text)
+    if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
     return value
+
+
+def log_level(text: str) -> str:
+    """``--log-level`` (or ``HIVE_LOG_LEVEL``, its default): one of `LOG_LEVELS`, in any case (an
+    ``argparse`` type, which argparse also applies to a default given as a string)."""
+    if text.strip().lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a log level: give one of {', '.join(LOG_LEVELS)} "
+            "(with --log-level, or in HIVE_LOG_LEVEL)"
+        )
+    return text.strip().lower()
 
 
 def _number(text: str) -> float:
@@ -106,8 +115,8 @@ def add_log_level(parser: argparse.ArgumentParser) -> None:
     """Give a daemon's ``parser`` the flag ``--log-level`` (``HIVE_LOG_LEVEL``, default info)."""
     parser.add_argument(
         "--log-level",
-        default=os.environ.get("HIVE_LOG_LEVEL", "info"),
-        choices=LOG_LEVELS,
+        default=os.environ.get("HIVE_LOG_LEVEL") or "info",
+        type=log_level,
         metavar="LEVEL",
         help=LOG_LEVEL_HELP,
     )

@@ -7,6 +7,7 @@ import os
 import sys
 
 from tests.helpers.daemon import DaemonHandle
+from tests.helpers.inotify import wait_until
 from tests.helpers.results import call, structured, text_of
 
 MAX_CMD_BYTES = 1024 * 1024  # the documented cap (hive.bash._tools.MAX_CMD_BYTES)
@@ -36,10 +37,16 @@ async def test_commands_run_under_bash_as_bash_c_would(served: DaemonHandle) -> 
 
 async def test_a_sigint_stops_the_foreground_command_and_records_130(served: DaemonHandle) -> None:
     async with served.session() as session:
-        started = structured(await call(session, "run", cmd="sleep 60; echo after", wait_seconds=0))
+        started = structured(
+            await call(session, "run", cmd="echo before; sleep 60; echo after", wait_seconds=0)
+        )
+        # The command runs (its wrapper has set its trap) once it has written its first line; a
+        # SIGINT before then ends the wrapper itself, and no command ever ran to record 130.
+        out = served.task_file(started["id"], ".out")
+        await wait_until(lambda: out.read_bytes() == b"before\n", out.parent)
         stopped = structured(await call(session, "stop", id=started["id"]))
         assert (stopped["state"], stopped["exit_code"], stopped["signals"]) == ("stopped", 130, ["SIGINT"])
-        assert stopped["stdout"]["tail"] == ""
+        assert stopped["stdout"]["tail"] == "before\n"
 
 
 async def test_a_task_that_ignores_sigint_and_exits_later_records_its_own_status(

@@ -25,7 +25,7 @@ from hive.errors import BadInput
 @given(st.floats() | st.integers())
 def test_positive_seconds_takes_a_number_more_than_0_and_refuses_every_other(number: float) -> None:
     text = str(number)
-    if number > 0:
+    if number > 0 and math.isfinite(number):
         assert positive_seconds(text) == float(text)
     else:
         with pytest.raises(argparse.ArgumentTypeError, match="is not a positive number of seconds"):
@@ -38,7 +38,7 @@ def test_positive_seconds_refuses_text_that_is_no_number_naming_it(text: str) ->
         number = float(text)
     except ValueError:
         number = math.nan
-    if number > 0:
+    if number > 0 and math.isfinite(number):
         assert positive_seconds(text) == number
     else:
         with pytest.raises(argparse.ArgumentTypeError) as refused:
@@ -54,13 +54,22 @@ def test_log_level_defaults_to_info_or_hive_log_level_and_takes_only_the_levels(
     add_log_level(parser)
     assert parser.parse_args([]).log_level == "info"
     assert [parser.parse_args(["--log-level", level]).log_level for level in LOG_LEVELS] == list(LOG_LEVELS)
+    assert parser.parse_args(["--log-level", "WARNING"]).log_level == "warning"
     with pytest.raises(SystemExit):
         parser.parse_args(["--log-level", "loud"])
-    assert "invalid choice: 'loud'" in capsys.readouterr().err
+    assert "'loud' is not a log level: give one of debug, info, warning, error" in capsys.readouterr().err
     monkeypatch.setenv("HIVE_LOG_LEVEL", "debug")
     parser = argparse.ArgumentParser(prog="daemon")
     add_log_level(parser)
     assert parser.parse_args([]).log_level == "debug"
+    # A bad HIVE_LOG_LEVEL is refused as bad input (exit 2, a usage line), not a traceback.
+    monkeypatch.setenv("HIVE_LOG_LEVEL", "loud")
+    parser = argparse.ArgumentParser(prog="daemon")
+    add_log_level(parser)
+    with pytest.raises(SystemExit) as refused:
+        parser.parse_args([])
+    assert refused.value.code == 2
+    assert "in HIVE_LOG_LEVEL" in capsys.readouterr().err
 
 
 def as_number(text: str) -> float:
