@@ -355,3 +355,18 @@ def test_no_turn_log_at_all_says_so_and_fails(tmp_path: Path, capsys: pytest.Cap
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith(f"hive: no turn log at {tmp_path / 'turns.jsonl'}: no hive-agent has run")
+
+
+@pytest.mark.parametrize(
+    "argv", [["agent", "status", "--bogus"], ["agent", "log", "--nope", "x"], ["bash", "ls", "--bogus"]]
+)
+def test_an_unknown_flag_is_told_with_its_own_commands_usage(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    command = " ".join(argv[:2])
+    assert err.startswith(f"usage: hive {command} "), err
+    assert f"hive {command}: error: unrecognized arguments: {' '.join(argv[2:])}" in err

@@ -71,9 +71,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command(argv: list[str]) -> int:
-    args = build_parser(_command_of(argv)).parse_args(argv)
+    parser = build_parser(_command_of(argv))
+    _mark_commands(parser)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # Told by the command they were given to, with its usage (the top level's usage says
+        # nothing of `hive agent status`'s flags).
+        command: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     code: int = args.handler(args)
     return code
+
+
+def _mark_commands(parser: argparse.ArgumentParser) -> None:
+    """Give every command's parser, down the tree, itself as the default ``command_parser``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                command.set_defaults(command_parser=command)
+                _mark_commands(command)
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
