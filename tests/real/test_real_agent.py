@@ -15,6 +15,7 @@ import trio
 from fixtures.fake_api_control import FakeApi
 from hive.wake import Wake, send_wake
 from tests.helpers.harness import running_agent
+from tests.real.test_real_acp import PROTOCOL_PIN
 
 TURN = 180
 
@@ -74,7 +75,7 @@ async def test_claude_agent_acp_under_hive_agent(
         **claude_env,
         "HIVE_RUNTIME": "acp",
         "HIVE_ACP_COMMAND": str(real_acp_agent),
-        "HIVE_ACP_ENV": json.dumps({"CLAUDE_AGENT_ACP_PROTOCOL": "v1"}),
+        "HIVE_ACP_ENV": json.dumps(PROTOCOL_PIN),
         "PATH": f"{Path(sys.executable).parent}:{claude_env.get('PATH', '')}",
     }
     record = await _one_woken_turn(tmp_path, env, claude_workdir, fake_api)
