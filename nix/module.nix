@@ -12,9 +12,10 @@
 # The agent's settings reach the programs as they read them: the runtime through
 # HIVE_RUNTIME / HIVE_CLAUDE_COMMAND / HIVE_ACP_COMMAND / HIVE_ACP_ARGS (a JSON list) /
 # HIVE_ACP_ENV (a JSON object), as hive's RuntimeSpec.from_env reads them; the paths through
-# HIVE_STATE_DIR / HIVE_AGENT_SOCKET / HIVE_BASH_SOCKET; the rest as hive-agent's flags. Its MCP
-# servers go to /etc/hyperhive/<name>/mcp.json, in the `{"mcpServers": {...}}` shape of
-# hive-agent's --mcp-config, with the bash relay always among them, every tool of it allowed.
+# HIVE_STATE_DIR / HIVE_AGENT_SOCKET / HIVE_BASH_SOCKET; the permission policy through
+# HIVE_PERMISSION; the rest as hive-agent's flags. Its MCP servers go to
+# /etc/hyperhive/<name>/mcp.json, in the `{"mcpServers": {...}}` shape of hive-agent's
+# --mcp-config, with the bash relay always among them, every tool of it allowed.
 {
   config,
   lib,
@@ -182,6 +183,22 @@ let
           type = types.nullOr types.str;
           default = null;
           description = "Appended to the agent's system prompt.";
+        };
+        permission = mkOption {
+          type = types.enum [
+            "default"
+            "accept_edits"
+            "allow"
+          ];
+          default = "default";
+          description = ''
+            What a tool call the agent would ask a person about may do, since nobody is there
+            to ask (hive-agent's `--permission`, given as HIVE_PERMISSION): `default` refuses
+            it, `accept_edits` allows file edits (claude's acceptEdits; on ACP, requests for
+            reads, edits, deletes, moves and searches), `allow` allows everything. hive's own
+            tools, and those an `extraMcpServers` entry lists in `allowedTools`, are allowed
+            under every policy.
+          '';
         };
         subagents = mkOption {
           type = types.bool;
@@ -356,7 +373,9 @@ let
     requires = [ "${daemonUnit name}.service" ];
     after = [ "${daemonUnit name}.service" ];
     path = unitPath agent;
-    environment = mapAttrs (_: unitEnvValue) (pathsEnv name agent // runtimeEnv agent);
+    environment = mapAttrs (_: unitEnvValue) (
+      pathsEnv name agent // runtimeEnv agent // { HIVE_PERMISSION = agent.permission; }
+    );
     restartTriggers = [ (mcpConfig name agent) ];
     serviceConfig = {
       Type = "notify"; # hive-agent says READY=1 once its agent socket listens

@@ -342,6 +342,7 @@ def host(short_tmp: Path) -> Iterator[Host]:
           stateDir = {nix_string(str(root / "state" / "faked"))};
           environmentFile = {nix_string(str(root / "claude.env"))};
           model = "m2";
+          permission = "accept_edits";
         }};
       }};
     }}"""
@@ -550,3 +551,5 @@ async def test_the_agent_unit_runs_claude_with_its_environment_file(host: Host, 
     # The fake claude read FAKE_CLAUDE_* from the unit's EnvironmentFile= (through hive-agent).
     assert "claude wake body" in start["prompt"]
     assert start["options"]["model"] == "m2"
+    # The module's permission policy reached hive-agent (HIVE_PERMISSION), which gave it to claude.
+    assert start["options"]["permission_mode"] == "acceptEdits"

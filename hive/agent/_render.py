@@ -82,12 +82,32 @@ def _user(obj: dict[str, Any]) -> list[str]:
     for block in _blocks(obj):
         if block.get("type") != "tool_result":
             continue
-        content = block.get("content")
-        if isinstance(content, list):
-            content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-        text = short(str(content or ""))
+        text = short(_tool_text(block, obj.get("tool_use_result")))
         lines.append(f"   ← {'error: ' if block.get('is_error') else ''}{text or '(no output)'}")
     return lines
+
+
+def _tool_text(block: dict[str, Any], tool_use_result: Any) -> str:
+    """What a tool returned, as a person reads it.
+
+    claude gives the model an MCP tool's structured content in place of its text: the
+    tool_result's content is then that structured content as JSON, and the line's
+    ``tool_use_result.structuredContent`` is the same as an object. When the two agree, what is
+    shown is the structured content's ``message``, where hive's tools put their text (for a
+    task's full status, its headline and guidance)."""
+    content = block.get("content")
+    if isinstance(content, list):
+        content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    text = str(content or "")
+    structured = tool_use_result.get("structuredContent") if isinstance(tool_use_result, dict) else None
+    if isinstance(structured, dict) and isinstance(structured.get("message"), str):
+        try:
+            same = json.loads(text) == structured
+        except ValueError:
+            same = False
+        if same:
+            return str(structured["message"])
+    return text
 
 
 def _result(obj: dict[str, Any]) -> list[str]:

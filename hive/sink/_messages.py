@@ -75,7 +75,8 @@ class ToolResultBlock(_Extensible):
 
     tool_use_id: str
     content: str | list[JsonObject] | None = None
-    is_error: bool | None = None
+    # claude (2.1.318) leaves it out of an MCP tool's result: written back only when known.
+    is_error: bool | None = attrs.field(default=None, metadata={"omit_if_none": True})
     type: str = "tool_result"
 
 
@@ -251,4 +252,5 @@ EXTENSIBLE: tuple[type[_Extensible], ...] = (
     *LINES.values(),
 )
 """Every type that keeps the keys it does not name in ``extra`` (a field named otherwise on the
-wire says so in its ``metadata["wire"]``)."""
+wire says so in its ``metadata["wire"]``; one left off the wire when it is None, in its
+``metadata["omit_if_none"]``)."""

@@ -59,6 +59,12 @@ _RENAMES: dict[type, dict[str, str]] = {
 }
 """Every class structured keeping unnamed keys in ``extra``, with its fields named otherwise on the wire."""
 
+_OMITTED_IF_NONE: dict[type, frozenset[str]] = {
+    cls: frozenset(field.name for field in attrs.fields(cls) if field.metadata.get("omit_if_none"))
+    for cls in EXTENSIBLE
+}
+"""The fields of each such class that are left off the wire when they are None."""
+
 
 # -- the converter --------------------------------------------------------------------------------
 
@@ -95,7 +101,11 @@ def _converter() -> StrictConverter:
 
     def unstructure_hook(cls: type[T]) -> Callable[[T], JsonObject]:
         """Unstructure ``cls`` merging ``extra`` back in."""
-        overrides = {name: override(rename=wire) for name, wire in _RENAMES[cls].items()}
+        renames, omitted = _RENAMES[cls], _OMITTED_IF_NONE[cls]
+        overrides = {
+            name: override(rename=renames.get(name), omit_if_default=True if name in omitted else None)
+            for name in renames.keys() | omitted
+        }
         unstructure_known = make_dict_unstructure_fn(cls, made, extra=override(omit=True), **overrides)  # type: ignore[arg-type]
 
         def unstructure(value: T) -> JsonObject:

@@ -203,6 +203,8 @@ expect example "scribe: the claude runtime, and no ACP variables" \
     "$s.environment | .HIVE_RUNTIME == \"claude\" and (.HIVE_CLAUDE_COMMAND | test(\"^/nix/store/[^/]+-claude-code-[^/]+/bin/claude\$\")) and (keys | map(select(startswith(\"HIVE_ACP\"))) == [])"
 expect example "scribe: model, effort, idle timeout, watermark, system prompt and subagents as hive-agent's flags" \
     "$s.serviceConfig.ExecStart | argv[3:] == [\"--model\", \"sonnet\", \"--effort\", \"high\", \"--idle-timeout\", \"600\", \"--compact-at\", \"0.8\", \"--system-prompt\", \"You keep the project's documentation up to date.\", \"--subagents\"]"
+expect example "an agent that sets no permission policy gets hive-agent's default, as HIVE_PERMISSION" \
+    '[.services["hive-agent-scribe", "hive-agent-reviewer"].environment.HIVE_PERMISSION] == ["default", "default"]'
 expect example "scribe: the environment file is read (secrets stay out of the store)" \
     "$s.serviceConfig.EnvironmentFile == \"/run/secrets/hive-scribe.env\""
 expect example "scribe: the configured packages are on the PATH" \
@@ -274,6 +276,12 @@ expect plain "the working directory is where the units and the tasks run" \
 evaluate rundir '{ services.hyperhive = { runtimeDir = "/run/hive"; agents.q = { }; }; }'
 expect rundir "the sockets follow runtimeDir" \
     '.services["hive-agent-q"].environment.HIVE_AGENT_SOCKET == "/run/hive/q/agent.sock" and .tmpfiles[0:2] == ["d /run/hive 0755 root root -", "d /run/hive/q 0700 hive-q - -"]'
+
+evaluate permission '{ services.hyperhive.agents = { a.permission = "allow"; b.permission = "accept_edits"; }; }'
+expect permission "the permission policy reaches hive-agent as HIVE_PERMISSION" \
+    '.services["hive-agent-a"].environment.HIVE_PERMISSION == "allow" and .services["hive-agent-b"].environment.HIVE_PERMISSION == "accept_edits"'
+expect permission "the policy is hive-agent's alone: not a flag, not the daemon's" \
+    '(.services["hive-agent-a"].serviceConfig.ExecStart | argv | length) == 3 and (.services["hive-bash-daemon-a"].environment | has("HIVE_PERMISSION") | not)'
 
 # Values with what systemd would read as a specifier (%), a variable ($), quotes and newlines
 # reach the programs as they were written.
@@ -349,6 +357,9 @@ reject "a runtime that does not exist" \
 reject "a misspelt option" \
     '{ services.hyperhive.agents.a.modle = "sonnet"; }' \
     "The option \`services.hyperhive.agents.a.modle' does not exist"
+reject "a permission policy hive-agent does not have (claude's spelling)" \
+    '{ services.hyperhive.agents.a.permission = "acceptEdits"; }' \
+    "A definition for option \`services.hyperhive.agents.a.permission' is not of type"
 reject "acp.args as a string" \
     '{ services.hyperhive.agents.a = { runtime = "acp"; acp.command = "/bin/x"; acp.args = "--flag"; }; }' \
     "A definition for option \`services.hyperhive.agents.a.acp.args' is not of type"

@@ -40,6 +40,8 @@ module.nix~0,/systemd.tmpfiles.rules = \[/s/systemd.tmpfiles.rules = \[/systemd.
 module.nix~s/type = types.listOf types.str;/type = types.str;/~a string type where a list is defined
 module.nix~s/mkIf (agents != { })/mkIf cfg.agents/~mkIf on a non-boolean
 module.nix~s/"--subagents"/"--subagent"/~a flag hive-agent does not have
+module.nix~s/HIVE_PERMISSION = agent.permission;/HIVE_PERMISSION = "default";/~the permission option ignored
+module.nix~s/^            "accept_edits"$/            "acceptEdits"/~a permission policy hive-agent does not know
 package.nix~s/inherit (project) version;/version = "0.0.0";/~a version that is not pyproject.toml's
 package.nix~s/^  src = /  srcs = /~srcs instead of src
 package.nix~s/{ lib, python3Packages }:/{ lib, python3Packages, fetchFromGitHub }:/~an argument nixpkgs' stand-in lacks

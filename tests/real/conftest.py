@@ -1,8 +1,15 @@
 """Fixtures for running the real Claude Code CLI offline against the fake Anthropic API.
 
 * ``real_claude``: the path of the pinned ``claude`` binary (``$HIVE_REAL_CLAUDE``, else
-  ``.peers/bin/claude`` from ``.ci/install-peers``). Missing: skipped on a developer's machine,
-  an error when ``CI=true``.
+  ``.peers/bin/claude`` from ``.ci/install-peers``; ``$HIVE_PEERS_DIR`` instead of ``.peers``, as
+  for the install). Missing: skipped on a developer's machine, saying why; an error when
+  ``CI=true``.
+* ``real_acp_agent``: claude-agent-acp (``$HIVE_REAL_ACP``, else ``.peers/bin/claude-agent-acp``),
+  the same way.
+* ``real_peer``: for a test parametrized on ``backend`` (``claude`` or ``acp``), that backend's
+  real peer. A test on both backends asks for this rather than calling
+  ``request.getfixturevalue`` in its body: pytest-trio 0.8 turns a skip raised inside an async
+  test into a bare ``pytest.skip()``, and its reason is lost.
 * ``fake_api``: a running ``fixtures/fake_anthropic_api.py`` for this test, with
   ``.port``, ``.base_url``, ``.set_scenario(dict)``, ``.requests(kind=None)``, ``.events()``.
 * ``claude_home``: a scratch HOME with ``~/.claude/settings.json``.
@@ -32,7 +39,8 @@ from fixtures.fake_api_control import (  # noqa: E402
     running_fake_api,
 )
 
-PEERS_CLAUDE = REPO / ".peers" / "bin" / "claude"
+PEERS = Path(os.environ.get("HIVE_PEERS_DIR") or REPO / ".peers")
+PEERS_CLAUDE = PEERS / "bin" / "claude"
 INSTALL_HINT = "run `bash .ci/install-peers` (or set HIVE_REAL_CLAUDE to a claude binary)"
 
 
@@ -40,14 +48,11 @@ def locate_real_claude() -> tuple[Path | None, str]:
     """The binary to use, or None and why not."""
     configured = os.environ.get("HIVE_REAL_CLAUDE")
     candidate = Path(configured) if configured else PEERS_CLAUDE
-    source = "HIVE_REAL_CLAUDE" if configured else ".peers/bin/claude"
+    where = f"HIVE_REAL_CLAUDE={candidate}" if configured else str(candidate)
     if not candidate.exists():
-        return (
-            None,
-            f"the real claude CLI is not installed ({source}: {candidate} does not exist); {INSTALL_HINT}",
-        )
+        return None, f"the real claude CLI is not installed ({where} does not exist); {INSTALL_HINT}"
     if not os.access(candidate, os.X_OK):
-        return None, f"the real claude CLI at {candidate} ({source}) is not executable; {INSTALL_HINT}"
+        return None, f"the real claude CLI at {where} is not executable; {INSTALL_HINT}"
     return candidate, ""
 
 
@@ -96,7 +101,7 @@ def claude_workdir(tmp_path: Path) -> Path:
     return workdir
 
 
-PEERS_ACP = REPO / ".peers" / "bin" / "claude-agent-acp"
+PEERS_ACP = PEERS / "bin" / "claude-agent-acp"
 
 
 @pytest.fixture(scope="session")
@@ -106,8 +111,22 @@ def real_acp_agent() -> Path:
     configured = os.environ.get("HIVE_REAL_ACP")
     path = Path(configured) if configured else PEERS_ACP
     if not (path.exists() and os.access(path, os.X_OK)):
-        why = f"the real ACP agent is not installed ({path} is missing or not executable); run `bash .ci/install-peers`"
+        why = (
+            f"the real ACP agent is not installed ({path} is missing or not executable); "
+            "run `bash .ci/install-peers` (or set HIVE_REAL_ACP to the agent)"
+        )
         if os.environ.get("CI") == "true" or configured:
             pytest.fail(why, pytrace=False)
         pytest.skip(why)
+    return path
+
+
+PEER_FIXTURES = {"claude": "real_claude", "acp": "real_acp_agent"}
+
+
+@pytest.fixture
+def real_peer(request: pytest.FixtureRequest, backend: str) -> Path:
+    """The real peer of the test's ``backend`` parameter, resolved while the test is set up (so
+    that a missing peer's skip keeps its reason)."""
+    path: Path = request.getfixturevalue(PEER_FIXTURES[backend])
     return path

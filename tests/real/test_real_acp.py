@@ -1,5 +1,5 @@
 """hive's ACP backend driving a real published ACP agent, claude-agent-acp, offline against the
-fake Messages API (REAL_PEER.md in the project's research notes says how it behaves)."""
+fake Messages API."""
 
 from __future__ import annotations
 
@@ -21,14 +21,20 @@ from tests.helpers.processes import wait_exited
 TURN = 120
 
 
+PROTOCOL_PIN = {"CLAUDE_AGENT_ACP_PROTOCOL": "v1"}
+"""What claude-agent-acp serves. 0.101.0 answers two protocols on one stdio (its ``dist/serve.js``):
+ACP v1, and the draft ACP v2 to a client whose ``initialize`` asks for version 2 or later. This
+variable chooses: unset or ``auto`` both, ``v1`` the v1 agent alone (a client asking for 2 is
+negotiated down to 1), ``v2`` the draft alone; any other value stops the agent at its start. hive
+asks for 1, so it gets v1 either way; the pin makes that hold on the agent's side as well, so
+these tests exercise the v1 agent alone, whatever its router would choose."""
+
+
 @asynccontextmanager
 async def acp_runtime(
     agent: Path, env: dict[str, str], workdir: Path, session_id: str | None = None, **config: Any
 ) -> AsyncIterator[AcpRuntime]:
-    # Pin protocol v1 (the agent routes on the version asked for; hive asks for 1 anyway).
-    spec = RuntimeSpec(
-        backend=Backend.ACP, command=str(agent), env=tuple({**env, "CLAUDE_AGENT_ACP_PROTOCOL": "v1"}.items())
-    )
+    spec = RuntimeSpec(backend=Backend.ACP, command=str(agent), env=tuple({**env, **PROTOCOL_PIN}.items()))
     async with open_acp_runtime(spec, Config(cwd=workdir, **config), session_id) as runtime:
         yield runtime
 

@@ -1,11 +1,14 @@
 """hive-agent driving the real peers offline: the Claude Code CLI and claude-agent-acp against the
 fake Messages API. A wake produces a turn whose prompt reaches the API; the scripted model calls
 ``mcp__bash__run`` (the bash relay to hive-agent's own daemon) and ``mcp__hyperhive__loose_ends``
-(over HTTP, with the token hive-agent gave the agent), and both succeed."""
+(over HTTP, with the token hive-agent gave the agent), and both succeed. And a session of two
+turns, scripted in one scenario file by the turns' prompts: a tool turn that starts a task, then,
+woken by the task's end, a text turn."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,8 +16,10 @@ from typing import Any
 import trio
 
 from fixtures.fake_api_control import FakeApi
+from hive.agent import render_log
 from hive.wake import Wake, send_wake
 from tests.helpers.harness import running_agent
+from tests.real.test_real_acp import PROTOCOL_PIN
 
 TURN = 180
 
@@ -74,9 +79,58 @@ async def test_claude_agent_acp_under_hive_agent(
         **claude_env,
         "HIVE_RUNTIME": "acp",
         "HIVE_ACP_COMMAND": str(real_acp_agent),
-        "HIVE_ACP_ENV": json.dumps({"CLAUDE_AGENT_ACP_PROTOCOL": "v1"}),
+        "HIVE_ACP_ENV": json.dumps(PROTOCOL_PIN),
         "PATH": f"{Path(sys.executable).parent}:{claude_env.get('PATH', '')}",
     }
     record = await _one_woken_turn(tmp_path, env, claude_workdir, fake_api)
     assert (record["outcome"], record["is_error"]) == ("completed", False), record
     _check_requests(fake_api)
+
+
+async def test_one_scenario_scripts_a_tool_turn_then_a_woken_text_turn_on_claude(
+    real_claude: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path, tmp_path: Path
+) -> None:
+    # The task reads a FIFO: it cannot end before the test writes to it, after the first turn.
+    gate = claude_workdir / "gate"
+    os.mkfifo(gate)
+    fake_api.set_scenario(
+        {
+            "text": "No rule answered.",
+            "rules": [
+                {
+                    "when": {"prompt_contains": "start the build"},
+                    "mode": "tool",
+                    "preface": "",
+                    "tool": "mcp__bash__run",
+                    "input": {"cmd": f"cat {gate}", "name": "build", "wait_seconds": 0},
+                    "after_tool_text": "The build is running.",
+                },
+                {"when": {"prompt_regex": r"^\[wake from bash-task-build\]"}, "text": "The build is done."},
+            ],
+        }
+    )
+    env = {**claude_env, "HIVE_RUNTIME": "claude", "HIVE_CLAUDE_COMMAND": str(real_claude)}
+    with trio.fail_after(TURN):
+        async with running_agent(
+            tmp_path, env, "--with-bash-daemon", cwd=claude_workdir, whole_env=True
+        ) as agent:
+            await send_wake(agent.socket, Wake("operator-test", "start the build"))
+            first = await agent.hive_line(lambda r: r["turn"] == 1)
+            # (Checked before the gate is opened: that open waits for the task to read it.)
+            assert (first["outcome"], first["result"]) == ("completed", "The build is running."), first
+            writer = await trio.to_thread.run_sync(os.open, gate, os.O_WRONLY)
+            try:
+                os.write(writer, b"built\n")
+            finally:
+                os.close(writer)
+            second = await agent.hive_line(lambda r: r["turn"] == 2)
+    assert (second["outcome"], second["result"]) == ("completed", "The build is done."), second
+    assert [c["from"] for c in second["carried"]] == ["bash-task-build"]
+    main = fake_api.requests(kind="main")
+    assert [(r["rule"], r["answer"]) for r in main] == [(0, "tool_use"), (0, "text"), (1, "text")], main
+    assert "task started" in main[1]["tool_results"][0]["text"], main[1]
+    assert "built" in main[2]["prompt"], main[2]
+    # The turn log shows the tool's text, as on ACP, not the structured content claude passes on.
+    log = (agent.state / "turns.jsonl").read_text().splitlines()
+    shown = list(render_log(json.loads(line) for line in log if line.strip()))
+    assert any(line.startswith("   ← task started: id=build") for line in shown), shown

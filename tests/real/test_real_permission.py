@@ -20,7 +20,7 @@ TURN = 120
 @pytest.mark.parametrize("backend", ["claude", "acp"])
 @pytest.mark.parametrize(("permission", "written"), [(Permission.DEFAULT, False), (Permission.ALLOW, True)])
 async def test_a_file_write_is_refused_or_allowed_alike_on_both_backends(
-    request: pytest.FixtureRequest,
+    real_peer: Path,
     fake_api: FakeApi,
     claude_env: dict[str, str],
     claude_workdir: Path,
@@ -30,14 +30,8 @@ async def test_a_file_write_is_refused_or_allowed_alike_on_both_backends(
 ) -> None:
     marker = claude_workdir / "marker"
     fake_api.set_scenario({"mode": "bash", "command": f"touch {marker}", "after_tool_text": "Done."})
-    if backend == "claude":
-        runtime = claude_runtime(
-            request.getfixturevalue("real_claude"), claude_env, claude_workdir, permission=permission
-        )
-    else:
-        runtime = acp_runtime(
-            request.getfixturevalue("real_acp_agent"), claude_env, claude_workdir, permission=permission
-        )
+    opened_by = claude_runtime if backend == "claude" else acp_runtime
+    runtime = opened_by(real_peer, claude_env, claude_workdir, permission=permission)
     with trio.fail_after(TURN):
         async with runtime as opened:
             outcome = await opened.run("make the marker", MemorySink())

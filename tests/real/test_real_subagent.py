@@ -23,6 +23,7 @@ from fixtures.fake_api_control import FakeApi
 from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.subagents import stop_daemon
+from tests.real.test_real_acp import PROTOCOL_PIN
 
 TURN = 120
 OURS = (b"hive-subagent-mcp", b"hive.subagent.daemon")
@@ -85,7 +86,7 @@ async def until_idle(session: ClientSession, name: str, turns: int) -> dict[str,
 
 @pytest.mark.parametrize("backend", ["claude", "acp"])
 async def test_a_turn_then_an_interrupt_mid_tool_leaves_no_process_behind(
-    request: pytest.FixtureRequest,
+    real_peer: Path,
     fake_api: FakeApi,
     claude_env: dict[str, str],
     claude_home: Path,
@@ -100,10 +101,10 @@ async def test_a_turn_then_an_interrupt_mid_tool_leaves_no_process_behind(
         "HIVE_RUNTIME": backend,
     }
     if backend == "claude":
-        env["HIVE_CLAUDE_COMMAND"] = str(request.getfixturevalue("real_claude"))
+        env["HIVE_CLAUDE_COMMAND"] = str(real_peer)
     else:
-        env["HIVE_ACP_COMMAND"] = str(request.getfixturevalue("real_acp_agent"))
-        env["HIVE_ACP_ENV"] = json.dumps({"CLAUDE_AGENT_ACP_PROTOCOL": "v1"})
+        env["HIVE_ACP_COMMAND"] = str(real_peer)
+        env["HIVE_ACP_ENV"] = json.dumps(PROTOCOL_PIN)
     fifo = claude_workdir / "gate"
     os.mkfifo(fifo)
     fake_api.set_scenario({"mode": "text", "text": "Hello from a subagent."})
