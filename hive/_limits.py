@@ -27,6 +27,12 @@ bash through a file, not argv, so this is a choice, not Linux's 128 KiB limit on
 a longer script belongs in a file of its own (`bash FILE`)."""
 
 
+MAX_PROMPT_BYTES = 1024 * 1024
+"""The largest prompt ``hive run`` takes, in bytes of UTF-8: what one turn of ``hive-agent``
+carries at most. claude reads it on stdin and an ACP agent in a JSON-RPC message, so it is not
+bound by Linux's 128 KiB limit on one argument."""
+
+
 def is_name(text: str) -> bool:
     """Whether ``text`` is a task's or a subagent's name (:data:`NAME_RULE`).
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import gc
 import signal
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +20,8 @@ from types import FrameType
 from typing import BinaryIO, cast
 
 from hive._flags import compact_at, idle_timeout, setting, stop_grace
-from hive.errors import BadInput
+from hive._limits import MAX_PROMPT_BYTES
+from hive._text_input import in_words, process_stdin, read_text
 from hive.runtime import (
     CompactionPolicy,
     Config,
@@ -39,9 +39,9 @@ goes to stdout, one message a line; the session id goes to stderr (`session: ID`
 next time. SIGINT or SIGTERM stops the turn (SIGINT to the agent) and prints its result; a second
 one stops waiting for it.
 
-The prompt is PROMPT's words joined with one space (no quotes needed), or stdin with `-`, or the
-file --file F. A prompt over ~128 KiB cannot be an argument (Linux's limit on one): give it with
-`-` or --file.
+The prompt is PROMPT's words joined with one space (quote it to keep its spacing), or stdin with
+`-`, or the file --file F. A prompt over 128 KiB cannot be an argument (Linux's limit on one):
+give it with `-` or --file, up to 1 MiB.
 
 exit status:
   0        the turn's result is not an error
@@ -58,8 +58,6 @@ PERMISSION_HELP = (
 )
 STOP_GRACE = cast("float", Config.__attrs_attrs__.stop_grace.default)
 """``--stop-grace`` when it is not given."""
-STDIN = "-"
-"""The prompt word that reads the prompt from stdin."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what to ask the agent: its words, joined with one space; `-` alone reads it from stdin",
     )
     parser.add_argument(
-        "--file", metavar="F", type=Path, help="read the prompt from the file F (UTF-8), not from PROMPT"
+        "--file",
+        metavar="F",
+        type=Path,
+        help=f"read the prompt from the file F (UTF-8; up to {in_words(MAX_PROMPT_BYTES)}), not from PROMPT",
     )
     parser.add_argument(
         "--session", metavar="ID", help="continue this session (its id is printed after each turn)"
@@ -128,39 +129,17 @@ def config_from(args: argparse.Namespace) -> Config:
 
 
 def prompt_from(args: argparse.Namespace, stdin: BinaryIO | None = None) -> str:
-    """The turn's prompt: PROMPT's words joined with one space, stdin (``-``, read to its end) or
-    the file ``--file``; a ``BadInput`` (exit 2) if there is none, or more than one, or it is
-    not UTF-8 text."""
-    words: list[str] = args.prompt
-    data: bytes
-    if args.file is not None:
-        if words:
-            raise BadInput("give the prompt one way: PROMPT's words, - (stdin) or --file F, not two")
-        where = f"--file {args.file}"
-        try:
-            data = args.file.read_bytes()
-        except OSError as exc:
-            raise BadInput(
-                f"{where}: cannot be read ({exc.strerror or exc}); give a file holding the prompt"
-            ) from None
-    elif words == [STDIN]:
-        where = "stdin (-)"
-        source = stdin if stdin is not None else sys.stdin.buffer if sys.stdin is not None else None
-        if source is None:
-            raise BadInput("- reads the prompt from stdin, and hive run has none; give its words or --file F")
-        data = source.read()
-    else:
-        if not words:
-            raise BadInput("no prompt: give its words, - to read it from stdin, or --file F")
-        where = "PROMPT"
-        data = " ".join(words).encode(errors="surrogateescape")
-    try:
-        prompt = data.decode()
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{where}: the prompt is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    if not prompt.strip():
-        raise BadInput(f"{where}: the prompt is empty; give the agent something to do")
-    return prompt
+    """The turn's prompt: PROMPT's words joined with one space, stdin (``-``) or the file
+    ``--file`` (`hive._text_input.read_text`: a `TextRefused`, exit 2, says why not)."""
+    return read_text(
+        args.prompt,
+        args.file,
+        noun="prompt",
+        cap=MAX_PROMPT_BYTES,
+        longer="put the rest in a file the agent can read and name the file in the prompt",
+        blank="give the agent something to do",
+        stdin=stdin if stdin is not None else process_stdin(),
+    )
 
 
 @contextmanager

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from hive._lines import MAX_LINE
+from hive._text_input import TextRefused
 from hive.agent._options import parse_options
 from hive.agent._render import LogRenderer, render_log
 from hive.cli import build_parser, main
-from hive.cli._agent import BadPrompt, _agent_socket, prompt_text
+from hive.cli._agent import _agent_socket, prompt_text
 from hive.cli._agent_status import describe_status, span
 from hive.wake import AgentStatus
 
@@ -154,14 +155,19 @@ def test_a_prompt_over_the_sockets_cap_is_refused_with_the_cap_and_the_way(
     path.write_bytes(b"x" * (MAX_LINE - 100))  # fits: sent (to no agent here)
     assert prompt_to_nowhere(tmp_path, "--file", str(path)) == 1
     assert "no agent socket at" in capsys.readouterr().err
-    for data, size in ((b"x" * (MAX_LINE + 1), "more than 1,048,576 bytes"), (b'"' * 600_000, "1,200,0")):
-        path.write_bytes(data)
-        assert prompt_to_nowhere(tmp_path, "--file", str(path)) == 2
-        said = capsys.readouterr().err
-        assert said.startswith("hive: the message is too long: its request to the agent socket would be ")
-        assert size in said
-        assert "at most 1,048,576 bytes (1 MiB) a request, JSON escapes counted" in said
-        assert "put the text in a file the agent can read and send a message that names the file" in said
+    # Past the cap as it is read (the file is read only to one byte past it) ...
+    path.write_bytes(b"x" * (MAX_LINE + 1))
+    assert prompt_to_nowhere(tmp_path, "--file", str(path)) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"hive: the message from --file {path} is over the cap of 1 MiB (1,048,576 bytes)")
+    assert "put the text in a file the agent can read and send a message that names the file" in said
+    # ... or once its JSON escapes are counted in the request.
+    path.write_bytes(b'"' * 600_000)
+    assert prompt_to_nowhere(tmp_path, "--file", str(path)) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("hive: the message is too long: its request to the agent socket would be 1,200,0")
+    assert "at most 1,048,576 bytes (1 MiB) a request, JSON escapes counted" in said
+    assert "put the text in a file the agent can read and send a message that names the file" in said
 
 
 @pytest.mark.parametrize("words", [[""], ["   "], [" \n\t", ""], []])
@@ -179,14 +185,14 @@ def test_a_blank_prompt_from_stdin_or_a_file_is_refused_too(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b" \n\n")))
-    with pytest.raises(BadPrompt, match="empty"):
+    with pytest.raises(TextRefused, match="empty"):
         prompt_text(["-"], None)
     (tmp_path / "prompt").write_text("")
-    with pytest.raises(BadPrompt, match="empty"):
+    with pytest.raises(TextRefused, match="empty"):
         prompt_text([], str(tmp_path / "prompt"))
-    with pytest.raises(BadPrompt, match="cannot read --file"):
+    with pytest.raises(TextRefused, match="cannot read --file"):
         prompt_text([], str(tmp_path / "missing"))
-    with pytest.raises(BadPrompt, match="not two of these"):
+    with pytest.raises(TextRefused, match="give the message one way"):
         prompt_text(["hi"], str(tmp_path / "prompt"))
 
 

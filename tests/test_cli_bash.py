@@ -14,11 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hive._limits import MAX_CMD_BYTES, MAX_WAIT
+from hive._text_input import TextRefused, TextTooLong
 from hive.bash.client import CallResult
 from hive.cli import build_parser, for_operator
-from hive.cli._bash import bash_socket
+from hive.cli._bash import bash_socket, read_command
 from hive.cli._bash_answer import exit_status
-from hive.cli._bash_input import CommandTooLong, NoCommand, UnreadableCommand, read_command
 from hive.cli._types import capped_wait
 from hive.errors import BadInput
 
@@ -106,36 +106,36 @@ def test_a_command_over_the_cap_is_refused_saying_the_cap_and_stdin_is_not_read_
 ) -> None:
     over = b"x" * (MAX_CMD_BYTES + 1)
     endless = io.BytesIO(over * 3)
-    with pytest.raises(CommandTooLong) as on_stdin:
+    with pytest.raises(TextTooLong) as on_stdin:
         read_command(["-"], None, endless)
     assert endless.tell() == MAX_CMD_BYTES + 1
     path = tmp_path / "big.sh"
     path.write_bytes(over)
-    with pytest.raises(CommandTooLong) as in_file:
+    with pytest.raises(TextTooLong) as in_file:
         read_command([], str(path), None)
     # Words may add up past the cap though none is over Linux's limit on one.
     words = ["y" * 100_000] * 11
-    with pytest.raises(CommandTooLong) as as_words:
+    with pytest.raises(TextTooLong) as as_words:
         read_command(words, None, None)
     for refused in (on_stdin, in_file, as_words):
         message = str(refused.value)
-        assert "over the cap of 1 MiB (1048576 bytes)" in message
+        assert "over the cap of 1 MiB (1,048,576 bytes)" in message
         assert "`hive bash run bash FILE`" in message
         assert refused.value.exit_code == 2
     assert str(path) in str(in_file.value)
     assert "stdin" in str(on_stdin.value)
-    assert f"is {len(' '.join(words))} bytes" in str(as_words.value)
+    assert f"is {len(' '.join(words)):,} bytes" in str(as_words.value)
 
 
 def test_no_command_two_commands_or_one_that_cannot_be_read_is_bad_input(tmp_path: Path) -> None:
     cases: list[tuple[type[BadInput], list[str], str | None, bytes | None, str]] = [
-        (NoCommand, [], None, None, "give the command to run"),
-        (NoCommand, ["echo"], "f.sh", None, "not both"),
-        (NoCommand, ["-"], None, b" \n\t", "the command on stdin is empty"),
-        (UnreadableCommand, ["-"], None, b"echo \xff", "is not UTF-8 text"),
-        (UnreadableCommand, [], str(tmp_path / "absent.sh"), None, "No such file or directory"),
-        (UnreadableCommand, [], str(tmp_path), None, "Is a directory"),
-        (UnreadableCommand, ["-"], None, None, "no stdin"),
+        (TextRefused, [], None, None, "no command: give it as words"),
+        (TextRefused, ["echo"], "f.sh", None, "give the command one way"),
+        (TextRefused, ["-"], None, b" \n\t", "the command is empty (or only blanks): give the shell command"),
+        (TextRefused, ["-"], None, b"echo \xff", "is not UTF-8 text"),
+        (TextRefused, [], str(tmp_path / "absent.sh"), None, "No such file or directory"),
+        (TextRefused, [], str(tmp_path), None, "Is a directory"),
+        (TextRefused, ["-"], None, None, "- reads the command from stdin, and there is none"),
     ]
     for kind, words, file, stdin, says in cases:
         with pytest.raises(kind) as refused:
@@ -157,7 +157,7 @@ def test_any_bytes_on_stdin_are_the_command_or_bad_input(data: bytes) -> None:
 def test_run_help_says_the_argument_limit_and_names_stdin_and_file() -> None:
     text = unwrapped(bash_parsers()["run"].format_help())
     for says in (
-        "Linux limits one argument to 128 KiB: for a longer command, up to 1 MiB (1048576 bytes), "
+        "Linux limits one argument to 128 KiB: for a longer command, up to 1 MiB (1,048,576 bytes), "
         "use `-` or --file",
         "A lone `-` reads it from stdin",
         "joined with one space, as ssh joins them: quote the command to keep it as written",

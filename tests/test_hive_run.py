@@ -105,12 +105,12 @@ def test_the_prompt_is_its_words_joined_or_stdin_or_a_file(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("argv", "stdin", "says"),
     [
-        ([], b"", "no prompt: give its words, - to read it from stdin, or --file F"),
-        (["-"], b" \n", "stdin (-): the prompt is empty"),
-        (["-"], b"caf\xe9", "stdin (-): the prompt is not UTF-8 text (byte 3"),
+        ([], b"", "no prompt: give it as words (quoted to keep its spacing), - to read it from stdin"),
+        (["-"], b" \n", "the prompt is empty (or only blanks): give the agent something to do"),
+        (["-"], b"caf\xe9", "the prompt from stdin is not UTF-8 text (its byte 3"),
         (["go", "--file", "F"], b"", "give the prompt one way"),
-        (["--file", "missing"], b"", "--file missing: cannot be read (No such file or directory)"),
-        ([""], b"", "PROMPT: the prompt is empty"),
+        (["--file", "missing"], b"", "cannot read --file missing: No such file or directory"),
+        ([""], b"", "the prompt is empty"),
     ],
 )
 def test_no_prompt_or_a_bad_one_is_refused_saying_how_to_give_one(
@@ -127,7 +127,7 @@ def test_help_says_how_to_give_the_prompt_and_the_exit_statuses(capsys: pytest.C
     text = " ".join(capsys.readouterr().out.split())
     assert "[--file F]" in text and "[PROMPT ...]" in text
     assert "joined with one space" in text and "`-` alone reads it from stdin" in text
-    assert "over ~128 KiB cannot be an argument" in text
+    assert "over 128 KiB cannot be an argument" in text and "up to 1 MiB" in text
     assert "exit status: 0 the turn's result is not an error" in text
     assert "2 the turn could not run" in text and "128+N stopped by signal N" in text
     assert "--stop-grace S" in text and "(0 or more; default 10)" in text

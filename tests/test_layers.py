@@ -24,6 +24,7 @@ LEAVES = {
     "_arguments",
     "_convert",
     "_flags",
+    "_text_input",
 }
 """The shared mechanisms (hive/_*.py, hive/errors.py): each imports only leaves, and every part may import them."""
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hive._lines import MAX_LINE
 from hive._state_dir import default_state_dir
+from hive._text_input import TextTooLong, process_stdin, read_text
 from hive.cli._agent_status import describe_status
 from hive.errors import BadInput
 
@@ -180,58 +181,31 @@ def _agent_status(args: argparse.Namespace) -> int:
 # -- hive agent prompt -------------------------------------------------------------------------------
 
 
-class BadPrompt(BadInput):
-    """``hive agent prompt`` was given no message, a blank one, or one it cannot read."""
-
-
-class PromptTooLong(BadPrompt):
+class PromptTooLong(TextTooLong):
     """The message does not fit in one request on the agent socket."""
 
 
 def prompt_text(words: list[str], file: str | None) -> str:
-    """The message ``hive agent prompt WORDS`` (``-``: stdin) or ``--file FILE`` gives; BadPrompt
-    when there is none, it is blank, or it cannot be read; PromptTooLong past the socket's cap."""
-    if file is not None and words:
-        raise BadPrompt("give the message as words, as - (stdin) or with --file, not two of these")
-    if file is not None:
-        text = _decode(_read_file(file), f"--file {file}")
-    elif words == ["-"]:
-        if sys.stdin.isatty():
-            print("hive: reading the message from stdin; end it with Ctrl-D", file=sys.stderr)
-        text = _decode(sys.stdin.buffer.read(MAX_LINE + 1), "stdin")
-    elif not words:
-        raise BadPrompt("no message: give it as words, as - to read it from stdin, or with --file FILE")
-    else:
-        text = " ".join(words)
-    if not text.strip():
-        raise BadPrompt("the message is empty (or only blanks): nothing was sent; give the agent words")
-    return text
+    """The message ``hive agent prompt WORDS`` (``-``: stdin) or ``--file FILE`` gives
+    (`hive._text_input.read_text`: a `TextRefused` says why not)."""
+    return read_text(
+        words,
+        file,
+        noun="message",
+        cap=MAX_LINE,
+        longer=_LONGER,
+        blank="nothing was sent; give the agent words",
+        stdin=process_stdin(),
+    )
 
 
-def _read_file(file: str) -> bytes:
-    try:
-        with open(file, "rb") as f:
-            return f.read(MAX_LINE + 1)
-    except OSError as exc:
-        raise BadPrompt(f"cannot read --file {file}: {exc.strerror or exc}") from None
+_LONGER = "put the text in a file the agent can read and send a message that names the file"
 
 
-def _decode(data: bytes, source: str) -> str:
-    if len(data) > MAX_LINE:
-        raise _too_long(f"more than {MAX_LINE:,} bytes")
-    try:
-        return data.decode()
-    except UnicodeDecodeError as exc:
-        raise BadPrompt(
-            f"the message from {source} is not UTF-8 text (byte {exc.start} is not): send it as text"
-        ) from None
-
-
-def _too_long(size: str) -> PromptTooLong:
+def _too_long(size: int) -> PromptTooLong:
     return PromptTooLong(
-        f"the message is too long: its request to the agent socket would be {size}, and the socket "
-        f"takes at most {MAX_LINE:,} bytes (1 MiB) a request, JSON escapes counted; put the text in a "
-        "file the agent can read and send a message that names the file"
+        f"the message is too long: its request to the agent socket would be {size:,} bytes, and the "
+        f"socket takes at most {MAX_LINE:,} bytes (1 MiB) a request, JSON escapes counted; {_LONGER}"
     )
 
 
@@ -241,7 +215,7 @@ def _agent_prompt(args: argparse.Namespace) -> int:
 
     request = Prompt(text)
     if (size := len(encode(request)) - 1) > MAX_LINE:  # the newline is not counted
-        raise _too_long(f"{size:,} bytes")
+        raise _too_long(size)
     if _ask_agent(args, request) is None:
         return 1
     print("queued: the agent's next turn carries it")

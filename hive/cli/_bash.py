@@ -8,10 +8,11 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from hive._limits import MAX_NAME, MAX_WAIT, NAME_RULE, is_name
+from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_RULE, is_name
 from hive._state_dir import default_state_dir
+from hive._text_input import ARG_MAX, in_words, process_stdin, read_text
 from hive.cli._bash_answer import (
     EXIT_STATUS_HELP,
     FAILED,
@@ -20,7 +21,6 @@ from hive.cli._bash_answer import (
     in_cli_terms,
     tool_error_status,
 )
-from hive.cli._bash_input import ARG_MAX, CAP, read_command
 from hive.cli._types import capped_wait, timeout, wait
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ CMD_HELP = (
     "the shell command, run under bash as `bash -c CMD` would run it. Several words are joined "
     "with one space, as ssh joins them: quote the command to keep it as written, and put `--` "
     "before it if a word starts with '-'. A lone `-` reads it from stdin. Linux limits one "
-    f"argument to {ARG_MAX // 1024} KiB: for a longer command, up to {CAP}, use `-` or --file"
+    f"argument to {ARG_MAX // 1024} KiB: for a longer command, up to {in_words(MAX_CMD_BYTES)}, use `-` or --file"
 )
 RUN_WORDS = (
     "; hive's flags go before the command's words or after them all, and `--` before a command "
@@ -97,7 +97,7 @@ def add_bash_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     run.add_argument(
         "--file",
         metavar="F",
-        help=f"read the command from the file F instead of CMD (`-`: from stdin); up to {CAP}",
+        help=f"read the command from the file F instead of CMD (`-`: from stdin); up to {in_words(MAX_CMD_BYTES)}",
     )
     run.add_argument(
         "--name",
@@ -210,8 +210,22 @@ def _wait(args: argparse.Namespace) -> float:
     return seconds
 
 
+def read_command(words: Sequence[str], file: str | None, stdin: BinaryIO | None) -> str:
+    """The command ``hive bash run`` runs: its words, ``-`` (``stdin``) or ``--file`` (a
+    `hive._text_input.TextRefused` says why not), up to the tools' cap."""
+    return read_text(
+        words,
+        file,
+        noun="command",
+        cap=MAX_CMD_BYTES,
+        longer="put a longer script in a file of its own and run `hive bash run bash FILE`",
+        blank="give the shell command to run",
+        stdin=stdin,
+    )
+
+
 def _bash_run(args: argparse.Namespace) -> int:
-    cmd = read_command(args.cmd, args.file, sys.stdin.buffer if sys.stdin is not None else None)
+    cmd = read_command(args.cmd, args.file, process_stdin())
     arguments: dict[str, Any] = {"cmd": cmd, "wait_seconds": _wait(args)}
     if args.name is not None:
         arguments["name"] = args.name
