@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import trio
 
+from hive.bash._recovery import serial_from_files
 from hive.wake import AgentRequest, Wake, serve_agent_socket
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.forked_daemon import ForkedDaemonHandle, forked_daemon_under
@@ -168,6 +170,36 @@ async def test_a_task_whose_record_is_gone_is_recovered_from_its_files(
     assert "filed" in listed
     assert wake.sender == "bash-task-filed"
     assert wake.end_id == f"filed:{record_of(daemon, 'filed')['serial']}"
+
+
+async def test_a_run_recovered_from_its_files_twice_has_one_end_id(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    # A recovery that sends the end and dies before its record lands leaves the next recovery
+    # the same files to go by: the end must carry the same id, or the agent cannot drop it
+    # as a repeat. (Its record is removed here after each life, as such a death leaves it.)
+    async with daemon.running(agent=False), daemon.session() as session:
+        await call(session, "run", cmd="exit 6", name="twice", wait_seconds=20)
+    end_ids = []
+    for _ in range(2):
+        daemon.task_file("twice", ".json").unlink()
+        async with agent.serving(), daemon.running():
+            with trio.fail_after(20):
+                (wake,) = await agent.wait_for(1)
+            end_ids.append(wake.end_id)
+        agent.wakes.clear()
+    assert end_ids[0] == end_ids[1] == f"twice:{record_of(daemon, 'twice')['serial']}"
+
+
+def test_a_serial_from_files_is_the_same_for_the_same_files(tmp_path: Path) -> None:
+    (tmp_path / "a.cmd").write_text("true")
+    (tmp_path / "b.cmd").write_text("true")
+    first = serial_from_files([tmp_path / "a.cmd"], "a")
+    assert first == serial_from_files([tmp_path / "missing", tmp_path / "a.cmd"], "a")
+    assert re.fullmatch("[0-9a-f]{16}", first)
+    assert first != serial_from_files([tmp_path / "b.cmd"], "b")
+    # No file at all: nothing to go by, a serial of its own each time.
+    assert serial_from_files([tmp_path / "missing"], "a") != serial_from_files([tmp_path / "missing"], "a")
 
 
 async def test_at_its_open_files_limit_the_daemon_refuses_tasks_and_says_why(

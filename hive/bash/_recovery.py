@@ -37,6 +37,7 @@ What survives what:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
@@ -185,7 +186,9 @@ async def _recover_from_files(manager: Manager, orphans: dict[str, LooseEnd]) ->
         log.warning("recovering task %s from its files: its record is missing or unreadable", task_id)
         record = TaskRecord(
             id=task_id,
-            serial=loose_end.serial if loose_end is not None else secrets.token_hex(8),
+            serial=loose_end.serial
+            if loose_end is not None
+            else await trio.to_thread.run_sync(serial_from_files, store.task_paths(task_id)[1:], task_id),
             cmd=cmd if cmd is not None else f"(unknown: {task_id}.cmd could not be read)",
             cwd=str(manager.settings.workdir),
             created_at=created,
@@ -195,6 +198,21 @@ async def _recover_from_files(manager: Manager, orphans: dict[str, LooseEnd]) ->
         manager.register(task)
         await ledger.recovered(task, loose_end, None if loose_end is None else Place.LATEST)
         await _resume(manager, task)
+
+
+def serial_from_files(paths: list[Path], task_id: str) -> str:
+    """The serial of a run known only by its files (``paths``: its ``.cmd``, ``.out``, ...),
+    the same for the same files: a recovery that dies after sending its end and before saving
+    its record gives the next recovery the same end id, which the agent drops as a repeat."""
+    for path in paths:
+        try:
+            found = os.stat(path, follow_symlinks=False)
+        except OSError:
+            continue
+        # An inode keeps its number while the file lives; a later run of the name is a new file.
+        identity = f"{task_id}\0{found.st_dev}\0{found.st_ino}".encode()
+        return hashlib.sha256(identity).hexdigest()[:16]
+    return secrets.token_hex(8)
 
 
 async def _watch_leftovers(manager: Manager) -> None:
