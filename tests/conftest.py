@@ -6,6 +6,7 @@ The helpers they are built on, and every other helper the tests share, are in ``
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,12 @@ import pytest
 
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups, shared_daemon, short_tmp_dir
 from tests.helpers.listener import AgentListener
+
+# A test run started with SIGINT ignored (a background job of a script, `nohup ... &`) would pass
+# that on to every process the tests start, which SIGINT then never stops: the tests would wait
+# forever for what every stop promises. A handler, unlike an ignored signal, is not inherited.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
