@@ -6,7 +6,9 @@ without the daemon's modules (importing those would cost the MCP SDK's import on
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 
 MAX_WAIT = 30.0
 """The longest a tool call may wait (``wait_seconds``, ``hive bash --wait``); a longer wait
@@ -31,6 +33,16 @@ MAX_PROMPT_BYTES = 1024 * 1024
 """The largest prompt ``hive run`` takes, in bytes of UTF-8: what one turn of ``hive-agent``
 carries at most. claude reads it on stdin and an ACP agent in a JSON-RPC message, so it is not
 bound by Linux's 128 KiB limit on one argument."""
+
+
+def state_dir_path(env: Mapping[str, str] = os.environ) -> str:
+    """Where the state directory is when nobody says: ``HIVE_STATE_DIR``, else
+    ``$XDG_STATE_HOME/hive``, else ``~/.local/state/hive`` (a string: the relay imports no
+    pathlib; ``hive._state_dir.default_state_dir`` is the same as a Path)."""
+    if env.get("HIVE_STATE_DIR"):
+        return env["HIVE_STATE_DIR"]
+    xdg = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(xdg, "hive")
 
 
 def is_name(text: str) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hive._files import ensure_private_dir, read_regular, try_lock
+from hive._limits import state_dir_path
 from hive.errors import BadInput, HiveError, StateBusy
 
 log = logging.getLogger(__name__)
@@ -28,12 +29,8 @@ ANOTHER = "stop it, or give this one another --state-dir"
 
 
 def default_state_dir(env: Mapping[str, str] = os.environ) -> Path:
-    """The state directory when none is given: ``HIVE_STATE_DIR``, else ``$XDG_STATE_HOME/hive``,
-    else ``~/.local/state/hive``."""
-    if env.get("HIVE_STATE_DIR"):
-        return Path(env["HIVE_STATE_DIR"])
-    xdg = env.get("XDG_STATE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "hive"
+    """The state directory when none is given (`hive._limits.state_dir_path`)."""
+    return Path(state_dir_path(env))
 
 
 class StateDirBusy(StateBusy):

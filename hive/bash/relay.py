@@ -46,7 +46,7 @@ import time
 
 from hive import __version__
 from hive._flags import positive_seconds
-from hive._limits import MAX_WAIT
+from hive._limits import MAX_WAIT, state_dir_path
 from hive._main import run_main
 
 READ_SIZE = 65536
@@ -680,13 +680,7 @@ def _lines(buffer: bytearray) -> list[bytes]:
 
 
 def default_socket() -> str:
-    if os.environ.get("HIVE_BASH_SOCKET"):
-        return os.environ["HIVE_BASH_SOCKET"]
-    state = os.environ.get("HIVE_STATE_DIR")
-    if not state:
-        xdg = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-        state = os.path.join(xdg, "hive")
-    return os.path.join(state, "bash.sock")
+    return os.environ.get("HIVE_BASH_SOCKET") or os.path.join(state_dir_path(), "bash.sock")
 
 
 DESCRIPTION = """\

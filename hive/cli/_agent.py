@@ -18,8 +18,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hive._limits import state_dir_path
 from hive._lines import MAX_LINE
-from hive._state_dir import default_state_dir
 from hive._text_input import TextTooLong, process_stdin, read_text
 from hive.cli._agent_status import describe_status
 from hive.errors import BadInput
@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from hive.wake import AgentReply, AgentRequest
 
 
-def add_agent_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_agent_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
     agent = commands.add_parser(
         "agent",
-        help="talk to a running hive-agent, read its turn log",
+        help=help,
         description="Talk to a running hive-agent over its agent socket (status, prompt, compact), or read "
         "its turn log (log). Each finds the agent where hive-agent was told to be: --state-dir "
         "(HIVE_STATE_DIR), and the socket at --socket (HIVE_AGENT_SOCKET), else <state-dir>/agent.sock.",
@@ -111,7 +111,7 @@ def add_agent_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def _state_dir_help() -> str:
-    now = str(default_state_dir()).replace("%", "%%")
+    now = state_dir_path().replace("%", "%%")
     return (
         "the agent's state directory, as hive-agent was given it [HIVE_STATE_DIR; default "
         f"$XDG_STATE_HOME/hive, else ~/.local/state/hive: here {now}]"
@@ -120,7 +120,7 @@ def _state_dir_help() -> str:
 
 def _state_dir(args: argparse.Namespace) -> Path:
     given: str | None = args.state_dir
-    return Path(given) if given else default_state_dir()
+    return Path(given or state_dir_path())
 
 
 def _agent_socket(args: argparse.Namespace) -> Path:

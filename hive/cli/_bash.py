@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_RULE, is_name
-from hive._state_dir import default_state_dir
+from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_RULE, is_name, state_dir_path
 from hive._text_input import ARG_MAX, in_words, process_stdin, read_text
 from hive.cli._bash_answer import (
     EXIT_STATUS_HELP,
@@ -69,10 +68,10 @@ class _BashParser(argparse.ArgumentParser):
         return parsed, extras
 
 
-def add_bash_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_bash_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
     bash = commands.add_parser(
         "bash",
-        help="run and inspect background bash tasks",
+        help=help,
         description="Run and inspect background bash tasks, through hive-bash-daemon's socket.",
         epilog=EXIT_STATUS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -142,14 +141,13 @@ def _task_name(text: str) -> str:
 
 def bash_socket(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> Path:
     """The daemon's socket: ``--socket``, else ``HIVE_BASH_SOCKET``, else ``bash.sock`` in the
-    state directory (``--state-dir``, else :func:`~hive._state_dir.default_state_dir`), as the
+    state directory (``--state-dir``, else :func:`~hive._limits.state_dir_path`), as the
     daemon itself chooses it."""
     if args.socket:
         return Path(args.socket)
     if env.get("HIVE_BASH_SOCKET"):
         return Path(env["HIVE_BASH_SOCKET"])
-    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(env)
-    return state_dir / "bash.sock"
+    return Path(args.state_dir or state_dir_path(env)) / "bash.sock"
 
 
 def _call(args: argparse.Namespace, tool: str, arguments: dict[str, Any]) -> CallResult | None:

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 
 from hive import __version__
 from hive._main import run_main
-from hive.cli._agent import add_agent_commands
-from hive.cli._bash import add_bash_commands
 from hive.cli._types import demo_within
+
+BASH_HELP = "run and inspect background bash tasks"
+AGENT_HELP = "talk to a running hive-agent, read its turn log"
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -48,8 +49,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         add_arguments(run)
     run.set_defaults(handler=_run_turn)
 
-    add_bash_commands(commands)
-    add_agent_commands(commands)
+    # A family's commands (and what they import) only when one of them may be the command parsed.
+    if command in (None, "bash"):
+        from hive.cli._bash import add_bash_commands
+
+        add_bash_commands(commands, BASH_HELP)
+    else:
+        commands.add_parser("bash", help=BASH_HELP)
+    if command in (None, "agent"):
+        from hive.cli._agent import add_agent_commands
+
+        add_agent_commands(commands, AGENT_HELP)
+    else:
+        commands.add_parser("agent", help=AGENT_HELP)
     return parser
 
 
