@@ -5,13 +5,9 @@ test runs: the venv running this test stands in for it."""
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import trio
 
 from tests.helpers.claude_fake import FakeClaude
@@ -26,16 +22,8 @@ def test_the_readme_marks_its_runnable_blocks() -> None:
     assert all(blocks.values()), blocks
 
 
-@pytest.fixture
-def home() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="hive-readme-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-async def test_the_quick_start_runs_as_written(home: Path) -> None:
+async def test_the_quick_start_runs_as_written(short_tmp: Path) -> None:
+    home = short_tmp  # a fresh HOME
     lines = readme_blocks()["quick-start"]
     assert [line for line in lines if line.startswith(INSTALL)] == lines[:1]
     fakes = home / "fakes"
