@@ -5,6 +5,7 @@ The helpers they are built on, and every other helper the tests share, are in ``
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 from collections.abc import Iterator
@@ -20,6 +21,12 @@ from tests.helpers.listener import AgentListener
 # forever for what every stop promises. A handler, unlike an ignored signal, is not inherited.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (the default in pyproject.toml): a worker per core the suite may use, and one
+    more, since most tests spend much of their time waiting on the real processes they start."""
+    return len(os.sched_getaffinity(0)) + 1
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ def run_real_tier(peers: Path, *, ci: bool) -> str:
     if ci:
         env["CI"] = "true"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/real", "-rs", "-q", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", "tests/real", "-rs", "-q", "-p", "no:cacheprovider", "-n", "0"],
         cwd=REPO,
         env=env,
         capture_output=True,
