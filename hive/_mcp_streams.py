@@ -26,6 +26,17 @@ Writer = Callable[[ContextReceiveStream[SessionMessage]], Awaitable[None]]
 """Writes what the session sends to the peer."""
 
 
+def parse_message(line: bytes) -> types.JSONRPCMessage | ValueError | None:
+    """One line a peer sent: its JSON-RPC message, the error that says why it is none, or None
+    for a blank line (which is skipped)."""
+    if not line.strip():
+        return None
+    try:
+        return types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError as exc:
+        return exc
+
+
 @asynccontextmanager
 async def session_streams(
     read: Reader, write: Writer

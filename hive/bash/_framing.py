@@ -24,7 +24,7 @@ from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from hive._lines import LineCut, LineReader, LineTooLong
-from hive._mcp_streams import Unanswered, session_streams
+from hive._mcp_streams import Unanswered, parse_message, session_streams
 from hive.wake import answer_then_close
 
 log = logging.getLogger(__name__)
@@ -169,14 +169,13 @@ class _Framer:
                     self.receipts.peer_closed = True
                     await self._unanswered.wait()
                     return
-                if not line.strip():
+                message = parse_message(line)
+                if message is None:
                     continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except ValueError as exc:
+                if isinstance(message, ValueError):
                     answer = misread(line, None) if self.answer_garbage else None
                     if answer is None:
-                        await self._refuse(f"not a JSON-RPC message: {_first_line(exc)}")
+                        await self._refuse(f"not a JSON-RPC message: {_first_line(message)}")
                         return
                     await self._answer_misread(answer)
                     continue

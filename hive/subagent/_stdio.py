@@ -27,7 +27,7 @@ from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
 from hive._lines import LineCut, LineReader, LineTooLong
-from hive._mcp_streams import Unanswered, session_streams
+from hive._mcp_streams import Unanswered, parse_message, session_streams
 from hive.subagent._wire import MAX_LINE
 
 log = logging.getLogger(__name__)
@@ -83,15 +83,13 @@ class _Transport:
                 except (LineCut, *_CLOSED):
                     line = None
                 if line is None:
-                    self.receipts.client_closed = True
-                    await self._unanswered.wait()
+                    await self._input_ended()
                     return
-                if not line.strip():
+                message = parse_message(line)
+                if message is None:
                     continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except ValueError as exc:
-                    await to_session.send(exc)  # the SDK answers what it can of it, as on its own stdio
+                if isinstance(message, ValueError):
+                    await to_session.send(message)  # the SDK answers what it can of it, as on its own stdio
                     continue
                 if isinstance(message, types.JSONRPCRequest):
                     self._unanswered.read(message.id)
@@ -104,6 +102,11 @@ class _Transport:
                     if cancelled is not None:
                         self._unanswered.settled(cancelled)
                 await to_session.send(SessionMessage(message))
+
+    async def _input_ended(self) -> None:
+        """The client has gone away: the answers to what it asked are still sent (to nobody)."""
+        self.receipts.client_closed = True
+        await self._unanswered.wait()
 
     async def write(self, from_session: ContextReceiveStream[SessionMessage]) -> None:
         async with from_session:
