@@ -74,6 +74,11 @@ def check_arguments(
     return checked
 
 
+def file_schema(what: str) -> dict[str, Any]:
+    """The schema of a field that gives the path of the file holding ``what`` (whole)."""
+    return {"type": "string", "description": f"The file that holds {what}."}
+
+
 def answer_schema(properties: Mapping[str, Any], *shapes: list[str], errors: str) -> dict[str, Any]:
     """The output schema of a tool's structured answer: an object that always has ``message``
     (the text answer's guidance, for a client that shows the model only the structured content)

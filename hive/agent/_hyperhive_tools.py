@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import trio
 
-from hive._arguments import ArgumentError, answer_schema, check_arguments
+from hive._arguments import ArgumentError, answer_schema, check_arguments, file_schema
 from hive.agent._loose_ends import UNKNOWN, describe, read_loose_ends
 from hive.wake import Refused
 
@@ -30,7 +30,7 @@ _LOOSE_END = {
     "properties": {
         "id": {"type": "string", "description": "The task's id (its name, if it was given one)."},
         "cmd": {"type": "string", "description": "The command; a long one is cut, see cmd_path."},
-        "cmd_path": {"type": "string", "description": "The file that holds the whole command."},
+        "cmd_path": file_schema("the whole command"),
         "state": {
             "type": "string",
             "enum": ["running", "done", "timed_out", "stopped", "interrupted", UNKNOWN],
@@ -41,8 +41,8 @@ _LOOSE_END = {
         "exit_code": {"type": ["integer", "null"]},
         "since": {"type": ["number", "null"], "description": "When the task was started (Unix time)."},
         "ended_at": {"type": ["number", "null"], "description": "When it ended (Unix time)."},
-        "stdout_path": {"type": "string", "description": "The file that holds its whole stdout."},
-        "stderr_path": {"type": "string", "description": "The file that holds its whole stderr."},
+        "stdout_path": file_schema("its whole stdout"),
+        "stderr_path": file_schema("its whole stderr"),
         "wake": {
             "type": ["object", "null"],
             "description": "The wake its end is owed as (null while it runs): who it is from and its body.",

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from hive._arguments import ArgumentError, answer_schema, check_arguments
+from hive._arguments import ArgumentError, answer_schema, check_arguments, file_schema
 from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_SCHEMA_PATTERN
 from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running
 from hive.bash._errors import BadArgument, BashError
@@ -54,7 +54,7 @@ _OUTPUT = {
     "properties": {
         "tail": {"type": "string", "description": "The last 4 KiB, as UTF-8 (invalid bytes replaced)."},
         "bytes": {"type": "integer", "description": "The whole output's size."},
-        "path": {"type": "string", "description": "The file that holds the whole output."},
+        "path": file_schema("the whole output"),
     },
     "required": ["tail", "bytes", "path"],
 }
@@ -64,7 +64,7 @@ _STATUS_PROPERTIES: dict[str, Any] = {
     "exit_code": {"type": ["integer", "null"]},
     "duration_secs": {"type": ["number", "null"]},
     "cmd": {"type": "string", "description": "The command; one over 2000 characters is cut, see cmd_path."},
-    "cmd_path": {"type": "string", "description": "The file that holds the whole command."},
+    "cmd_path": file_schema("the whole command"),
     "cwd": {"type": "string"},
     "pid": {"type": ["integer", "null"]},
     "timeout_secs": {"type": ["number", "null"]},
@@ -91,8 +91,8 @@ _STATUS_PROPERTIES: dict[str, Any] = {
 }
 _STATUS_REQUIRED = ["id", "state", "exit_code", "duration_secs", "cmd", "stdout", "stderr", "notes"]
 _STARTED_PROPERTIES: dict[str, Any] = {
-    "stdout_path": {"type": "string"},
-    "stderr_path": {"type": "string"},
+    "stdout_path": file_schema("its whole stdout"),
+    "stderr_path": file_schema("its whole stderr"),
     "previous": {
         "type": "object",
         "description": "The earlier task of the same name, whose end you had not been told yet.",
