@@ -18,6 +18,9 @@ import logging
 import os
 import stat
 from pathlib import Path
+from typing import Any
+
+import attrs
 
 from hive.errors import HiveError
 
@@ -42,6 +45,16 @@ class NotADirectory(HiveError, NotADirectoryError):
     is wrong (exit 2)."""
 
     exit_code = 2
+
+
+def path_field(directory: str, name: str) -> Any:
+    """An attrs field that is no argument: the path ``name`` in the directory held by the field
+    ``directory`` (the state directory of a store)."""
+    return attrs.field(
+        init=False,
+        repr=False,
+        default=attrs.Factory(lambda store: getattr(store, directory) / name, takes_self=True),
+    )
 
 
 def ensure_private_dir(path: Path) -> Path:

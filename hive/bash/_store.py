@@ -48,6 +48,7 @@ from hive._files import (
     ensure_private_dir,
     fsync_dir,
     open_regular,
+    path_field,
     read_regular,
     truncate_regular,
     write_atomic,
@@ -158,15 +159,11 @@ class _IdLocks:
 @attrs.define
 class TaskStore:
     root: Path
+    tasks_dir: Path = path_field("root", "bash-tasks")
+    """Every run's files: ``<id>.json``, ``.cmd``, ``.out``, ``.err``, ``.exit``."""
+    loose_ends_dir: Path = path_field("root", "mcp-loose-ends")
+    """The loose ends: one file per end the agent is owed (the harness's hyperhive tools read them)."""
     _id_locks: _IdLocks = attrs.field(factory=_IdLocks, init=False, repr=False)
-
-    @property
-    def tasks_dir(self) -> Path:
-        return self.root / "bash-tasks"
-
-    @property
-    def loose_ends_dir(self) -> Path:
-        return self.root / "mcp-loose-ends"
 
     def create_dirs(self) -> None:
         for d in (self.root, self.tasks_dir, self.loose_ends_dir):

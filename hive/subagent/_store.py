@@ -22,7 +22,7 @@ from pathlib import Path
 
 import attrs
 
-from hive._files import ensure_private_dir, read_regular, write_atomic
+from hive._files import ensure_private_dir, path_field, read_regular, write_atomic
 from hive._limits import is_name
 from hive.subagent._convert import DecodeError, structure, unstructure
 from hive.subagent._records import SessionRecord
@@ -35,26 +35,14 @@ class Store:
     """The subagent daemon's state directory (the paths in it are listed above)."""
 
     state_dir: Path
-
-    @property
-    def sessions(self) -> Path:
-        """Where the sessions' records and turn logs are."""
-        return self.state_dir / "subagents"
-
-    @property
-    def socket(self) -> Path:
-        """The daemon's socket."""
-        return self.state_dir / "subagent.sock"
-
-    @property
-    def lock(self) -> Path:
-        """The lock the daemon serving this directory holds (with its pid in it)."""
-        return self.state_dir / "subagent-daemon.lock"
-
-    @property
-    def daemon_log(self) -> Path:
-        """The log of a daemon started on first use."""
-        return self.state_dir / "subagent-daemon.log"
+    sessions: Path = path_field("state_dir", "subagents")
+    """Where the sessions' records and turn logs are."""
+    socket: Path = path_field("state_dir", "subagent.sock")
+    """The daemon's socket."""
+    lock: Path = path_field("state_dir", "subagent-daemon.lock")
+    """The lock the daemon serving this directory holds (with its pid in it)."""
+    daemon_log: Path = path_field("state_dir", "subagent-daemon.log")
+    """The log of a daemon started on first use."""
 
     def create_dirs(self) -> None:
         """Create the state directory and ``sessions`` (0700), if they are not there."""
