@@ -14,8 +14,6 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-import attrs
-
 from hive._proc import GroupLeader, Pidfd, start_time
 from hive.runtime import AgentProcess, watching_agents
 
@@ -55,36 +53,27 @@ class Host(Protocol):
         ...
 
 
-@attrs.define(eq=False)
-class AdoptedAgent:
+class AdoptedAgent(GroupLeader):
     """An agent an earlier daemon started, still running: watched through its pidfd."""
 
-    _leader: GroupLeader
     returncode: int | None = None
-
-    @property
-    def pid(self) -> int:
-        return self._leader.pid
-
-    @property
-    def signalled(self) -> bool:
-        return self._leader.signalled
+    """0 once it has exited: it is not this daemon's child, so its real status cannot be read."""
 
     def interrupt(self) -> bool:
-        if self.returncode is not None or not self._leader.interrupt():
+        if self.returncode is not None or not super().interrupt():
             return False
         log.info("sent SIGINT to the process group %d, an agent left by an earlier daemon", self.pid)
         return True
 
     async def wait(self) -> int:
         if self.returncode is None:
-            await self._leader.pidfd.wait()
-            self.returncode = 0  # not our child: its status is not ours to read
+            await self.pidfd.wait()
+            self.returncode = 0
             self.close()
         return self.returncode
 
     def close(self) -> None:
-        self._leader.pidfd.close()
+        self.pidfd.close()
 
 
 class SystemHost:
@@ -103,4 +92,4 @@ class SystemHost:
 
     def adopt(self, pid: int, start: int, *, signalled: bool) -> TurnAgent | None:
         pidfd = Pidfd.adopt(pid, start)
-        return None if pidfd is None else AdoptedAgent(GroupLeader(pidfd, signalled=signalled))
+        return None if pidfd is None else AdoptedAgent(pidfd, signalled=signalled)
