@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,8 @@ from hive.errors import BadInput
 
 if TYPE_CHECKING:
     from hive.wake import AgentReply, AgentRequest
+
+Handler = Callable[[argparse.Namespace], int]
 
 
 def add_agent_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
@@ -46,10 +48,18 @@ def add_agent_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "[HIVE_AGENT_SOCKET; default <state-dir>/agent.sock]",
     )
 
-    status = agent.add_parser(
+    def command(
+        name: str, handler: Handler, *, over: argparse.ArgumentParser, summary: str, description: str
+    ) -> argparse.ArgumentParser:
+        parser = agent.add_parser(name, parents=[over], help=summary, description=description)
+        parser.set_defaults(handler=handler)
+        return parser
+
+    status = command(
         "status",
-        parents=[over_socket],
-        help="what the agent does: idle, or which turn runs and since when; the last turn that "
+        _agent_status,
+        over=over_socket,
+        summary="what the agent does: idle, or which turn runs and since when; the last turn that "
         "ended and how; the session, the queue, context usage",
         description="Ask hive-agent what it is doing: idle, in turn N (since when, carrying how many "
         "messages), compacting, or waiting to retry a turn that could not start; then its session, its "
@@ -59,12 +69,12 @@ def add_agent_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     status.add_argument(
         "--json", action="store_true", help="print the status as JSON (the agent socket's status object)"
     )
-    status.set_defaults(handler=_agent_status)
 
-    prompt = agent.add_parser(
+    prompt = command(
         "prompt",
-        parents=[over_socket],
-        help="send the agent a message (its next turn carries it)",
+        _agent_prompt,
+        over=over_socket,
+        summary="send the agent a message (its next turn carries it)",
         description="Send the agent a message; its next turn carries it. The words given are joined with "
         "one space: quote the message to keep its spacing. Linux limits one argument to 128 KiB: a "
         "longer message goes through - (stdin) or --file, up to the agent socket's 1 MiB a request "
@@ -80,23 +90,23 @@ def add_agent_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "argument is limited to 128 KiB by Linux), or - to read it from stdin",
     )
     prompt.add_argument("--file", metavar="FILE", help="read the message from FILE (up to 1 MiB)")
-    prompt.set_defaults(handler=_agent_prompt)
 
-    compact = agent.add_parser(
+    command(
         "compact",
-        parents=[over_socket],
-        help="compact the agent's session: at once when idle, else right after the running turn",
+        _agent_compact,
+        over=over_socket,
+        summary="compact the agent's session: at once when idle, else right after the running turn",
         description="Ask hive-agent to compact its agent's session: at once when idle, else right after "
         "the running turn, before the next. Exit status 0 once it has the request, 1 when no "
         "hive-agent could be asked.",
     )
-    compact.set_defaults(handler=_agent_compact)
 
-    log = agent.add_parser(
+    log = command(
         "log",
-        parents=[in_state_dir],
-        help="the turn log for a person: each turn's trigger, the agent's text, tool calls and results, "
-        "errors, tokens and context usage",
+        _agent_log,
+        over=in_state_dir,
+        summary="the turn log for a person: each turn's trigger, the agent's text, tool calls and "
+        "results, errors, tokens and context usage",
         description="Show the turn log (<state-dir>/turns.jsonl) for a person: each turn's header (its "
         "number, when it started, the messages it carried), the agent's text, tool calls and results, "
         "then how it ended (tokens, context usage, errors). --follow shows each turn the same way as it "
@@ -107,7 +117,6 @@ def add_agent_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "--follow", "-f", action="store_true", help="show the turns there are, then each as it happens"
     )
     log.add_argument("--json", action="store_true", help="print the log's lines as they are")
-    log.set_defaults(handler=_agent_log)
 
 
 def _state_dir_help() -> str:
