@@ -142,9 +142,12 @@ class AgentStatus:
     context_used: int | None = None
     """Tokens in the agent's context window, as the last turn reported them."""
     context_size: int | None = None
+    """The size of that window, in tokens."""
     compact_pending: bool = False
+    """Whether a compaction waits for the running turn to end."""
     pid: int | None = None
     state_dir: str | None = None
+    """The harness's pid and state directory."""
     running_turn: int | None = None
     """The number of the turn running (state ``turn``), or of the compaction (``compacting``)."""
     running_since: float | None = None

@@ -121,11 +121,16 @@ Admission = Admitted | Duplicate
 
 @attrs.frozen
 class Written:
+    """These admitted items are in the queue's file: each is acknowledged to its sender."""
+
     seqs: tuple[int, ...]
 
 
 @attrs.frozen
 class WriteFailed:
+    """These admitted items could not be written to the queue's file: none is queued, and each
+    sender is told so."""
+
     seqs: tuple[int, ...]
 
 
@@ -142,7 +147,7 @@ class Recorded:
 
 @attrs.frozen
 class RetryDue:
-    pass
+    """The backoff after a turn that could not start is over."""
 
 
 @attrs.frozen
@@ -154,7 +159,7 @@ class CompactAsked:
 
 @attrs.frozen
 class CompactEnded:
-    pass
+    """The compaction that was running has ended, however it ended."""
 
 
 @attrs.frozen
@@ -171,11 +176,15 @@ Event = Written | WriteFailed | TurnEnded | Recorded | RetryDue | CompactAsked |
 
 @attrs.frozen
 class StartTurn:
+    """Run a turn that carries these items, oldest first."""
+
     items: tuple[Item, ...]
 
 
 @attrs.frozen
 class StartCompact:
+    """Compact the session now, as asked by each of ``by``."""
+
     by: tuple[str, ...]
 
 

@@ -115,11 +115,19 @@ class TurnRecord:
     """Whether the messages reached the agent (they leave the queue); false: they are carried again."""
     is_error: bool = False
     error: str | None = None
+    """Whether the turn ended in an error, and what went wrong where the harness or the agent
+    said."""
     session_id: str | None = None
+    """The agent's session after the turn: the next turn continues it (``--resume`` for claude,
+    ``session/load`` for an ACP agent)."""
     result: str | None = None
+    """The turn's final text, as the agent gave it."""
     context_used: int | None = None
     context_size: int | None = None
+    """Tokens of the context window in use after the turn, and the window's size, where the
+    agent said."""
     tokens: dict[str, Any] = attrs.field(factory=dict)
+    """The turn's token counts as the agent reported them (input, output, cache reads, ...)."""
     type: Literal["hive"] = "hive"
 
 

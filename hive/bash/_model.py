@@ -44,6 +44,9 @@ class HeldBy(enum.Enum):
 
 
 class StopReason(enum.Enum):
+    """Why a task was stopped: its timeout ran out, the agent or an operator asked, or its
+    output passed the cap."""
+
     TIMEOUT = "timeout"
     REQUESTED = "requested"
     OUTPUT_CAP = "output_cap"

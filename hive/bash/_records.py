@@ -18,16 +18,26 @@ class TaskRecord:
     created_at: float
     state: TaskState = TaskState.PENDING
     named: bool = False
+    """Whether the caller gave the id (``name``); else the daemon drew it."""
     timeout_secs: float | None = None
+    """How long it may run before it is stopped (None: no limit)."""
     started_at: float | None = None
     ended_at: float | None = None
+    """When it started and ended (Unix time)."""
     exit_code: int | None = None
+    """The command's exit status, as a shell gives it: 128 + the signal's number where a signal
+    ended it."""
     pid: int | None = None
     pid_start_time: int | None = None
+    """Its wrapper's pid and that process's start time (``/proc/<pid>/stat``, in clock ticks):
+    together they tell the wrapper from a later process given the same pid."""
     stop_reason: StopReason | None = None
     stop_started_at: float | None = None
+    """Why and when a stop began, once one has."""
     signals: tuple[str, ...] = ()
+    """The signals its processes were sent, in order (``SIGINT``, then ``SIGKILL`` if it came to that)."""
     notes: tuple[str, ...] = ()
+    """What the daemon has to say of it: processes left behind, an output cap reached, ..."""
     held_by: HeldBy | None = None
     """What holds its processes (None: a record of a daemon that did not say)."""
 

@@ -52,6 +52,7 @@ class Task:
 
     @property
     def id(self) -> str:
+        """Its id: the name it was given, or the one the daemon drew."""
         return self.record.id
 
     @property
@@ -61,4 +62,5 @@ class Task:
 
     @property
     def final(self) -> bool:
+        """Whether it has ended (its state is one no other follows)."""
         return self.record.state.final

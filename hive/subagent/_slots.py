@@ -50,10 +50,15 @@ class Arm(enum.Enum):
     """Which runtime a turn runs on: it decides when an interrupted turn frees its name."""
 
     CLAUDE = "claude"
+    """An interrupted turn holds its name until its claude has exited."""
     ACP = "acp"
+    """An interrupted turn frees its name at once: the agent answers the cancel on its own."""
 
 
 class Refusal(enum.Enum):
+    """Why a name's slot refuses what was asked of it (a `Decision`'s ``refused``): the tool's
+    error then says what to do instead."""
+
     BUSY = "busy"
     """A turn of this name is starting or running."""
     STOPPING = "stopping"
