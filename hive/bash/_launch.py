@@ -77,8 +77,8 @@ async def running_daemon(
 ) -> AsyncIterator[DaemonProcess]:
     """Run ``hive-bash-daemon args`` until the block ends; it is listening once the block starts.
 
-    On exit the daemon gets SIGINT (unless it has already exited or ``stop_on_exit`` is
-    false) and is waited for; its tasks keep running, as they do after any daemon stop.
+    On exit the daemon gets SIGINT (unless it has already exited, or ``stop_on_exit`` is
+    false and the block ended without an exception) and is waited for; its tasks keep running, as they do after any daemon stop.
     ``wrapper`` is a command line to start the daemon under (it must exec the daemon).
     ``module`` and ``name`` run another of hive's programs that says READY=1 (`hive demo`
     runs hive-agent so), in ``cwd``. ``preexec_fn`` runs in the child before its exec (see
@@ -101,11 +101,15 @@ async def running_daemon(
                 preexec_fn=preexec_fn,  # noqa: PLW1509 - it calls prctl and getppid, nothing that locks
             )
             process = DaemonProcess(popen)
+            stop = stop_on_exit
             try:
                 await _wait_ready(notify, process, ready_within, name)
                 yield process
+            except BaseException:
+                stop = True  # a block that failed leaves nobody else to stop it
+                raise
             finally:
-                if stop_on_exit and process.returncode is None:
+                if stop and process.returncode is None:
                     process.send_signal(signal.SIGINT)
                     with trio.move_on_after(30, shield=True) as scope:
                         await process.wait()

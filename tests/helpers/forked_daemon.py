@@ -158,7 +158,8 @@ class ForkedDaemonHandle(DaemonHandle):
         nofile: tuple[int, int] | None = None,
     ) -> AsyncIterator[Any]:
         """Run the daemon with these extra flags for the duration of the block (READY=1 awaited);
-        at its end, unless ``stop`` is false or it has exited, SIGINT, and its exit awaited.
+        at its end, unless it has exited or ``stop`` is false (and the block did not fail), SIGINT,
+        and its exit awaited.
         ``nofile`` is its (soft, hard) open-files limit, set before it starts, as `prlimit` would."""
         if wrapper:
             async with DaemonHandle.running(self, *extra, agent=agent, stop=stop, wrapper=wrapper) as process:
@@ -178,6 +179,9 @@ class ForkedDaemonHandle(DaemonHandle):
             try:
                 await _ready(notify, process)
                 yield process
+            except BaseException:
+                stop = True  # a test that failed leaves nobody else to stop it
+                raise
             finally:
                 if stop and process.returncode is None:
                     process.send_signal(signal.SIGINT)
