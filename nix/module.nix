@@ -334,9 +334,11 @@ let
     ]
     ++ optional agent.subagents "--subagents";
 
+  # util-linux for setpriv: the harness spawns each agent through it (hive.runtime._lifetime).
   unitPath = agent: [
     cfg.package
     pkgs.bash
+    pkgs.util-linux
   ] ++ agent.path;
 
   daemonService = name: agent: {

@@ -23,7 +23,7 @@ from pathlib import Path
 import attrs
 
 from hive._proc import signal_group
-from hive.runtime._lifetime import die_with_parent
+from hive.runtime._lifetime import following_parent
 
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 PIPE_SIZE = 1 << 20
@@ -110,15 +110,16 @@ def spawn(
             with contextlib.suppress(OSError):
                 # So that a prompt of up to 1 MiB is written whole here, before Trio.
                 fcntl.fcntl(parent_in, F_SETPIPE_SZ, PIPE_SIZE)
+        command, preexec_fn = following_parent(argv, env)
         popen = subprocess.Popen(
-            list(argv),
+            command,
             cwd=cwd,
             env=dict(env),
             stdin=child_in if piped else subprocess.DEVNULL,
             stdout=out_write,
             stderr=err_write,
             start_new_session=True,
-            preexec_fn=die_with_parent(signal.SIGINT),  # noqa: PLW1509 - prctl and getppid only
+            preexec_fn=preexec_fn,  # noqa: PLW1509 - prctl and getppid only
         )
     except BaseException:
         for fd in ours:

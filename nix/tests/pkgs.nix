@@ -99,6 +99,7 @@ let
     github-mcp-server = fake "github-mcp-server-0.20";
     nodejs_22 = fake "nodejs-22.20";
     ripgrep = fake "ripgrep-14.1";
+    util-linux = fake "util-linux-2.41";
     callPackage =
       f: overrides:
       let
