@@ -58,9 +58,10 @@ SHARED_LEAVES: dict[str, set[str]] = {
     "_convert": {"errors"},
     "_arguments": {"_limits", "errors"},
     "_mcp_streams": set(),
+    "_inotify": set(),
 }
 """One mechanism each, for every part: they import nothing of hive above them, and nothing
-outside the standard library but ``_convert``'s cattrs and ``_mcp_streams``'s Trio and MCP SDK
+outside the standard library but ``_convert``'s cattrs, ``_inotify``'s Trio and ``_mcp_streams``'s Trio and MCP SDK
 (it serves the bash daemon and the subagent server, which may not import each other)."""
 for _imports in ALLOWED.values():
     if _imports:  # the leaves that import nothing of hive (errors, _files, sdnotify) stay so

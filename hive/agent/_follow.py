@@ -7,56 +7,21 @@ that got shorter (replaced, truncated) is read again from its start.
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import AsyncGenerator
 from pathlib import Path
 
-import trio
-
 from hive._files import open_regular
+from hive._inotify import IN_CLOSE_WRITE, IN_CREATE, IN_MODIFY, IN_MOVED_TO, Inotify
 
-_IN_NONBLOCK = os.O_NONBLOCK
-_IN_CLOEXEC = os.O_CLOEXEC
-_IN_MODIFY = 0x002
-_IN_CLOSE_WRITE = 0x008
-_IN_MOVED_TO = 0x080
-_IN_CREATE = 0x100
-_MASK = _IN_MODIFY | _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE
+_MASK = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE
 READ_SIZE = 1 << 16
-
-
-class _Inotify:
-    def __init__(self, directory: Path) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-        if fd < 0:
-            code = ctypes.get_errno()
-            raise OSError(code, f"cannot watch {directory}: {os.strerror(code)}")
-        if libc.inotify_add_watch(fd, os.fsencode(directory), _MASK) < 0:
-            code = ctypes.get_errno()
-            os.close(fd)
-            raise OSError(code, f"cannot watch {directory}: {os.strerror(code)}")
-        self.fd = fd
-
-    async def wait(self) -> None:
-        """Until something changed in the directory since the last wait."""
-        while True:
-            try:
-                if os.read(self.fd, 4096 * 4):
-                    return
-            except BlockingIOError:
-                pass
-            await trio.lowlevel.wait_readable(self.fd)
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 async def follow_lines(path: Path) -> AsyncGenerator[bytes, None]:
     """Every whole line of ``path``, from its start, then each line appended to it, forever."""
-    watcher = _Inotify(path.parent)
-    try:
+    with Inotify() as watcher:
+        watcher.watch(path.parent, _MASK)
         offset = 0
         partial = b""
         while True:
@@ -68,9 +33,7 @@ async def follow_lines(path: Path) -> AsyncGenerator[bytes, None]:
                 for line in lines:
                     yield line
             else:
-                await watcher.wait()
-    finally:
-        watcher.close()
+                await watcher.changed()
 
 
 def _read_from(path: Path, offset: int) -> tuple[bytes, int, bool]:

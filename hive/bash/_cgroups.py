@@ -21,7 +21,6 @@ environment tag instead (see `hive.bash._procs`).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import hashlib
 import logging
@@ -29,15 +28,10 @@ import os
 import signal
 from pathlib import Path
 
-import trio
-
+from hive._inotify import IN_MODIFY, Inotify
 from hive._proc import start_time, wait_exit
 
 log = logging.getLogger(__name__)
-
-_IN_MODIFY = 0x2
-_IN_NONBLOCK = os.O_NONBLOCK
-_IN_CLOEXEC = os.O_CLOEXEC
 
 
 def cgroup2_mount(mountinfo: str) -> tuple[Path, str] | None:
@@ -190,34 +184,11 @@ def leftovers(parent: Path) -> list[str]:
         return []
 
 
-class _Inotify:
-    def __init__(self) -> None:
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        fd = self.libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
-        self.fd: int = fd
-
-    def watch(self, path: Path) -> None:
-        if self.libc.inotify_add_watch(self.fd, os.fsencode(path), _IN_MODIFY) < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err), str(path))
-
-    def drain(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self.fd, 4096):
-                pass
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
 async def wait_empty(cgroup: Path) -> None:
     """Wait until no process is left in the cgroup: the kernel says so in ``cgroup.events``,
     which inotify reports changed."""
     try:
-        inotify = _Inotify()
+        inotify = Inotify()
     except OSError as exc:  # out of inotify instances, say: wait for the members one by one
         log.warning("cannot watch cgroup %s (%s): waiting for its processes one by one", cgroup, exc)
         while pids := members(cgroup):
@@ -226,11 +197,10 @@ async def wait_empty(cgroup: Path) -> None:
         return
     try:
         try:
-            inotify.watch(cgroup / "cgroup.events")
+            inotify.watch(cgroup / "cgroup.events", IN_MODIFY)
         except OSError:
             return  # the cgroup is gone: nothing is in it
         while populated(cgroup):
-            await trio.lowlevel.wait_readable(inotify.fd)
-            inotify.drain()
+            await inotify.changed()
     finally:
         inotify.close()
