@@ -9,6 +9,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -55,9 +56,19 @@ def test_the_child_gets_sigint_when_the_thread_that_spawned_it_exits(way: str) -
         child.stdout.close()
 
 
-def test_a_missing_program_is_file_not_found_as_popen_says_it(way: str) -> None:
+@pytest.mark.parametrize("program", ["hive-no-such-agent", "./hive-no-such-agent", "/nonexistent/agent"])
+def test_a_missing_program_is_file_not_found_as_popen_says_it(way: str, program: str, tmp_path: Path) -> None:
     env = {**os.environ, "PATH": "/nonexistent"}
     with pytest.raises(FileNotFoundError) as raised:
-        argv, preexec_fn = _lifetime.following_parent(["hive-no-such-agent"], env)
-        subprocess.Popen(argv, env=env, preexec_fn=preexec_fn)  # noqa: PLW1509
-    assert raised.value.filename == "hive-no-such-agent"
+        argv, preexec_fn = _lifetime.following_parent([program], env, tmp_path)
+        subprocess.Popen(argv, env=env, cwd=tmp_path, preexec_fn=preexec_fn)  # noqa: PLW1509
+    assert raised.value.filename == program
+
+
+def test_a_program_that_is_not_executable_is_a_permission_error_as_popen_says_it(
+    way: str, tmp_path: Path
+) -> None:
+    (tmp_path / "agent").write_text("#!/bin/sh\n")
+    with pytest.raises(PermissionError):
+        argv, preexec_fn = _lifetime.following_parent(["./agent"], os.environ, tmp_path)
+        subprocess.Popen(argv, cwd=tmp_path, preexec_fn=preexec_fn)  # noqa: PLW1509

@@ -69,17 +69,27 @@ def _setpriv() -> str | None:
 
 
 def following_parent(
-    argv: Sequence[str], env: Mapping[str, str], signum: int = signal.SIGINT
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None = None,
+    signum: int = signal.SIGINT,
 ) -> tuple[list[str], Callable[[], None] | None]:
-    """The argv and ``preexec_fn`` that start ``argv`` so that it is sent ``signum`` when this
-    thread dies: through ``setpriv`` where there is one, else with `die_with_parent`.
+    """The argv and ``preexec_fn`` that start ``argv`` (in ``cwd``) so that it is sent ``signum``
+    when this thread dies: through ``setpriv`` where there is one, else with `die_with_parent`.
 
-    A program that is not found raises `FileNotFoundError` here, as ``subprocess.Popen`` would
-    (looked up on ``env``'s PATH, as it would be), rather than as ``setpriv``'s exit status."""
+    A program that cannot be run raises here what ``subprocess.Popen`` would (`FileNotFoundError`,
+    `PermissionError`; a bare name is looked up on ``env``'s PATH, as it would be), rather than
+    coming back as ``setpriv``'s exit status."""
     setpriv = _setpriv()
     if setpriv is None:
         return list(argv), die_with_parent(signum)
     program = argv[0]
-    if os.sep not in program and shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+    if os.sep in program:
+        path = os.path.join(cwd or os.curdir, program)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        if not os.access(path, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
     return [setpriv, "--pdeathsig", signal.Signals(signum).name.removeprefix("SIG"), "--", *argv], None

@@ -110,7 +110,7 @@ def spawn(
             with contextlib.suppress(OSError):
                 # So that a prompt of up to 1 MiB is written whole here, before Trio.
                 fcntl.fcntl(parent_in, F_SETPIPE_SZ, PIPE_SIZE)
-        command, preexec_fn = following_parent(argv, env)
+        command, preexec_fn = following_parent(argv, env, cwd)
         popen = subprocess.Popen(
             command,
             cwd=cwd,
