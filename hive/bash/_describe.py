@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from hive.bash._model import HeldBy, StopReason, TaskState
+from hive.bash._output import NewOutput
 from hive.bash._records import TaskRecord
 from hive.bash._store import Tail, last_lines
 
@@ -87,12 +89,20 @@ def wake_body(record: TaskRecord, stdout: str) -> str:
 
 
 def describe_status(
-    record: TaskRecord, out: Tail, err: Tail, now: float, cmd_path: str | None = None, *, wakes: bool = True
+    record: TaskRecord,
+    out: Tail,
+    err: Tail,
+    now: float,
+    cmd_path: str | None = None,
+    *,
+    wakes: bool = True,
+    new: Sequence[NewOutput] = (),
 ) -> tuple[str, dict[str, Any]]:
     """The full status: text for the agent and the same as structured content.
 
     The structured ``message`` holds the text's guidance (its headline, notes, and what to
     do next), everything but the command and the output, which have fields of their own.
+    A stream read from an offset (``new``) is shown from there in the text, instead of its tail.
     """
     r = record
     duration = r.duration(now)
@@ -128,7 +138,14 @@ def describe_status(
     lines = [guidance[0], f"$ {cmd}", *guidance[1:]]
     if r.held_by is not None:
         lines.insert(2, f"held by: {HELD_BY[r.held_by]}")
+    followed = {n.stream: n for n in new}
+    for n in new:
+        structured[f"{n.stream}_new"] = n.text
+        structured[f"{n.stream}_next"] = n.next
     for label, tail in (("stdout", out), ("stderr", err)):
+        if label in followed:
+            lines += _new_section(followed[label])
+            continue
         scope = (
             f"last {len(tail.text.encode())} of {tail.size} bytes" if tail.truncated else f"{tail.size} bytes"
         )
@@ -136,3 +153,16 @@ def describe_status(
         if tail.text:
             lines.append(tail.text.rstrip("\n"))
     return "\n".join(lines), structured
+
+
+def _new_section(new: NewOutput) -> list[str]:
+    """A stream read from an offset: what is new, and the offset to pass next."""
+    label, after = new.stream, f"next {new.stream}_offset={new.next}"
+    if not new.text:
+        return [f"--- {label}: nothing new past byte {new.offset} ({after}) ---"]
+    taken = new.next - new.offset
+    more = f"; {new.size - new.next} bytes more are there: ask again from {new.next}" if new.more else ""
+    return [
+        f"--- {label} from byte {new.offset}: {taken} bytes new, of {new.size} ({after}{more}) ---",
+        new.text.rstrip("\n"),
+    ]

@@ -15,7 +15,7 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from hive.bash._courier import WakeCourier
 from hive.bash._errors import BadArgument, DiskError, NameBusy, TaskLimit, UnknownTask
 from hive.bash._ledger import Ledger, wake_for
 from hive.bash._model import Exited, HeldBy, Spawned, StopBegun, StopReason
+from hive.bash._output import NewOutput, check_offset, read_new, stream_size, until_grown
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._recovery import recover
 from hive.bash._stopping import FILLED_UP, FSIZE_MARGIN, Stopper
@@ -124,6 +125,48 @@ class TaskManager:
         return await self.reads.run(
             lambda: (read_tail(store.out_path(task_id)), read_tail(store.err_path(task_id)))
         )
+
+    def stream_path(self, task_id: str, stream: str) -> Path:
+        """The file of a task's ``stdout`` or ``stderr``."""
+        return self.store.out_path(task_id) if stream == "stdout" else self.store.err_path(task_id)
+
+    async def new_output(self, task: Task, offsets: Mapping[str, int]) -> list[NewOutput]:
+        """What each stream named in ``offsets`` holds past its offset (read in a worker thread)."""
+        final = task.final
+        wanted = [(stream, self.stream_path(task.id, stream), offset) for stream, offset in offsets.items()]
+        return await self.reads.run(
+            lambda: [read_new(stream, path, offset, final=final) for stream, path, offset in wanted]
+        )
+
+    async def wait_output(self, task: Task, offsets: Mapping[str, int], seconds: float) -> None:
+        """Until a stream named in ``offsets`` has bytes past its offset, the task has ended, or
+        ``seconds`` have passed; an offset past its stream's end is refused (`OffsetPastEnd`)."""
+        streams = list(offsets.items())
+        paths = {self.stream_path(task.id, stream): offset for stream, offset in streams}
+
+        async def grown(paths: Mapping[Path, int]) -> bool:
+            sizes = await self.reads.run(lambda: [stream_size(path) for path in paths])
+            return any(size > offset for size, offset in zip(sizes, paths.values(), strict=True))
+
+        sizes = await self.reads.run(lambda: [stream_size(path) for path in paths])
+        for (stream, offset), size in zip(streams, sizes, strict=True):
+            check_offset(stream, offset, size)
+        if (
+            seconds <= 0
+            or task.final
+            or any(size > offset for (_, offset), size in zip(streams, sizes, strict=True))
+        ):
+            return
+        with trio.move_on_after(seconds):
+            async with trio.open_nursery() as nursery:
+
+                async def ended() -> None:
+                    await task.ended.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(ended)
+                await until_grown(paths, grown)
+                nursery.cancel_scope.cancel()
 
     # -- queries --------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_SCHEMA_PATTERN
 from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running
 from hive.bash._errors import BadArgument, BashError
 from hive.bash._model import HeldBy, StopReason, TaskState
+from hive.bash._output import MAX_NEW_BYTES, STREAMS
 from hive.bash._tasks import Task, TaskManager
 
 DEFAULT_RUN_WAIT = 3.0
@@ -124,6 +125,30 @@ _LIST_PROPERTIES: dict[str, Any] = {
 }
 
 
+def _offset_schema(stream: str) -> dict[str, Any]:
+    return {
+        "type": "integer",
+        "minimum": 0,
+        "description": f"Read the task's {stream} from this byte (0: from its start): the answer's "
+        f"{stream}_new holds what is there, up to {MAX_NEW_BYTES // 1024} KiB, and {stream}_next the "
+        f"offset to pass next time. Reading consumes nothing; an offset past the end is refused.",
+    }
+
+
+def _new_schema(stream: str) -> dict[str, Any]:
+    return {
+        f"{stream}_new": {
+            "type": "string",
+            "description": f"Only with {stream}_offset: the {stream} from that byte on, as UTF-8 (invalid "
+            f"bytes replaced), up to {MAX_NEW_BYTES // 1024} KiB, ending on a whole character.",
+        },
+        f"{stream}_next": {
+            "type": "integer",
+            "description": f"Only with {stream}_offset: the {stream}_offset to pass next time.",
+        },
+    }
+
+
 _WAIT_DESCRIPTION = (
     f"Seconds to wait for the task to finish before answering (0 to {MAX_WAIT:g}; larger values are "
     f"capped at {MAX_WAIT:g}). If it finishes in time you get its full status at once."
@@ -193,13 +218,20 @@ TOOLS = [
                     "minimum": 0,
                     "maximum": MAX_WAIT,
                     "default": 0,
-                    "description": _WAIT_DESCRIPTION,
+                    "description": _WAIT_DESCRIPTION
+                    + " With stdout_offset or stderr_offset, the answer comes as soon as there is output past "
+                    "the offset (or the task ends), so you can follow a task's output as it is written.",
                 },
+                **{f"{stream}_offset": _offset_schema(stream) for stream in STREAMS},
             },
             "required": ["id"],
             "additionalProperties": False,
         },
-        answer_schema(_STATUS_PROPERTIES, _STATUS_REQUIRED, errors=_ERRORS),
+        answer_schema(
+            {**_STATUS_PROPERTIES, **_new_schema("stdout"), **_new_schema("stderr")},
+            _STATUS_REQUIRED,
+            errors=_ERRORS,
+        ),
     ),
     ToolSpec(
         "stop",
@@ -251,13 +283,17 @@ def _task_id(args: Mapping[str, Any]) -> str:
 # -- rendering ------------------------------------------------------------------------------------
 
 
-async def status_of(manager: TaskManager, task: Task, clock: Callable[[], float]) -> ToolResult:
-    """The task's status, with its output's tails (read in a worker thread)."""
+async def status_of(
+    manager: TaskManager, task: Task, clock: Callable[[], float], offsets: Mapping[str, int] | None = None
+) -> ToolResult:
+    """The task's status, with its output's tails (read in a worker thread), and with what the
+    streams named in ``offsets`` hold past their offsets."""
+    new = await manager.new_output(task, offsets) if offsets else []
     out, err = await manager.output_tails(task.id)
     now = clock()
     cmd_path = str(manager.store.cmd_path(task.id))
     wakes = manager.courier.agent_socket is not None
-    text, structured = describe_status(task.record, out, err, now, cmd_path, wakes=wakes)
+    text, structured = describe_status(task.record, out, err, now, cmd_path, wakes=wakes, new=new)
     return ToolResult(text, structured)
 
 
@@ -378,14 +414,20 @@ class BashTools:
 
     async def status(self, args: dict[str, Any]) -> ToolResult:
         wait: float = args["wait_seconds"]
+        offsets: dict[str, int] = {
+            stream: args[f"{stream}_offset"] for stream in STREAMS if f"{stream}_offset" in args
+        }
         task = self.manager.get(_task_id(args))
         self.manager.hold(task)
         try:
-            await self.manager.wait(task, wait)
+            if offsets:
+                await self.manager.wait_output(task, offsets, wait)
+            else:
+                await self.manager.wait(task, wait)
         except BaseException:
             self.manager.release(task, told=False)
             raise
-        return await self._answer(task)
+        return await self._answer(task, offsets)
 
     async def stop(self, args: dict[str, Any]) -> ToolResult:
         task = self.manager.get(_task_id(args))
@@ -401,18 +443,18 @@ class BashTools:
             raise
         return await self._answer(task)
 
-    async def _answer(self, task: Task) -> ToolResult:
+    async def _answer(self, task: Task, offsets: Mapping[str, int] | None = None) -> ToolResult:
         """The status of a task this call holds; the hold ends now, or once an end is written."""
         if task.final:
-            return await self._ended(task)
+            return await self._ended(task, offsets)
         self.manager.release(task, told=False)
-        return await status_of(self.manager, task, self.clock)
+        return await status_of(self.manager, task, self.clock, offsets)
 
-    async def _ended(self, task: Task) -> ToolResult:
+    async def _ended(self, task: Task, offsets: Mapping[str, int] | None = None) -> ToolResult:
         """The final status of a task this call holds: told once the answer reaches its client."""
         manager = self.manager
         try:
-            result = await status_of(manager, task, self.clock)
+            result = await status_of(manager, task, self.clock, offsets)
         except BaseException:
             manager.release(task, told=False)
             raise
