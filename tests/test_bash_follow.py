@@ -6,6 +6,10 @@ the test's own Trio run over real tasks; one call through a real daemon and rela
 from __future__ import annotations
 
 import os
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ from hypothesis import strategies as st
 
 from hive.bash._output import MAX_NEW_BYTES, read_new
 from hive.bash._tools import BashTools
+from hive.cli._bash_tail import offset_of_last_lines
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate, open_gate
 from tests.helpers.results import call, structured, text_of
@@ -167,3 +172,81 @@ async def test_status_from_an_offset_through_the_relay(served: DaemonHandle) -> 
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert {"stdout_offset", "stderr_offset"} <= set(tools["status"].input_schema["properties"])
         assert os.path.basename(got["stdout"]["path"]) == "follow-relay.out"
+
+
+# -- hive bash tail ------------------------------------------------------------------------------
+
+
+@given(
+    lines=st.lists(st.text(alphabet="ab\r", max_size=5), max_size=8),
+    ends=st.booleans(),
+    count=st.integers(0, 10),
+)
+def test_the_last_n_lines_start_where_tail_would_start_them(
+    lines: list[str], ends: bool, count: int, tmp_path_factory: Any
+) -> None:
+    data = "\n".join(lines).encode() + (b"\n" if ends and lines else b"")
+    path = tmp_path_factory.mktemp("tail") / "out"
+    path.write_bytes(data)
+    start = offset_of_last_lines(str(path), len(data), count)
+    kept = re.findall(rb"[^\n]*\n|[^\n]+$", data)  # lines as tail(1) counts them: by newline alone
+    assert data[start:] == b"".join(kept[max(0, len(kept) - count) :] if count else [])
+
+
+async def _hive(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return await trio.run_process(
+        [sys.executable, "-m", "hive.cli", *args], capture_stdout=True, capture_stderr=True, check=False
+    )
+
+
+async def test_hive_bash_tail_prints_each_stream_whole_or_its_last_lines(served: DaemonHandle) -> None:
+    sock = str(served.socket)
+    async with served.session() as session:
+        cmd = "printf 'a\\nb\\nc\\n'; echo e >&2; exit 3"
+        await call(session, "run", cmd=cmd, name="tail-done", wait_seconds=30)
+    with trio.fail_after(60):
+        whole = await _hive("bash", "tail", "tail-done", "--socket", sock)
+        last = await _hive("bash", "tail", "tail-done", "--from-end", "2", "--socket", sock)
+        followed = await _hive("bash", "tail", "-f", "tail-done", "--socket", sock)
+        missing = await _hive("bash", "tail", "no-such-task", "--socket", sock)
+    assert (whole.returncode, whole.stdout, whole.stderr) == (0, b"a\nb\nc\n", b"e\n")
+    assert (last.returncode, last.stdout, last.stderr) == (0, b"b\nc\n", b"e\n")
+    assert (followed.returncode, followed.stdout) == (3, b"a\nb\nc\n")  # the task's status
+    assert missing.returncode == 1 and b"no task has id 'no-such-task'" in missing.stderr
+
+
+async def test_hive_bash_tail_follow_prints_as_the_task_writes_and_ends_with_it(
+    served: DaemonHandle, short_tmp: Path
+) -> None:
+    gate = make_gate(short_tmp)
+    async with served.session() as session:
+        cmd = f"echo one; read x < {gate}; echo two; exit 4"
+        await call(session, "run", cmd=cmd, name="tail-live", wait_seconds=0)
+    argv = [
+        sys.executable,
+        "-m",
+        "hive.cli",
+        "bash",
+        "tail",
+        "--follow",
+        "tail-live",
+        "--socket",
+        str(served.socket),
+    ]
+    tail = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
+    assert tail.stdout is not None
+    try:
+        with trio.fail_after(60):
+            seen = b""
+            while seen != b"one\n":  # printed while the task still waits on its gate
+                seen += await tail.stdout.receive_some()
+            await trio.to_thread.run_sync(open_gate, gate)
+            while chunk := await tail.stdout.receive_some():
+                seen += chunk
+            assert await tail.wait() == 4
+    finally:
+        if tail.returncode is None:
+            tail.send_signal(signal.SIGINT)
+            await tail.wait()
+        await tail.stdout.aclose()
+    assert seen == b"one\ntwo\n"

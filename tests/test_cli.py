@@ -274,7 +274,7 @@ async def test_help() -> None:
     assert ok_text(top).startswith("usage: hive")
     assert "demo" in top.stdout.decode() and "bash" in top.stdout.decode()
     bash_help = ok_text(bash)
-    for command in ("run", "status", "stop", "ls"):
+    for command in ("run", "status", "stop", "ls", "tail"):
         assert command in bash_help
     run_help = ok_text(run)
     for option in ("--name", "--timeout", "--wait", "--json", "--socket", "--state-dir", "--file", "CMD"):

@@ -316,8 +316,8 @@ def test_every_positional_of_hive_bash_has_help() -> None:
             if not action.option_strings:
                 assert action.help, (name, action.dest)
                 seen.append((name, action.metavar))
-    assert sorted(seen) == [("run", "CMD"), ("status", "ID"), ("stop", "ID")]
-    for name in ("status", "stop"):
+    assert sorted(seen) == [("run", "CMD"), ("status", "ID"), ("stop", "ID"), ("tail", "ID")]
+    for name in ("status", "stop", "tail"):
         assert unwrapped("the task's id, as `hive bash run` answered it, or the name given with --name") in (
             unwrapped(bash_parsers()[name].format_help())
         )

@@ -208,7 +208,9 @@ TOOLS = [
         "The status of a task started with `run`: state (pending, running, done, timed_out, stopped, "
         "interrupted), exit code, duration, and the last 4 KiB of stdout and of stderr, with the paths of "
         "the whole output files. `interrupted` means its process was gone after a daemon restart with no "
-        "exit status recorded.",
+        "exit status recorded. To follow a task's output as it is written, pass stdout_offset (and/or "
+        "stderr_offset), starting at 0, with wait_seconds: the answer comes as soon as there is new output "
+        "and carries it as stdout_new, with stdout_next, the offset to pass next time.",
         {
             "type": "object",
             "properties": {

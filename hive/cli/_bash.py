@@ -54,6 +54,14 @@ status. Else the answer is its id, how to follow it, and whether its end will wa
 does when the daemon has an agent socket, and the wake starts the agent's next turn."""
 
 
+TAIL_DESCRIPTION = """\
+Print a task's output: its stdout on stdout, its stderr on stderr, each from its start or, with
+--from-end N, from its last N lines. The output is read through the daemon, from offsets, so
+nothing is printed twice and nothing is skipped. With --follow it goes on as the task writes
+(the daemon wakes it on each write) and ends once the task has ended and all of its output is
+printed, exiting with the task's status as `hive bash run` would; without it, it exits 0."""
+
+
 class _BashParser(argparse.ArgumentParser):
     """A ``hive bash`` command's parser: words it does not take are refused with its own usage,
     and ``run``'s refusal says where its flags and the command's words go."""
@@ -119,6 +127,25 @@ def add_bash_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     ls = command("ls", "every known task, newest first")
     ls.set_defaults(handler=_bash_ls)
 
+    tail = command(
+        "tail", "print a task's output; --follow goes on printing it as it grows", TAIL_DESCRIPTION
+    )
+    tail.add_argument("id", metavar="ID", help=ID_HELP)
+    tail.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="go on printing the output as the task writes it; end once the task has ended and all of "
+        "it is printed, with the exit status `hive bash run` gives for it",
+    )
+    tail.add_argument(
+        "--from-end",
+        type=_line_count,
+        metavar="N",
+        help="start at the last N lines of each stream (default: from its start)",
+    )
+    tail.set_defaults(handler=_bash_tail)
+
 
 def _add_wait(command: argparse.ArgumentParser, *, default: float) -> None:
     """Give ``command`` the flag ``--wait S`` (the tool's ``wait_seconds``), ``default`` when left out."""
@@ -131,6 +158,16 @@ def _add_wait(command: argparse.ArgumentParser, *, default: float) -> None:
         help=f"wait up to S seconds for it to end (at most {MAX_WAIT:g}: a longer wait is taken as "
         f"{MAX_WAIT:g}, and said so on stderr{shown})",
     )
+
+
+def _line_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of lines: give a whole number, 0 or more")
+    return count
 
 
 def _task_name(text: str) -> str:
@@ -242,3 +279,9 @@ def _bash_stop(args: argparse.Namespace) -> int:
 
 def _bash_ls(args: argparse.Namespace) -> int:
     return _answer(args, "list", {"limit": 0})
+
+
+def _bash_tail(args: argparse.Namespace) -> int:
+    from hive.cli._bash_tail import bash_tail
+
+    return bash_tail(args, _call)

@@ -131,7 +131,7 @@ def for_operator(result: CallResult) -> str:
         return "\n".join(lines)
     lines = result.text.split("\n")
     for i, line in enumerate(lines):
-        if line.startswith("--- stdout ("):
+        if line.startswith("--- stdout"):
             break  # the output follows: the task's own words, not the daemon's
         if line.startswith("It runs in the background"):
             steps = [_next_steps(task_id)]
