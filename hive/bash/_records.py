@@ -40,6 +40,10 @@ class TaskRecord:
     """What the daemon has to say of it: processes left behind, an output cap reached, ..."""
     held_by: HeldBy | None = None
     """What holds its processes (None: a record of a daemon that did not say)."""
+    notify_on: str | None = None
+    notify_max: int | None = None
+    """The pattern (a Python regular expression) whose matching output lines wake the agent, and
+    how many such wakes it may send (see `hive.bash._watch`)."""
 
     @property
     def phase(self) -> Phase:

@@ -25,7 +25,7 @@ import trio
 from hive._limits import NAME_RULE, is_name
 from hive.bash import _cgroups, _limits, _procs
 from hive.bash._batches import Batcher
-from hive.bash._courier import WakeCourier
+from hive.bash._courier import Key, WakeCourier
 from hive.bash._errors import BadArgument, DiskError, NameBusy, TaskLimit, UnknownTask
 from hive.bash._ledger import Ledger, wake_for
 from hive.bash._model import Exited, HeldBy, Spawned, StopBegun, StopReason
@@ -35,6 +35,7 @@ from hive.bash._recovery import recover
 from hive.bash._stopping import FILLED_UP, FSIZE_MARGIN, Stopper
 from hive.bash._store import Tail, TaskStore, read_tail
 from hive.bash._task import Task, TaskSettings
+from hive.bash._watch import Watcher
 
 __all__ = ["Task", "TaskManager", "TaskSettings"]
 
@@ -69,6 +70,8 @@ class TaskManager:
     ledger: Ledger = attrs.field(init=False)
     """The records and loose ends on disk, and the ends owed to the agent."""
     stopper: Stopper = attrs.field(init=False)
+    watcher: Watcher = attrs.field(init=False)
+    """Watches the output of the runs given ``notify_on``, and owes their match wakes."""
 
     def __attrs_post_init__(self) -> None:
         self.ledger = Ledger(
@@ -79,6 +82,7 @@ class TaskManager:
             compose=self.compose_wake,
         )
         self.stopper = Stopper(self.ledger, self.settings, self.tasks, self.clock)
+        self.watcher = Watcher(self.store, self.courier, self.reads, self.writes)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -92,8 +96,11 @@ class TaskManager:
                 await nursery.start(self.writes.serve)
                 await nursery.start(self.ledger.serve)
                 await nursery.start(self.stopper.serve)
-                await nursery.start(partial(self.courier.run, self.ledger.acked))
+                await nursery.start(partial(self.courier.run, self._acked))
                 await recover(self)
+                for task in list(self.tasks.values()):
+                    if task.record.notify_on is not None:
+                        nursery.start_soon(self.watcher.watch, task)
                 nursery.start_soon(self._watch_running)
                 task_status.started(self)
                 await trio.sleep_forever()
@@ -102,6 +109,13 @@ class TaskManager:
             # loose end (a crash leaves that to the next start's recovery).
             with trio.CancelScope(shield=True), trio.move_on_after(LAST_SYNC_SECS):
                 await self._sync_ends()
+
+    async def _acked(self, key: Key) -> None:
+        """The agent socket acknowledged a wake: an end's (the ledger's) or a match's (the watcher's)."""
+        if self.watcher.owns(key):
+            await self.watcher.acked(key)
+        else:
+            await self.ledger.acked(key)
 
     def supervise_soon(self, task: Task, wait_exit: Callable[[], Awaitable[int | None]]) -> None:
         """Watch a task until it ends; ``wait_exit`` returns when its wrapper has exited."""
@@ -185,7 +199,13 @@ class TaskManager:
     # -- run ------------------------------------------------------------------------------------
 
     async def start(
-        self, cmd: str, *, name: str | None = None, timeout_secs: float | None = None
+        self,
+        cmd: str,
+        *,
+        name: str | None = None,
+        timeout_secs: float | None = None,
+        notify_on: str | None = None,
+        notify_max: int | None = None,
     ) -> tuple[Task, Task | None]:
         """Start a task; returns it and, if a name was reused, the previous task when its end
         had not reached the agent yet. The caller holds both: its answer reports the previous
@@ -213,6 +233,8 @@ class TaskManager:
             created_at=self.clock(),
             named=name is not None,
             timeout_secs=timeout_secs,
+            notify_on=notify_on,
+            notify_max=notify_max,
         )
         # Registered before anything awaits: the name is held from here on.
         task = Task(record)
@@ -244,6 +266,8 @@ class TaskManager:
         self.ledger.change(task, Spawned(), started_at=self.clock(), pid=child.pid, held_by=held_by)
         assert self._nursery is not None
         self._nursery.start_soon(self._supervise, task, child.wait)
+        if notify_on is not None:
+            self._nursery.start_soon(self.watcher.watch, task)
         return task, unreported
 
     def _spawn(self, record: TaskRecord, loose_end: LooseEnd) -> tuple[_procs.Child, HeldBy]:

@@ -19,6 +19,7 @@ from hive.bash._errors import BadArgument, BashError
 from hive.bash._model import HeldBy, StopReason, TaskState
 from hive.bash._output import MAX_NEW_BYTES, STREAMS
 from hive.bash._tasks import Task, TaskManager
+from hive.bash._watch import DEFAULT_MAX, MAX_MAX, MAX_PATTERN, MERGE_SECS, compile_pattern
 
 DEFAULT_RUN_WAIT = 3.0
 DEFAULT_LIST_LIMIT = 50
@@ -191,6 +192,22 @@ TOOLS = [
                     "description": "A memorable id for the task instead of a random one (letters, digits, "
                     f"'.', '_', '-'; up to {MAX_NAME}). It names the wake (`bash-task-<name>`). A name can be "
                     "reused once its previous task has finished.",
+                },
+                "notify_on": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_PATTERN,
+                    "description": "Wake me when a line of the task's stdout or stderr matches this Python "
+                    "regular expression (searched in each line), e.g. `listening on|FAILED|Traceback`: a "
+                    "message from `bash-task-<id>` starting `bash task <id> printed:`, with the matching "
+                    f"lines. Matches within {MERGE_SECS * 1000:g} ms come in one wake; at most notify_max "
+                    "wakes a task, then one saying later matches are not sent. The end's wake is separate.",
+                },
+                "notify_max": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_MAX,
+                    "description": f"With notify_on: the most match wakes this task sends (default {DEFAULT_MAX}).",
                 },
             },
             "required": ["cmd"],
@@ -376,9 +393,17 @@ class BashTools:
         timeout: float | None = args.get("timeout_secs")
         wait: float = args["wait_seconds"]
         name: str | None = args.get("name")
+        notify_on: str | None = args.get("notify_on")
+        notify_max: int | None = args.get("notify_max")
+        if notify_on is not None:
+            compile_pattern(notify_on)
+        elif notify_max is not None:
+            raise BadArgument("notify_max is given without notify_on: give the pattern to watch for too")
 
         # `start` holds the task for this call: released here, or once the answer is written.
-        task, previous = await self.manager.start(cmd, name=name, timeout_secs=timeout)
+        task, previous = await self.manager.start(
+            cmd, name=name, timeout_secs=timeout, notify_on=notify_on, notify_max=notify_max
+        )
         try:
             await self.manager.wait(task, wait)
         except BaseException:

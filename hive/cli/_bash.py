@@ -112,6 +112,18 @@ def add_bash_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help=f"a memorable id for the task (letters, digits, '.', '_', '-'; up to {MAX_NAME})",
     )
     run.add_argument("--timeout", type=timeout, metavar="S", help="stop the task after S seconds (timed_out)")
+    run.add_argument(
+        "--notify-on",
+        metavar="PATTERN",
+        help="wake the agent with each line of the task's stdout or stderr that this Python regular "
+        "expression matches (searched in each line; matches within 200 ms in one wake)",
+    )
+    run.add_argument(
+        "--notify-max",
+        type=_wake_count,
+        metavar="N",
+        help="with --notify-on: the most such wakes the task sends (default 20, at most 1000)",
+    )
     _add_wait(run, default=3.0)
     run.set_defaults(handler=_bash_run)
 
@@ -158,6 +170,18 @@ def _add_wait(command: argparse.ArgumentParser, *, default: float) -> None:
         help=f"wait up to S seconds for it to end (at most {MAX_WAIT:g}: a longer wait is taken as "
         f"{MAX_WAIT:g}, and said so on stderr{shown})",
     )
+
+
+def _wake_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= 1000:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of wakes: give a whole number from 1 to 1000"
+        )
+    return count
 
 
 def _line_count(text: str) -> int:
@@ -266,6 +290,10 @@ def _bash_run(args: argparse.Namespace) -> int:
         arguments["name"] = args.name
     if args.timeout is not None:
         arguments["timeout_secs"] = args.timeout
+    if args.notify_on is not None:
+        arguments["notify_on"] = args.notify_on
+    if args.notify_max is not None:
+        arguments["notify_max"] = args.notify_max
     return _answer_with_the_tasks_status(args, "run", arguments)
 
 

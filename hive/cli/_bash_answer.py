@@ -77,6 +77,8 @@ _CLI_TERMS = [
     (re.compile(r"`(run|status|stop)`"), r"`hive bash \1`"),
     (re.compile(r"\bwait_seconds\b"), "--wait"),
     (re.compile(r"\btimeout_secs\b"), "--timeout"),
+    (re.compile(r"\bnotify_on\b"), "--notify-on"),
+    (re.compile(r"\bnotify_max\b"), "--notify-max"),
 ]
 
 

@@ -1,0 +1,312 @@
+"""Watching a task's output (``run(..., notify_on=PATTERN)``): each line of stdout or stderr that
+matches wakes the agent, without polling and without losing or repeating a match across a crash.
+
+A watcher reads the task's output files line by line as they grow (woken by inotify). Matching
+lines found within `MERGE_SECS` of the first go in one wake from ``bash-task-<id>``, whose body
+starts ``bash task <id> printed:``. Each wake has an id of its own, ``<id>:<serial>:m<n>`` (``n``
+counts the task's match wakes from 1), distinct from its end's, and is owed like an end until
+the agent socket acknowledges it. A task sends at most ``notify_max`` of them (default
+`DEFAULT_MAX`); then one more that says later matches are not sent, and the watching ends.
+
+What it owes is on disk before it is sent: ``bash-tasks/<id>@<serial>.watch`` holds how far the
+output was scanned when the last wake was composed, how many were composed, and those not yet
+acknowledged. A daemon restarted after a SIGKILL sends those again under the same ids and scans
+on from where the last composed wake left off: a match it had found but not yet put in a wake
+is found again, and none already composed is composed again under another id. The file goes
+once the task has ended, all of its output is scanned and every wake is acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from hive._convert import DecodeError, structure
+from hive._files import open_regular, read_regular, write_atomic
+from hive._inotify import IN_MODIFY, Inotify
+from hive.bash._batches import Batcher
+from hive.bash._courier import Key, WakeCourier
+from hive.bash._errors import BadArgument
+from hive.bash._store import TaskStore
+from hive.bash._task import Task
+from hive.bash._wire import converter
+from hive.wake import Wake
+
+log = logging.getLogger(__name__)
+
+MERGE_SECS = 0.2
+"""Matches found within this long of the first go in one wake."""
+DEFAULT_MAX = 20
+MAX_MAX = 1000
+MAX_PATTERN = 1000
+"""The longest ``notify_on`` pattern, in characters."""
+SCAN_BYTES = 1 << 20
+"""The most one read takes of a stream; a line longer than this counts as lines of this length."""
+SHOWN_LINES = 40
+SHOWN_CHARS = 500
+_STREAMS = ("stdout", "stderr")
+_WAKE_MARK = ":m"
+
+
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    """``notify_on`` compiled; a `BadArgument` with the regular expression's error if it is none."""
+    if len(pattern) > MAX_PATTERN:
+        raise BadArgument(f"notify_on is {len(pattern)} characters long; at most {MAX_PATTERN} are taken")
+    try:
+        return re.compile(pattern)
+    except (re.error, RecursionError) as exc:
+        raise BadArgument(
+            f"notify_on {pattern!r} is not a Python regular expression: {exc}; a line that the pattern "
+            "matches anywhere (re.search) wakes you"
+        ) from None
+
+
+@attrs.frozen
+class MatchWake:
+    """A wake composed for matching lines: its number among the task's match wakes, and its body."""
+
+    number: int
+    body: str
+
+
+@attrs.frozen
+class WatchState:
+    """``<id>@<serial>.watch``: what the watching of one run owes and how far it has got."""
+
+    task_id: str
+    serial: str
+    stdout: int = 0
+    stderr: int = 0
+    """How far each stream was scanned when the last wake was composed (bytes)."""
+    composed: int = 0
+    """How many match wakes were composed (the last one's number)."""
+    owed: tuple[MatchWake, ...] = ()
+    """Those composed and not yet acknowledged, in order."""
+    capped: bool = False
+    """The wake saying later matches are not sent was composed: nothing more is watched."""
+    scanned: bool = False
+    """The run has ended and all of its output was scanned."""
+
+
+def _read_lines(path: Path, offset: int, *, final: bool) -> tuple[list[str], int]:
+    """The whole lines of ``path`` past ``offset`` (up to `SCAN_BYTES`), and the offset past them;
+    with ``final``, a last line without its newline too (nothing more will be written)."""
+    fd = open_regular(path)
+    if fd is None:
+        return [], offset
+    try:
+        data = os.pread(fd, SCAN_BYTES, offset)
+    finally:
+        os.close(fd)
+    if not (final and len(data) < SCAN_BYTES):
+        end = data.rfind(b"\n") + 1
+        if end:
+            data = data[:end]
+        elif len(data) < SCAN_BYTES:
+            return [], offset  # a line still being written
+        # else a line longer than a read: taken as a line of its own
+    if not data:
+        return [], offset
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines, offset + len(data)
+
+
+@attrs.define(eq=False)
+class Watcher:
+    """Watches the output of every run that asked, and owes the agent its match wakes."""
+
+    store: TaskStore
+    courier: WakeCourier
+    reads: Batcher
+    writes: Batcher
+    merge_secs: float = MERGE_SECS
+    _states: dict[Key, WatchState] = attrs.field(factory=dict)
+    _saving: dict[Key, trio.Lock] = attrs.field(factory=dict)
+
+    @staticmethod
+    def owns(key: Key) -> bool:
+        """Whether ``key`` (of a wake the courier sent) names a match wake."""
+        return _WAKE_MARK in key[1]
+
+    def path(self, task_id: str, serial: str) -> Path:
+        return self.store.tasks_dir / f"{task_id}@{serial}.watch"
+
+    async def watch(self, task: Task) -> None:
+        """Watch ``task``'s output until it has ended and all of it is scanned (or the cap is
+        reached); the wakes still owed from a previous daemon are sent first."""
+        record = task.record
+        if record.notify_on is None:
+            return
+        try:
+            pattern = compile_pattern(record.notify_on)
+        except BadArgument as exc:  # a record written by hand, say
+            log.warning("task %s is not watched: %s", record.id, exc)
+            return
+        key = (record.id, record.serial)
+        state = await self.reads.run(self._load, key) or WatchState(record.id, record.serial)
+        self._states[key] = state
+        for wake in state.owed:
+            self._send(key, wake)
+        if state.capped or state.scanned:
+            await self._save(key)
+            return
+        limit = record.notify_max or DEFAULT_MAX
+        watcher: Inotify | None = None
+        try:
+            watcher = Inotify()
+            for stream in _STREAMS:
+                watcher.watch(self._stream_path(record.id, stream), IN_MODIFY)
+        except OSError as exc:
+            log.warning("cannot watch the output of task %s (%s): it is scanned when it ends", record.id, exc)
+            if watcher is not None:
+                watcher.close()
+                watcher = None
+        try:
+            await self._scan(task, pattern, limit, watcher)
+        finally:
+            if watcher is not None:
+                watcher.close()
+
+    async def _scan(self, task: Task, pattern: re.Pattern[str], limit: int, watcher: Inotify | None) -> None:
+        key = task.key
+        state = self._states[key]
+        offsets = {"stdout": state.stdout, "stderr": state.stderr}
+        found: list[tuple[str, str]] = []
+        first_at: float | None = None
+        while True:
+            final = task.final
+            progress = False
+            for stream in _STREAMS:
+                path = self._stream_path(task.id, stream)
+                lines, offsets[stream] = await self.reads.run(_read_lines, path, offsets[stream], final=final)
+                progress = progress or bool(lines)
+                found += [(stream, line) for line in lines if pattern.search(line)]
+            if found and first_at is None:
+                first_at = trio.current_time()
+            if progress:
+                continue  # read on to the end first
+            if found and (final or trio.current_time() >= (first_at or 0) + self.merge_secs):
+                await self._compose(key, found, offsets, limit)
+                found, first_at = [], None
+                if self._states[key].capped:
+                    return
+            if final:
+                self._states[key] = attrs.evolve(
+                    self._states[key], scanned=True, stdout=offsets["stdout"], stderr=offsets["stderr"]
+                )
+                await self._save(key)
+                return
+            deadline = first_at + self.merge_secs if first_at is not None else math.inf
+            with trio.move_on_at(deadline):
+                await self._changed(task, watcher)
+
+    @staticmethod
+    async def _changed(task: Task, watcher: Inotify | None) -> None:
+        """Until the output grows (where it is watched) or the task ends."""
+        async with trio.open_nursery() as nursery:
+
+            async def ended() -> None:
+                await task.ended.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(ended)
+            if watcher is not None:
+                await watcher.changed()
+                nursery.cancel_scope.cancel()
+
+    async def _compose(
+        self, key: Key, found: list[tuple[str, str]], offsets: dict[str, int], limit: int
+    ) -> None:
+        state = self._states[key]
+        task_id = state.task_id
+        number = state.composed + 1
+        if state.composed >= limit:
+            body = (
+                f"bash task {task_id} printed: more lines that match its notify_on pattern; later matches "
+                f"are not sent (at most {limit} wakes a task). status('{task_id}', stdout_offset="
+                f"{offsets['stdout']}, stderr_offset={offsets['stderr']}) reads its output on from here."
+            )
+        else:
+            shown = [f"[{stream}] {line[:SHOWN_CHARS]}" for stream, line in found[:SHOWN_LINES]]
+            if len(found) > SHOWN_LINES:
+                shown.append(f"(and {len(found) - SHOWN_LINES} more matching lines)")
+            body = "\n".join([f"bash task {task_id} printed:", *shown])
+        wake = MatchWake(number, body)
+        self._states[key] = attrs.evolve(
+            state,
+            composed=number,
+            owed=(*state.owed, wake),
+            capped=number > limit,
+            stdout=offsets["stdout"],
+            stderr=offsets["stderr"],
+        )
+        # On disk before it is sent: a crash from here on sends it again under the same id.
+        await self._save(key)
+        self._send(key, wake)
+
+    def _send(self, key: Key, wake: MatchWake) -> None:
+        task_id, serial = key
+        mark = f"{serial}{_WAKE_MARK}{wake.number}"
+        self.courier.enqueue(
+            task_id, mark, Wake(sender=f"bash-task-{task_id}", body=wake.body, end_id=f"{task_id}:{mark}")
+        )
+
+    async def acked(self, key: Key) -> None:
+        """The agent socket acknowledged the match wake ``key`` names: it is owed no more."""
+        task_id, mark = key
+        serial, _, number = mark.rpartition(_WAKE_MARK)
+        run = (task_id, serial)
+        state = self._states.get(run)
+        if state is None:
+            return
+        self._states[run] = attrs.evolve(state, owed=tuple(w for w in state.owed if str(w.number) != number))
+        await self._save(run)
+
+    async def _save(self, key: Key) -> None:
+        """Write the run's state as it is now; the file goes once nothing is owed or left to scan."""
+        lock = self._saving.setdefault(key, trio.Lock())
+        async with lock:
+            state = self._states[key]
+            path = self.path(*key)
+            if (state.scanned or state.capped) and not state.owed:
+                await self.writes.run(_remove, path)
+                self._states.pop(key, None)
+                return
+            data = json.dumps(converter.unstructure(state), separators=(",", ":")).encode()
+            await self.writes.run(write_atomic, path, data)
+
+    def _load(self, key: Key) -> WatchState | None:
+        path = self.path(*key)
+        try:
+            data = read_regular(path)
+        except OSError as exc:
+            log.warning("cannot read %s (%s): the task's output is scanned from its start", path, exc)
+            return None
+        if data is None:
+            return None
+        try:
+            raw: Any = json.loads(data)
+            state = structure(converter, raw, WatchState)
+        except (ValueError, DecodeError) as exc:
+            log.warning(
+                "%s is not a watch state (%s): the task's output is scanned from its start", path, exc
+            )
+            return None
+        return state if (state.task_id, state.serial) == key else None
+
+    def _stream_path(self, task_id: str, stream: str) -> Path:
+        return self.store.out_path(task_id) if stream == "stdout" else self.store.err_path(task_id)
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)

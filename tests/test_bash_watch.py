@@ -1,0 +1,209 @@
+"""Watching a task's output: ``run(..., notify_on=PATTERN)`` wakes the agent with the lines that
+match, merged within 200 ms, capped per task, each wake with an id of its own and owed until
+acknowledged, none lost or sent again under another id across a daemon's SIGKILL.
+
+The logic runs in-process (the tools over a real manager and real tasks, the agent socket served
+by the test); the crash, which only a real process can show, with a real daemon SIGKILLed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from hive.bash._tools import BashTools
+from hive.bash._watch import Watcher
+from hive.wake import Wake
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.gates import make_gate, open_gate
+from tests.helpers.inotify import wait_until
+from tests.helpers.listener import AgentListener
+from tests.helpers.results import call, structured
+from tests.helpers.tools import serving_tools
+
+GUARD = 30
+
+
+async def _run(tools: BashTools, **args: Any) -> dict[str, Any]:
+    result = await tools.call("run", args)
+    assert not result.is_error, result.text
+    return result.structured
+
+
+def _matches(wakes: list[Wake], task_id: str) -> list[Wake]:
+    return [
+        w for w in wakes if w.end_id is not None and w.end_id.startswith(f"{task_id}:") and ":m" in w.end_id
+    ]
+
+
+async def test_matching_lines_of_either_stream_wake_the_agent_merged_and_apart_from_the_end(
+    short_tmp: Path, agent: AgentListener
+) -> None:
+    gate = make_gate(short_tmp)
+    cmd = f"echo compiling; echo 'server listening on 8080'; echo 'FAILED one' >&2; read x < {gate}; echo FAILED two"
+    with trio.fail_after(GUARD):
+        async with agent.serving(), serving_tools(short_tmp, agent_socket=agent.path) as tools:
+            await _run(tools, cmd=cmd, name="w", wait_seconds=0, notify_on="listening|FAILED")
+            await agent.wait_for(1)
+            first = _matches(agent.wakes, "w")[0]
+            assert first.sender == "bash-task-w"
+            # Written together: one wake, the lines with their streams, in stream order.
+            assert first.body.splitlines() == [
+                "bash task w printed:",
+                "[stdout] server listening on 8080",
+                "[stderr] FAILED one",
+            ]
+            await trio.to_thread.run_sync(open_gate, gate)
+            serial = structured_serial(tools, "w")
+            await agent.wait_for_ends({f"w:{serial}", f"w:{serial}:m2"})
+            # Every wake acknowledged, the task ended and scanned: nothing is left on disk.
+            tasks = short_tmp / "state" / "bash-tasks"
+            await wait_until(lambda: not list(tasks.glob("*.watch")), tasks)
+    matches = _matches(agent.wakes, "w")
+    assert [w.end_id for w in matches] == [f"w:{serial}:m1", f"w:{serial}:m2"]
+    assert matches[1].body == "bash task w printed:\n[stdout] FAILED two"
+    (end,) = [w for w in agent.wakes if w.end_id == f"w:{serial}"]
+    assert end.body.startswith("bash task w ended: done")
+
+
+def structured_serial(tools: BashTools, task_id: str) -> str:
+    return tools.manager.get(task_id).record.serial
+
+
+async def test_at_most_notify_max_wakes_then_one_saying_later_matches_are_not_sent(
+    short_tmp: Path, agent: AgentListener
+) -> None:
+    gates = [make_gate(short_tmp, f"g{i}") for i in range(4)]
+    lines = "; ".join(f"echo hit {i}; read x < {gate}" for i, gate in enumerate(gates))
+    with trio.fail_after(GUARD):
+        async with agent.serving(), serving_tools(short_tmp, agent_socket=agent.path) as tools:
+            await _run(
+                tools,
+                cmd=f"{lines}; echo hit end",
+                name="cap",
+                wait_seconds=0,
+                notify_on="^hit",
+                notify_max=2,
+            )
+            for i, gate in enumerate(gates):
+                # Each hit in a wake of its own: the next line comes only once this one's wake is in.
+                while len(_matches(agent.wakes, "cap")) < min(i + 1, 3):
+                    await agent.wait_for(len(agent.wakes) + 1)
+                await trio.to_thread.run_sync(open_gate, gate)
+            await tools.call("status", {"id": "cap", "wait_seconds": GUARD})
+    bodies = [w.body for w in _matches(agent.wakes, "cap")]
+    assert bodies[:2] == ["bash task cap printed:\n[stdout] hit 0", "bash task cap printed:\n[stdout] hit 1"]
+    assert len(bodies) == 3
+    assert bodies[2].startswith(
+        "bash task cap printed: more lines that match its notify_on pattern; later matches are not sent"
+    )
+
+
+async def test_a_bad_pattern_or_a_max_without_one_is_refused_at_run(short_tmp: Path) -> None:
+    async with serving_tools(short_tmp) as tools:
+        bad = await tools.call("run", {"cmd": "true", "notify_on": "(unclosed"})
+        assert bad.is_error and bad.structured["error"] == "BadArgument"
+        assert (
+            "notify_on '(unclosed' is not a Python regular expression: missing ), unterminated subpattern"
+            in bad.text
+        )
+        lone = await tools.call("run", {"cmd": "true", "notify_max": 5})
+        assert lone.is_error and "notify_max is given without notify_on" in lone.text
+        too_many = await tools.call("run", {"cmd": "true", "notify_on": "x", "notify_max": 1001})
+        assert too_many.is_error and too_many.structured["error"] == "BadArgument"
+        assert tools.manager.tasks == {}  # nothing ran
+
+
+async def test_a_match_wake_not_yet_acknowledged_is_sent_again_under_its_id_after_a_restart(
+    short_tmp: Path,
+) -> None:
+    # The agent socket refuses: the wake stays owed, on disk, and a new manager sends it again.
+    refusing = AgentListener(short_tmp / "agent.sock", refuse=True)
+    gate = make_gate(short_tmp)
+    with trio.fail_after(GUARD):
+        async with refusing.serving(), serving_tools(short_tmp, agent_socket=refusing.path) as tools:
+            await _run(tools, cmd=f"echo ready; read x < {gate}", name="r", wait_seconds=0, notify_on="ready")
+            await refusing.wait_for_refusals(1)
+            serial = structured_serial(tools, "r")
+            await trio.to_thread.run_sync(open_gate, gate)
+            await tools.call("status", {"id": "r", "wait_seconds": GUARD})
+            state = json.loads((short_tmp / "state" / "bash-tasks" / f"r@{serial}.watch").read_text())
+            assert [w["number"] for w in state["owed"]] == [1]
+        listener = AgentListener(short_tmp / "agent2.sock")
+        async with listener.serving(), serving_tools(short_tmp, agent_socket=listener.path):
+            await listener.wait_for_ends({f"r:{serial}:m1", f"r:{serial}"})
+    assert [w.end_id for w in _matches(listener.wakes, "r")] == [f"r:{serial}:m1"]
+
+
+def test_a_match_wake_key_is_told_apart_from_an_end_key() -> None:
+    assert Watcher.owns(("t", "ab12:m3"))
+    assert not Watcher.owns(("t", "ab12"))
+
+
+async def test_no_match_is_lost_or_sent_twice_under_another_id_across_a_sigkill(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    gates = [make_gate(daemon.root, f"g{i}") for i in range(3)]
+    cmd = "; ".join(f"echo 'match {i}'; echo noise; read x < {gate}" for i, gate in enumerate(gates))
+    with trio.fail_after(60):
+        async with agent.serving():
+            async with daemon.running(stop=False) as first, daemon.session() as session:
+                await call(
+                    session,
+                    "run",
+                    cmd=f"cd {daemon.root}; {cmd}; echo 'match end'",
+                    name="k",
+                    wait_seconds=0,
+                    notify_on="^match",
+                )
+                await agent.wait_for(1)
+                status = structured(await call(session, "status", id="k"))
+                os.kill(first.pid, signal.SIGKILL)
+                await first.wait()
+            # While no daemon runs, the task prints its next match.
+            await trio.to_thread.run_sync(open_gate, gates[0])
+            async with daemon.running(), daemon.session() as session:
+                for i, gate in enumerate(gates[1:], start=1):
+                    # The task is at its next gate once its match has come.
+                    await _until_printed(agent, "k", f"match {i}")
+                    await trio.to_thread.run_sync(open_gate, gate)
+                done = structured(await call(session, "status", id="k", wait_seconds=30))
+                assert done["state"] == "done"
+                await _until_printed(agent, "k", "match end")
+    # A wake sent again under its own id (its acknowledgement lost in the SIGKILL) is one wake:
+    # the harness drops the repeat. No line may come under two ids.
+    by_id: dict[str, str] = {}
+    for wake in _matches(agent.wakes, "k"):
+        assert by_id.setdefault(str(wake.end_id), wake.body) == wake.body
+    lines = [line for body in by_id.values() for line in body.splitlines()[1:]]
+    assert lines == ["[stdout] match 0", "[stdout] match 1", "[stdout] match 2", "[stdout] match end"]
+    assert status["state"] == "running"
+
+
+async def _until_printed(agent: AgentListener, task_id: str, line: str) -> None:
+    while not any(f"[stdout] {line}" in w.body.splitlines() for w in _matches(agent.wakes, task_id)):
+        await agent.wait_for(len(agent.wakes) + 1)
+
+
+async def test_hive_bash_run_notify_on_is_the_tools_notify_on(served: DaemonHandle) -> None:
+    sock = str(served.socket)
+    base = [sys.executable, "-m", "hive.cli", "bash", "run", "--socket", sock, "--wait", "30"]
+    with trio.fail_after(60):
+        bad = await trio.run_process(
+            [*base, "--notify-on", "(", "true"], capture_stdout=True, capture_stderr=True, check=False
+        )
+        good = await trio.run_process(
+            [*base, "--name", "cli-watch", "--notify-on", "ERROR", "--notify-max", "3", "true"],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert bad.returncode == 2 and b"hive: --notify-on '(' is not a Python regular expression" in bad.stderr
+    assert good.returncode == 0, good.stderr
+    record = json.loads(served.task_file("cli-watch", ".json").read_text())
+    assert (record["notify_on"], record["notify_max"]) == ("ERROR", 3)
