@@ -24,6 +24,7 @@ import big_output
 import cli_cold_start
 import concurrent_200
 import daemon_refusal
+import follow_output
 import hive_run_overhead
 import passthrough
 import relay_cold_start
@@ -52,6 +53,7 @@ BENCHMARKS = [
     agent_turn_overhead,
     daemon_refusal,
     agent_stop,
+    follow_output,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 
