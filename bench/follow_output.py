@@ -12,6 +12,7 @@ the wake's arrival at a listener on the agent socket (the 200 ms merge window in
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import select
 import threading
@@ -111,6 +112,45 @@ def run() -> list[Figure]:
             finally:
                 listener.shutdown()
     f, w, b = summary(follow), summary(wakes), summary(floor)
+    return [*_follow_figures(f, w, b), _follow_big()]
+
+
+def _follow_big() -> Figure:
+    """21. ``seq 1 25000000`` (214 MB) followed from 0 by the next offsets to its end: every byte
+    once (the text's hash against the file's), and the daemon's peak RSS before and after."""
+    with scratch() as root, running_daemon(root) as daemon, Relay(daemon.socket, root / "relay.err") as relay:
+        relay.handshake()
+        relay.call("run", cmd="seq 1 25000000", name="big", wait_seconds=30)
+        before = daemon.peak_rss_mb()
+        digest, offset, calls = hashlib.sha256(), 0, 0
+        started = time.perf_counter()
+        while True:
+            _, answer = relay.call("status", id="big", stdout_offset=offset)
+            calls += 1
+            digest.update(answer["stdout_new"].encode())
+            if answer["stdout_next"] == offset:
+                break
+            offset = answer["stdout_next"]
+        took = time.perf_counter() - started
+        after = daemon.peak_rss_mb()
+        path = Path(answer["stdout"]["path"])
+        whole = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest.hexdigest() != whole or offset != path.stat().st_size:
+        raise RuntimeError("following the offsets did not read the file once, whole")
+    return Figure(
+        "21 follow 214 MB",
+        f"seq 1 25000000 followed from 0 by the next offsets: {calls} status calls, every byte once; "
+        f"daemon peak RSS {before:.1f} MB before, {after:.1f} MB after",
+        took,
+        "s",
+        None,
+        "",
+        "",
+        {"calls": calls, "rss_before_mb": before, "rss_after_mb": after},
+    )
+
+
+def _follow_figures(f: dict[str, float], w: dict[str, float], b: dict[str, float]) -> list[Figure]:
     return [
         Figure(
             "19 follow output",
