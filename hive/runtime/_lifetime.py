@@ -24,11 +24,9 @@ Nothing here imports Trio.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import os
-import shutil
 import signal
 from collections.abc import Callable, Mapping, Sequence
 
@@ -40,7 +38,6 @@ from hive.runtime._errors import HiveRuntimeError
 
 PR_SET_PDEATHSIG = 1
 
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class ParentGone(HiveRuntimeError):
@@ -51,7 +48,9 @@ def die_with_parent(signum: int = signal.SIGINT) -> Callable[[], None]:
     """A ``preexec_fn`` that has the child sent ``signum`` when this thread dies; it refuses to
     exec (``ParentGone``) if the parent is already gone."""
     parent = os.getpid()
-    prctl = _libc.prctl
+    import ctypes  # here, not at the top: the fast path (setpriv) needs none of it
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def preexec() -> None:
         if prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signum), 0, 0, 0) != 0:
@@ -63,9 +62,22 @@ def die_with_parent(signum: int = signal.SIGINT) -> Callable[[], None]:
     return preexec
 
 
+def on_path(program: str, path: str) -> str | None:
+    """Where ``program`` is found on ``path`` (a PATH value), as an exec would find it; None where
+    it is not. (``shutil.which`` does the same, at a cost in imports that ``hive run`` pays before
+    its agent is spawned.)"""
+    if os.sep in program:  # a path: looked at as it is, not on PATH
+        return program if os.path.isfile(program) and os.access(program, os.X_OK) else None
+    for directory in path.split(os.pathsep):
+        candidate = os.path.join(directory or os.curdir, program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 @functools.cache
 def _setpriv() -> str | None:
-    return shutil.which("setpriv")
+    return on_path("setpriv", os.environ.get("PATH", os.defpath))
 
 
 def following_parent(
@@ -90,6 +102,6 @@ def following_parent(
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
         if not os.access(path, os.X_OK):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
-    elif shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+    elif on_path(program, env.get("PATH", os.defpath)) is None:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
     return [setpriv, "--pdeathsig", signal.Signals(signum).name.removeprefix("SIG"), "--", *argv], None

@@ -6,7 +6,6 @@ import enum
 import importlib
 import json
 import os
-import shutil
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
@@ -15,6 +14,7 @@ import attrs
 
 from hive.runtime._config import Config
 from hive.runtime._errors import AgentUnavailable, SpecError
+from hive.runtime._lifetime import on_path
 from hive.runtime._prestart import AgentCommand
 from hive.runtime._protocol import Progress, Runtime
 
@@ -66,7 +66,7 @@ class RuntimeSpec:
             command, variable = self.command or "", "HIVE_ACP_COMMAND"
         if env is None:
             env = {**os.environ, **dict(self.env)} if self.backend is Backend.ACP else os.environ
-        if not command or shutil.which(command, path=env.get("PATH", os.defpath)) is None:
+        if not command or on_path(command, env.get("PATH", os.defpath)) is None:
             where = "" if "/" in command else " on PATH"
             raise AgentUnavailable(
                 f"cannot start {command!r}: no such executable{where}; install the "
