@@ -20,7 +20,8 @@ READ_SIZE = 1 << 16
 
 async def follow_lines(path: Path) -> AsyncGenerator[bytes, None]:
     """Every whole line of ``path``, from its start, then each line appended to it, forever."""
-    with Inotify() as watcher:
+    watcher = Inotify()
+    try:
         watcher.watch(path.parent, _MASK)
         offset = 0
         partial = b""
@@ -34,6 +35,8 @@ async def follow_lines(path: Path) -> AsyncGenerator[bytes, None]:
                     yield line
             else:
                 await watcher.changed()
+    finally:
+        watcher.close()
 
 
 def _read_from(path: Path, offset: int) -> tuple[bytes, int, bool]:

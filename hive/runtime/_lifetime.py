@@ -39,7 +39,6 @@ from hive.runtime._errors import HiveRuntimeError
 PR_SET_PDEATHSIG = 1
 
 
-
 class ParentGone(HiveRuntimeError):
     """The process that forked this child died before the child could ask to follow it."""
 
