@@ -22,7 +22,7 @@ from hive.bash._output import MAX_NEW_BYTES, read_new
 from hive.bash._tools import BashTools
 from hive.cli._bash_tail import offset_of_last_lines
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.gates import make_gate, open_gate
+from tests.helpers.gates import make_gate, release_gate
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.tools import serving_tools
 
@@ -115,7 +115,7 @@ async def test_a_waiting_status_returns_when_the_output_grows_not_at_the_end(sho
             nursery.start_soon(wait_for_stderr)
             await trio.testing.wait_all_tasks_blocked()
             assert answers == []  # nothing new yet: it waits
-            await trio.to_thread.run_sync(open_gate, first)
+            await release_gate(first)
         (grown,) = answers
         assert grown["state"] == "running"  # woken by the output, long before the end
         assert (grown["stderr_new"], grown["stderr_next"]) == ("two\n", 4)
@@ -123,7 +123,7 @@ async def test_a_waiting_status_returns_when_the_output_grows_not_at_the_end(sho
         text, later = await _status(tools, id="f", stdout_offset=4, wait_seconds=30)
         assert later["stdout_new"] == "three\n" and later["stdout_next"] == 10
         assert "--- stdout from byte 4: 6 bytes new, of 10 (next stdout_offset=10) ---\nthree" in text
-        await trio.to_thread.run_sync(open_gate, second)
+        await release_gate(second)
         await _status(tools, id="f", wait_seconds=30)
 
 
@@ -142,7 +142,7 @@ async def test_a_waiting_status_returns_at_the_end_or_the_deadline_with_nothing_
 
             nursery.start_soon(wait)
             await trio.testing.wait_all_tasks_blocked()
-            await trio.to_thread.run_sync(open_gate, gate)
+            await release_gate(gate)
         (ended,) = answers
         assert (ended["state"], ended["exit_code"], ended["stdout_new"]) == ("done", 3, "")
 
@@ -240,7 +240,7 @@ async def test_hive_bash_tail_follow_prints_as_the_task_writes_and_ends_with_it(
             seen = b""
             while seen != b"one\n":  # printed while the task still waits on its gate
                 seen += await tail.stdout.receive_some()
-            await trio.to_thread.run_sync(open_gate, gate)
+            await release_gate(gate)
             while chunk := await tail.stdout.receive_some():
                 seen += chunk
             assert await tail.wait() == 4

@@ -20,7 +20,7 @@ from hive.bash._tools import BashTools
 from hive.bash._watch import Watcher
 from hive.wake import Wake
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.gates import make_gate, open_gate
+from tests.helpers.gates import make_gate, release_gate
 from tests.helpers.inotify import wait_until
 from tests.helpers.listener import AgentListener
 from tests.helpers.results import call, structured
@@ -58,7 +58,7 @@ async def test_matching_lines_of_either_stream_wake_the_agent_merged_and_apart_f
                 "[stdout] server listening on 8080",
                 "[stderr] FAILED one",
             ]
-            await trio.to_thread.run_sync(open_gate, gate)
+            await release_gate(gate)
             serial = structured_serial(tools, "w")
             await agent.wait_for_ends({f"w:{serial}", f"w:{serial}:m2"})
             # Every wake acknowledged, the task ended and scanned: nothing is left on disk.
@@ -94,7 +94,7 @@ async def test_at_most_notify_max_wakes_then_one_saying_later_matches_are_not_se
                 # Each hit in a wake of its own: the next line comes only once this one's wake is in.
                 while len(_matches(agent.wakes, "cap")) < min(i + 1, 3):
                     await agent.wait_for(len(agent.wakes) + 1)
-                await trio.to_thread.run_sync(open_gate, gate)
+                await release_gate(gate)
             await tools.call("status", {"id": "cap", "wait_seconds": GUARD})
     bodies = [w.body for w in _matches(agent.wakes, "cap")]
     assert bodies[:2] == ["bash task cap printed:\n[stdout] hit 0", "bash task cap printed:\n[stdout] hit 1"]
@@ -130,7 +130,7 @@ async def test_a_match_wake_not_yet_acknowledged_is_sent_again_under_its_id_afte
             await _run(tools, cmd=f"echo ready; read x < {gate}", name="r", wait_seconds=0, notify_on="ready")
             await refusing.wait_for_refusals(1)
             serial = structured_serial(tools, "r")
-            await trio.to_thread.run_sync(open_gate, gate)
+            await release_gate(gate)
             await tools.call("status", {"id": "r", "wait_seconds": GUARD})
             state = json.loads((short_tmp / "state" / "bash-tasks" / f"r@{serial}.watch").read_text())
             assert [w["number"] for w in state["owed"]] == [1]
@@ -166,12 +166,12 @@ async def test_no_match_is_lost_or_sent_twice_under_another_id_across_a_sigkill(
                 os.kill(first.pid, signal.SIGKILL)
                 await first.wait()
             # While no daemon runs, the task prints its next match.
-            await trio.to_thread.run_sync(open_gate, gates[0])
+            await release_gate(gates[0])
             async with daemon.running(), daemon.session() as session:
                 for i, gate in enumerate(gates[1:], start=1):
                     # The task is at its next gate once its match has come.
                     await _until_printed(agent, "k", f"match {i}")
-                    await trio.to_thread.run_sync(open_gate, gate)
+                    await release_gate(gate)
                 done = structured(await call(session, "status", id="k", wait_seconds=30))
                 assert done["state"] == "done"
                 await _until_printed(agent, "k", "match end")

@@ -28,6 +28,18 @@ def open_gate(path: Path, line: str = "go") -> None:
         os.close(fd)
 
 
+async def release_gate(path: Path, line: str = "go") -> None:
+    """Open the gate once the task is at it: the open for writing waits (in a worker thread) for
+    the task to open the FIFO for reading, so a task that printed its line and has not yet
+    reached its ``read`` is waited for, not missed."""
+
+    def release() -> None:
+        with open(path, "w") as gate:
+            gate.write(f"{line}\n")
+
+    await trio.to_thread.run_sync(release, abandon_on_cancel=True)
+
+
 async def sigkill(process: trio.Process) -> None:
     os.kill(process.pid, signal.SIGKILL)
     await process.wait()
