@@ -3,9 +3,10 @@ matches wakes the agent, without polling and without losing or repeating a match
 
 A watcher reads the task's output files line by line as they grow (woken by inotify). Matching
 lines found within `MERGE_SECS` of the first go in one wake from ``bash-task-<id>``, whose body
-starts ``bash task <id> printed:``. Each wake has an id of its own, ``<id>:<serial>:m<n>`` (``n``
-counts the task's match wakes from 1), distinct from its end's, and is owed like an end until
-the agent socket acknowledges it. A task sends at most ``notify_max`` of them (default
+starts ``bash task <id> printed:`` and lists them, stdout's before stderr's, each stream's in
+order. Each wake has an id of its own, ``<id>:<serial>:m<n>`` (``n`` counts the task's match
+wakes from 1), distinct from its end's, and is owed like an end until the agent socket
+acknowledges it. A task sends at most ``notify_max`` of them (default
 `DEFAULT_MAX`); then one more that says later matches are not sent, and the watching ends.
 
 What it owes is on disk before it is sent: ``bash-tasks/<id>@<serial>.watch`` holds how far the
@@ -237,6 +238,8 @@ class Watcher:
                 f"{offsets['stdout']}, stderr_offset={offsets['stderr']}) reads its output on from here."
             )
         else:
+            # Each stream's lines in order; stdout's first (two files have no order between them).
+            found = sorted(found, key=lambda match: _STREAMS.index(match[0]))
             shown = [f"[{stream}] {line[:SHOWN_CHARS]}" for stream, line in found[:SHOWN_LINES]]
             if len(found) > SHOWN_LINES:
                 shown.append(f"(and {len(found) - SHOWN_LINES} more matching lines)")
