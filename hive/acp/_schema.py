@@ -418,10 +418,15 @@ def from_wire(obj: Any, cls: type[Any]) -> Any:
     """Structure an agent's message; SchemaError (saying what is wrong) if it cannot be."""
     if obj is None and cls in (LoadSessionResponse, SetConfigOptionResponse):
         obj = {}
+    conv = converter()
+    try:
+        return conv.structure(obj, cls)
+    except Exception:  # told below, where structuring it again names each problem
+        pass
     from hive._convert import DecodeError, structure
 
     try:
-        return structure(converter(), obj, cls)
+        return structure(conv, obj, cls)
     except DecodeError as exc:
         problems = "; ".join(exc.problems)
         raise SchemaError(f"the agent's {cls.__name__} is malformed: {problems}") from None
