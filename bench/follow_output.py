@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from _common import Figure, Relay, main, running_daemon, scratch, summary
-from wake_latency import Listener
+from wake_latency import daemon_waking
 
 SAMPLES = 30
 WARMUP = 3
@@ -66,51 +66,34 @@ def run() -> list[Figure]:
     follow: list[float] = []
     wakes: list[float] = []
     with scratch() as root:
-        agent = root / "agent"
         fifo, hits = root / "lines", root / "hits"
         os.mkfifo(fifo)
         os.mkfifo(hits)
-        with Listener(agent) as listener:
-            threading.Thread(target=listener.serve_forever, daemon=True).start()
-            try:
-                with (
-                    running_daemon(root, agent_socket=agent) as daemon,
-                    Relay(daemon.socket, root / "relay.err") as relay,
-                ):
-                    relay.handshake()
-                    relay.call("run", cmd=echo_task(fifo), name="follow", wait_seconds=0)
-                    relay.call(
-                        "run",
-                        cmd=echo_task(hits),
-                        name="watch",
-                        wait_seconds=0,
-                        notify_on="^hit",
-                        notify_max=1000,
-                    )
-                    with open(fifo, "wb", buffering=0) as lines, open(hits, "wb", buffering=0) as matching:
-                        offset = 0
-                        for i in range(WARMUP + SAMPLES):
-                            request = relay.tool_request(
-                                "status", id="follow", stdout_offset=offset, wait_seconds=30
-                            )
-                            relay.send([request])
-                            time.sleep(0.05)
-                            written = time.perf_counter()
-                            lines.write(f"line {i}\n".encode())
-                            ((arrived, answer),) = relay.wait([request["id"]]).values()
-                            structured = answer["result"]["structuredContent"]
-                            if structured["stdout_new"] != f"line {i}\n":
-                                raise RuntimeError(f"followed the wrong bytes: {structured}")
-                            offset = structured["stdout_next"]
-                            written_at = time.time()
-                            matching.write(f"hit {i}\n".encode())
-                            woke = listener.wait_for("bash-task-watch")
-                            if i >= WARMUP:
-                                follow.append((arrived - written) * 1000)
-                                wakes.append((woke - written_at) * 1000)
-                floor = inotify_floor(root / "floor", SAMPLES)
-            finally:
-                listener.shutdown()
+        with daemon_waking(root) as (listener, relay):
+            relay.call("run", cmd=echo_task(fifo), name="follow", wait_seconds=0)
+            relay.call(
+                "run", cmd=echo_task(hits), name="watch", wait_seconds=0, notify_on="^hit", notify_max=1000
+            )
+            with open(fifo, "wb", buffering=0) as lines, open(hits, "wb", buffering=0) as matching:
+                offset = 0
+                for i in range(WARMUP + SAMPLES):
+                    request = relay.tool_request("status", id="follow", stdout_offset=offset, wait_seconds=30)
+                    relay.send([request])
+                    time.sleep(0.05)
+                    written = time.perf_counter()
+                    lines.write(f"line {i}\n".encode())
+                    ((arrived, answer),) = relay.wait([request["id"]]).values()
+                    structured = answer["result"]["structuredContent"]
+                    if structured["stdout_new"] != f"line {i}\n":
+                        raise RuntimeError(f"followed the wrong bytes: {structured}")
+                    offset = structured["stdout_next"]
+                    written_at = time.time()
+                    matching.write(f"hit {i}\n".encode())
+                    woke = listener.wait_for("bash-task-watch")
+                    if i >= WARMUP:
+                        follow.append((arrived - written) * 1000)
+                        wakes.append((woke - written_at) * 1000)
+        floor = inotify_floor(root / "floor", SAMPLES)
     f, w, b = summary(follow), summary(wakes), summary(floor)
     return [*_follow_figures(f, w, b), _follow_big()]
 

@@ -9,12 +9,14 @@ exit waited for, then one wake line sent over a fresh connection to the same lis
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import socketserver
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from _common import Figure, Relay, line, main, running_daemon, scratch, summary
@@ -77,27 +79,34 @@ def daemon_sample(root: Path, listener: Listener, relay: Relay, i: int) -> float
     return listener.wait_for(f"bash-task-w{i}") - ended_at(stamp)
 
 
+@contextlib.contextmanager
+def daemon_waking(root: Path) -> Iterator[tuple[Listener, Relay]]:
+    """A listener on ``root/agent`` and a daemon that sends it its wakes, reached through a relay
+    (handshake done), for the duration of the block."""
+    agent = root / "agent"
+    with Listener(agent) as listener:
+        threading.Thread(target=listener.serve_forever, daemon=True).start()
+        try:
+            with (
+                running_daemon(root, agent_socket=agent) as daemon,
+                Relay(daemon.socket, root / "relay.err") as relay,
+            ):
+                relay.handshake()
+                yield listener, relay
+        finally:
+            listener.shutdown()
+
+
 def run() -> list[Figure]:
     wakes: list[float] = []
     floor: list[float] = []
-    with scratch() as root:
-        agent = root / "agent"
-        with Listener(agent) as listener:
-            threading.Thread(target=listener.serve_forever, daemon=True).start()
-            try:
-                with (
-                    running_daemon(root, agent_socket=agent) as daemon,
-                    Relay(daemon.socket, root / "relay.err") as relay,
-                ):
-                    relay.handshake()
-                    for i in range(WARMUP + SAMPLES):
-                        sample = daemon_sample(root, listener, relay, i)
-                        base = floor_sample(root, listener, agent, i)
-                        if i >= WARMUP:
-                            wakes.append(sample * 1000)
-                            floor.append(base * 1000)
-            finally:
-                listener.shutdown()
+    with scratch() as root, daemon_waking(root) as (listener, relay):
+        for i in range(WARMUP + SAMPLES):
+            sample = daemon_sample(root, listener, relay, i)
+            base = floor_sample(root, listener, root / "agent", i)
+            if i >= WARMUP:
+                wakes.append(sample * 1000)
+                floor.append(base * 1000)
     w, f = summary(wakes), summary(floor)
     return [
         Figure(
