@@ -15,6 +15,7 @@ from hive.bash._model import (
     StopReason,
     TaskState,
     Vanished,
+    Withdrawn,
     advance,
 )
 from tests.helpers.strategies import events, stop_reasons
@@ -80,9 +81,14 @@ def test_a_vanished_process_is_interrupted(state: TaskState) -> None:
     assert advance(Phase(state), Vanished()).state is TaskState.INTERRUPTED
 
 
+def test_a_task_withdrawn_from_the_line_is_stopped_on_request() -> None:
+    assert advance(Phase(TaskState.PENDING), Withdrawn()) == Phase(TaskState.STOPPED, StopReason.REQUESTED)
+
+
 def test_events_that_do_not_apply_change_nothing() -> None:
     pending = Phase(TaskState.PENDING)
     assert advance(pending, Exited()) == pending
+    assert advance(Phase(TaskState.RUNNING), Withdrawn()) == Phase(TaskState.RUNNING)
     assert advance(pending, StopBegun(StopReason.REQUESTED)) == pending
     running = Phase(TaskState.RUNNING)
     assert advance(running, Spawned()) == running

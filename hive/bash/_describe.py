@@ -27,17 +27,25 @@ def shown_cmd(cmd: str, where: str = "its .cmd file") -> str:
     return f"{cmd[:CMD_SHOWN]}… [cut: {len(cmd.encode())} bytes in all; the whole command is in {where}]"
 
 
-def still_running(task_id: str, *, wakes: bool = True) -> str:
+def waiting(place: int, limit: int | None) -> str:
+    """Where a pending task is in the line of tasks waiting for a place to run."""
+    most = "" if limit is None else f"; at most {limit} tasks run at once"
+    return f"pending: number {place} in line, it starts when a place to run is free{most}"
+
+
+def still_running(task_id: str, *, wakes: bool = True, pending: bool = False) -> str:
     """What to do about a task that has not ended yet: the same words in text and structured content.
-    ``wakes``: whether the daemon has an agent socket to send the end to."""
+    ``wakes``: whether the daemon has an agent socket to send the end to; ``pending``: whether
+    it still waits for a place to run."""
+    runs = "It waits in line, then runs in the background" if pending else "It runs in the background"
     if not wakes:
         return (
-            "It runs in the background. No agent socket is configured (--agent-socket), so no wake "
+            f"{runs}. No agent socket is configured (--agent-socket), so no wake "
             f"will follow: status({task_id!r}, wait_seconds=30) waits for its end, stop({task_id!r}) "
             "ends it, and until you have seen its end it stays in mcp-loose-ends/."
         )
     return (
-        f"It runs in the background; you will be woken by a message from bash-task-{task_id} when it ends. "
+        f"{runs}; you will be woken by a message from bash-task-{task_id} when it ends. "
         f"status({task_id!r}, wait_seconds=30) waits for it, stop({task_id!r}) ends it."
     )
 
@@ -52,6 +60,13 @@ def describe_signals(record: TaskRecord) -> str:
     return "SIGINT to all its processes, then SIGKILL to those still alive"
 
 
+_NEVER_RAN = {
+    TaskState.STOPPED: "stopped on request while it waited for a place to run: it never ran",
+    TaskState.INTERRUPTED: "interrupted: it could not be started when its turn in line came (its notes say why)",
+}
+"""How a task that ended still in line (its record keeps its number) ended."""
+
+
 def describe_end(record: TaskRecord) -> str:
     """One line on how a final task ended, e.g. ``done, exit code 0 after 1.20 s``."""
     state = record.state
@@ -62,6 +77,8 @@ def describe_end(record: TaskRecord) -> str:
         return f"done, {code}{took}"
     if state is TaskState.TIMED_OUT:
         return f"timed out after {record.timeout_secs:g} s ({describe_signals(record)}), {code}"
+    if record.queued is not None and state in _NEVER_RAN:
+        return _NEVER_RAN[state]
     if state is TaskState.STOPPED:
         why = "on request" if record.stop_reason is StopReason.REQUESTED else "at the output cap"
         return f"stopped {why} ({describe_signals(record)}), {code}{took}"
@@ -70,9 +87,13 @@ def describe_end(record: TaskRecord) -> str:
     return str(state.value)
 
 
-def headline(record: TaskRecord, now: float) -> str:
+def headline(record: TaskRecord, now: float, place: int | None = None, limit: int | None = None) -> str:
+    """One line on where the task is; ``place``: its place in line, if it waits for a place to
+    run (at most ``limit`` run at once)."""
     if record.state.final:
         return describe_end(record)
+    if place is not None:
+        return waiting(place, limit)
     duration = record.duration(now)
     running = f"running for {duration:.2f} s" if duration is not None else record.state.value
     if record.stop_reason is not None:
@@ -97,19 +118,22 @@ def describe_status(
     *,
     wakes: bool = True,
     new: Sequence[NewOutput] = (),
+    place: int | None = None,
+    limit: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The full status: text for the agent and the same as structured content.
 
     The structured ``message`` holds the text's guidance (its headline, notes, and what to
     do next), everything but the command and the output, which have fields of their own.
     A stream read from an offset (``new``) is shown from there in the text, instead of its tail.
+    ``place``: its place in the line of tasks waiting to run (at most ``limit`` run at once).
     """
     r = record
     duration = r.duration(now)
-    guidance = [f"task {r.id}: {headline(r, now)}"]
+    guidance = [f"task {r.id}: {headline(r, now, place, limit)}"]
     guidance += [f"note: {note}" for note in r.notes]
     if not r.state.final:
-        guidance.append(still_running(r.id, wakes=wakes))
+        guidance.append(still_running(r.id, wakes=wakes, pending=place is not None))
     cmd = shown_cmd(r.cmd, cmd_path or "its .cmd file")
     structured: dict[str, Any] = {
         "id": r.id,
@@ -127,6 +151,7 @@ def describe_status(
         "created_at": r.created_at,
         "started_at": r.started_at,
         "ended_at": r.ended_at,
+        "place_in_line": place,
         "stdout": {"tail": out.text, "bytes": out.size, "path": str(out.path)},
         "stderr": {"tail": err.text, "bytes": err.size, "path": str(err.path)},
         "message": "\n".join(guidance),

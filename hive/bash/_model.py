@@ -1,6 +1,7 @@
 """The task state machine: a pure function of (state, event), no Trio, no I/O.
 
     pending --spawned--> running --exited--> done | timed_out | stopped
+    pending --withdrawn--> stopped (it waited for a place to run, and never ran)
     pending | running --vanished--> interrupted
 
 A deadline, a stop request or the output cap does not end a task by itself: it
@@ -68,11 +69,16 @@ class Exited:
 
 
 @attrs.frozen
+class Withdrawn:
+    """A stop asked for while the task waited for a place to run: it never runs."""
+
+
+@attrs.frozen
 class Vanished:
     """The process is gone and left no exit status (a restart while it ran)."""
 
 
-Event = Spawned | StopBegun | Exited | Vanished
+Event = Spawned | StopBegun | Exited | Withdrawn | Vanished
 
 
 @attrs.frozen
@@ -87,16 +93,19 @@ def advance(phase: Phase, event: Event) -> Phase:
     """The phase after ``event``; unchanged when the event does not apply."""
     if phase.state.final:
         return phase
+    after = phase
     match event:
         case Spawned() if phase.state is TaskState.PENDING:
-            return Phase(TaskState.RUNNING)
+            after = Phase(TaskState.RUNNING)
         case StopBegun(reason) if phase.state is TaskState.RUNNING and phase.stop_reason is None:
-            return Phase(TaskState.RUNNING, reason)
+            after = Phase(TaskState.RUNNING, reason)
+        case Withdrawn() if phase.state is TaskState.PENDING:
+            after = Phase(TaskState.STOPPED, StopReason.REQUESTED)
         case Exited() if phase.state is TaskState.RUNNING:
-            return Phase(_END_BY_REASON[phase.stop_reason], phase.stop_reason)
+            after = Phase(_END_BY_REASON[phase.stop_reason], phase.stop_reason)
         case Vanished():
-            return Phase(TaskState.INTERRUPTED, phase.stop_reason)
-    return phase
+            after = Phase(TaskState.INTERRUPTED, phase.stop_reason)
+    return after
 
 
 _END_BY_REASON = {

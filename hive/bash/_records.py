@@ -44,6 +44,9 @@ class TaskRecord:
     notify_max: int | None = None
     """The pattern (a Python regular expression) whose matching output lines wake the agent, and
     how many such wakes it may send (see `hive.bash._watch`)."""
+    queued: int | None = None
+    """Its number in the line of tasks waiting for a place to run (``--max-running``): the
+    line starts them in this order. None once it has been started, or if it never waited."""
 
     @property
     def phase(self) -> Phase:

@@ -3,7 +3,8 @@
 It owns the daemon's start-up pass, before the socket answers: every task record is loaded
 and its task re-adopted (still running: watched again, with its deadline and start time) or
 settled (ended while the daemon was down: its exit status is read from ``<id>.exit``; gone
-without one: ``interrupted``); a live wrapper with no record is adopted by its mark; a
+without one: ``interrupted``) or put back in line (it waited for a place to run, see
+`hive.bash._line`); a live wrapper with no record is adopted by its mark; a
 task's files with no record (``<id>.cmd``, ``.out``, ``.err``, ``.exit``) become a record
 again; and every end the agent has not been told is owed once more and its wake resent.
 The processes that ended tasks left behind are found in their task's cgroup (or by their
@@ -77,6 +78,7 @@ class Manager(Protocol):
     def clock(self) -> Callable[[], float]: ...
     def register(self, task: Task) -> None: ...
     def supervise_soon(self, task: Task, wait_exit: WaitExit) -> None: ...
+    def requeue(self, task: Task) -> None: ...
 
 
 async def recover(manager: Manager) -> None:
@@ -101,7 +103,11 @@ async def recover(manager: Manager) -> None:
         await ledger.recovered(
             task, None if own is None else loose_end_of(own), None if own is None else own.at
         )
-        if not record.state.final:
+        if record.state is TaskState.PENDING and record.queued is not None:
+            # It waited for a place to run, and its record was saved out of the line before
+            # any process of it could start: it never ran, and waits again, in its place.
+            manager.requeue(task)
+        elif not record.state.final:
             # The previous daemon died before this task's end was recorded, so the agent has
             # not been told it (or was told it inline moments before: a wake then is a repeat).
             await _resume(manager, task)
@@ -289,7 +295,7 @@ async def _resume(manager: Manager, task: Task) -> None:
     exit_code = store.read_exit_status(task.id)
     if exit_code is not None:
         if task.record.state is TaskState.PENDING:  # started, but its record not saved since
-            ledger.change(task, Spawned(), started_at=task.record.created_at)
+            ledger.change(task, Spawned(), started_at=task.record.started_at or task.record.created_at)
         ended_at = _mtime(store.exit_path(task.id)) or manager.clock()
         timeout = task.record.timeout_secs
         started = task.record.started_at or task.record.created_at

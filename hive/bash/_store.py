@@ -355,6 +355,30 @@ class TaskStore:
             for fd in fds:
                 os.close(fd)
 
+    @contextlib.contextmanager
+    def open_run(self, task_id: str) -> Iterator[RunFiles]:
+        """The files `new_run` made for a run that did not start then (it waited for a place to
+        run), opened to start it now; closed when the block ends. A file that is gone, or a
+        symlink now, is an :class:`OSError`."""
+        fds: list[int] = []
+
+        def open_existing(path: Path, flags: int) -> int:
+            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fds.append(fd)
+            return fd
+
+        with self._id_locks.holding(task_id):
+            try:
+                yield RunFiles(
+                    cmd=open_existing(self.cmd_path(task_id), os.O_RDONLY),
+                    out=open_existing(self.out_path(task_id), os.O_WRONLY),
+                    err=open_existing(self.err_path(task_id), os.O_WRONLY),
+                    exit=open_existing(self.exit_path(task_id), os.O_WRONLY),
+                )
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
     @staticmethod
     def _reserved_exit(fd: int) -> int:
         """The new `.exit` file with the room its status needs taken now (see `EXIT_PLACEHOLDER`):

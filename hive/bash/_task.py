@@ -23,6 +23,8 @@ class TaskSettings:
     cgroup_parent: Path | None = None
     """Where each task gets a cgroup of its own (see `_cgroups`); None: the subreaper and the
     tag hold the tasks."""
+    max_running: int | None = None
+    """At most this many tasks run at once; the others wait in line, ``pending`` (None: no limit)."""
 
     def cgroup_of(self, record: TaskRecord) -> Path | None:
         """The task's cgroup, if one holds it."""

@@ -26,14 +26,15 @@ from hive._limits import NAME_RULE, is_name
 from hive.bash import _cgroups, _limits, _procs
 from hive.bash._batches import Batcher
 from hive.bash._courier import Key, WakeCourier
-from hive.bash._errors import BadArgument, DiskError, NameBusy, TaskLimit, UnknownTask
+from hive.bash._errors import BadArgument, BashError, DiskError, NameBusy, TaskLimit, UnknownTask
 from hive.bash._ledger import Ledger, wake_for
-from hive.bash._model import Exited, HeldBy, Spawned, StopBegun, StopReason
+from hive.bash._line import RunLine
+from hive.bash._model import Event, Exited, HeldBy, Spawned, StopBegun, StopReason, Vanished, Withdrawn
 from hive.bash._output import NewOutput, check_offset, read_new, stream_size, until_grown
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._recovery import recover
 from hive.bash._stopping import FILLED_UP, FSIZE_MARGIN, Stopper
-from hive.bash._store import Tail, TaskStore, read_tail
+from hive.bash._store import RunFiles, Tail, TaskStore, read_tail
 from hive.bash._task import Task, TaskSettings
 from hive.bash._watch import Watcher
 
@@ -72,8 +73,11 @@ class TaskManager:
     stopper: Stopper = attrs.field(init=False)
     watcher: Watcher = attrs.field(init=False)
     """Watches the output of the runs given ``notify_on``, and owes their match wakes."""
+    line: RunLine = attrs.field(init=False)
+    """The places to run (``max_running``), and the tasks waiting for one."""
 
     def __attrs_post_init__(self) -> None:
+        self.line = RunLine(self.settings.max_running)
         self.ledger = Ledger(
             store=self.store,
             writes=self.writes,
@@ -101,6 +105,7 @@ class TaskManager:
                 for task in list(self.tasks.values()):
                     if task.record.notify_on is not None:
                         nursery.start_soon(self.watcher.watch, task)
+                self._start_due()
                 nursery.start_soon(self._watch_running)
                 task_status.started(self)
                 await trio.sleep_forever()
@@ -118,9 +123,19 @@ class TaskManager:
             await self.ledger.acked(key)
 
     def supervise_soon(self, task: Task, wait_exit: Callable[[], Awaitable[int | None]]) -> None:
-        """Watch a task until it ends; ``wait_exit`` returns when its wrapper has exited."""
+        """Watch a task until it ends; ``wait_exit`` returns when its wrapper has exited. It
+        holds a place to run until then."""
         assert self._nursery is not None
+        self.line.occupy(task.key)
         self._nursery.start_soon(self._supervise, task, wait_exit)
+
+    def requeue(self, task: Task) -> None:
+        """Put back in line a task a previous daemon left waiting for a place to run."""
+        self.line.join(task, saved=True)
+
+    def place(self, task: Task) -> int | None:
+        """The task's place in the line of tasks waiting to run (1: the next); None if it does not wait."""
+        return self.line.place(task.key)
 
     def register(self, task: Task) -> None:
         """Know ``task`` by its id (a later run of a name replaces the earlier one here)."""
@@ -210,21 +225,10 @@ class TaskManager:
         """Start a task; returns it and, if a name was reused, the previous task when its end
         had not reached the agent yet. The caller holds both: its answer reports the previous
         end too, and releases the previous task as told only if it reached a connected client."""
-        if name is not None:
-            if not is_name(name):
-                raise BadArgument(f"bad name {name!r}: use {NAME_RULE}")
-            task_id = name
-        else:
-            task_id = secrets.token_hex(6)
-            while task_id in self.tasks:
-                task_id = secrets.token_hex(6)
+        task_id = self._new_id(name)
         previous = self.tasks.get(task_id)
-        if previous is not None and not previous.final:
-            raise NameBusy(
-                f"name {task_id!r} is held by a task that is still {previous.record.state.value}; "
-                f"wait for it (status({task_id!r}, wait_seconds=30)), stop it (stop({task_id!r})), "
-                "or choose another name"
-            )
+        line = self.line
+        waits = line.must_wait()
         record = TaskRecord(
             id=task_id,
             serial=secrets.token_hex(8),
@@ -235,10 +239,16 @@ class TaskManager:
             timeout_secs=timeout_secs,
             notify_on=notify_on,
             notify_max=notify_max,
+            queued=line.take_number() if waits else None,
         )
-        # Registered before anything awaits: the name is held from here on.
+        # Registered, and its place taken (to run, or in line), before anything awaits: the
+        # name is held from here on, and the order of callers is the order of the line.
         task = Task(record)
         self.register(task)
+        if waits:
+            line.join(task, saved=False)
+        else:
+            line.occupy(task.key)
         unreported = None
         if previous is not None and self.ledger.owes(previous):
             # Still owed, on its own: the caller reports it, and this run's loose end must not
@@ -252,23 +262,53 @@ class TaskManager:
                 # Its last state on disk before its files are moved aside for this run (see `_spawn`).
                 await self.ledger.save(previous)
             loose_end = self.ledger.spawning(task)
-            child, held_by = await self.spawns.run(self._spawn, record, loose_end)
+            if waits:
+                await self.spawns.run(self._save_waiting, record, loose_end)
+            else:
+                child, held_by = await self.spawns.run(self._spawn, record, loose_end)
         except BaseException:
+            line.drop(task.key)
+            line.vacate(task.key)
             self._forget(task, previous)
             self.ledger.abandon(task)
             if unreported is not None:
                 self.release(unreported, told=False)
+            self._start_due()
             raise
-        # Its record and loose end were saved before its process started; its pid is saved
-        # later (at its end, or by the timer). A daemon that dies before that finds it by its
-        # wrapper's mark (see `_recovery`).
+        # Its record and loose end were saved before its process started (or it waits in
+        # line); its pid is saved later (at its end, or by the timer). A daemon that dies
+        # before that finds it by its wrapper's mark (see `_recovery`).
         self.ledger.spawned(task)
-        self.ledger.change(task, Spawned(), started_at=self.clock(), pid=child.pid, held_by=held_by)
         assert self._nursery is not None
-        self._nursery.start_soon(self._supervise, task, child.wait)
+        if waits:
+            if line.saved(task.key):
+                # Stopped while its files were being saved.
+                self._nursery.start_soon(self._withdraw, task)
+            self._start_due()
+        else:
+            self.ledger.change(task, Spawned(), started_at=self.clock(), pid=child.pid, held_by=held_by)
+            self._nursery.start_soon(self._supervise, task, child.wait)
         if notify_on is not None:
             self._nursery.start_soon(self.watcher.watch, task)
         return task, unreported
+
+    def _new_id(self, name: str | None) -> str:
+        """The id of a new run: ``name``, if no task that has not ended holds it; else one drawn."""
+        if name is None:
+            task_id = secrets.token_hex(6)
+            while task_id in self.tasks:
+                task_id = secrets.token_hex(6)
+            return task_id
+        if not is_name(name):
+            raise BadArgument(f"bad name {name!r}: use {NAME_RULE}")
+        previous = self.tasks.get(name)
+        if previous is not None and not previous.final:
+            raise NameBusy(
+                f"name {name!r} is held by a task that is still {previous.record.state.value}; "
+                f"wait for it (status({name!r}, wait_seconds=30)), stop it (stop({name!r})), "
+                "or choose another name"
+            )
+        return name
 
     def _spawn(self, record: TaskRecord, loose_end: LooseEnd) -> tuple[_procs.Child, HeldBy]:
         """Create the task's files, an earlier run's moved aside, save its record and loose end,
@@ -276,6 +316,54 @@ class TaskManager:
         thread); the child and what holds it. A file that cannot be written is a
         :class:`DiskError`; a process that cannot be started, a :class:`~hive.bash._procs.SpawnError`.
         Either way nothing is left on disk, and nothing ran."""
+        store = self.store
+
+        @contextlib.contextmanager
+        def new_run(record: TaskRecord) -> Iterator[RunFiles]:
+            with store.new_run(record.id, record.cmd.encode()) as files, self._unsaved_unless_started(record):
+                # On disk before the process starts, so that no crash of the daemon can lose a
+                # task that ran; not fsynced (see `_recovery` for what a power loss keeps).
+                self.ledger.save_start(record, loose_end)
+                yield files
+
+        return self._start_process(record, new_run)
+
+    def _save_waiting(self, record: TaskRecord, loose_end: LooseEnd) -> None:
+        """Create the files of a task that waits for a place to run, an earlier run's moved
+        aside, and save its record and loose end (blocking); a file that cannot be written is a
+        :class:`DiskError`, and then nothing is left on disk."""
+        store = self.store
+        if not store.has_space():
+            full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            raise DiskError(_cannot_create(full, store.tasks_dir))
+        try:
+            with store.new_run(record.id, record.cmd.encode()), self._unsaved_unless_started(record):
+                self.ledger.save_start(record, loose_end)
+        except OSError as exc:
+            raise DiskError(_cannot_create(exc, store.tasks_dir)) from None
+
+    def _spawn_waiting(self, record: TaskRecord) -> tuple[_procs.Child, HeldBy]:
+        """Start a task that waited for a place to run, in the files saved as it joined the
+        line; its record is saved first, out of the line (blocking). Errors as `_spawn`'s."""
+        store = self.store
+
+        @contextlib.contextmanager
+        def saved_run(record: TaskRecord) -> Iterator[RunFiles]:
+            with store.open_run(record.id) as files:
+                # Out of the line on disk before its process starts: a daemon that dies now
+                # finds it by its wrapper's mark, or knows it may have run, and never runs it twice.
+                store.save_record(record, durable=False)
+                yield files
+
+        return self._start_process(record, saved_run)
+
+    def _start_process(
+        self,
+        record: TaskRecord,
+        files_of: Callable[[TaskRecord], contextlib.AbstractContextManager[RunFiles]],
+    ) -> tuple[_procs.Child, HeldBy]:
+        """Make the task's cgroup (where one can be made) and start it there, in the files that
+        ``files_of`` gives for its record, now saying what holds it (blocking)."""
         store = self.store
         _limits.check_room_for_a_task()
         if not store.has_space():
@@ -286,10 +374,7 @@ class TaskManager:
         record = attrs.evolve(record, held_by=held_by)
         started = False
         try:
-            with store.new_run(record.id, record.cmd.encode()) as files, self._unsaved_unless_started(record):
-                # On disk before the process starts, so that no crash of the daemon can lose a
-                # task that ran; not fsynced (see `_recovery` for what a power loss keeps).
-                self.ledger.save_start(record, loose_end)
+            with files_of(record) as files:
                 child = _procs.spawn_task(
                     cmd_fd=files.cmd,
                     exit_fd=files.exit,
@@ -361,6 +446,43 @@ class TaskManager:
         end that is still owed goes out as a wake once no other caller holds it."""
         self.ledger.release(task, told=told and task.final)
 
+    # -- the line ---------------------------------------------------------------------------------
+
+    def _start_due(self) -> None:
+        """Start the tasks in line that have a place to run now."""
+        assert self._nursery is not None
+        for task in self.line.due():
+            self._nursery.start_soon(self._launch, task)
+
+    async def _launch(self, task: Task) -> None:
+        """Start a task whose turn has come (its place to run is taken); one that cannot be
+        started ends ``interrupted``, saying why, and its place goes to the next."""
+        record = attrs.evolve(task.record, queued=None, started_at=self.clock())
+        try:
+            child, held_by = await self.spawns.run(self._spawn_waiting, record)
+        except (BashError, OSError) as exc:
+            self.line.vacate(task.key)
+            self._start_due()
+            await self._end_unstarted(task, Vanished(), f"it could not be started when its turn came: {exc}")
+            return
+        self.ledger.change(
+            task, Spawned(), queued=None, started_at=record.started_at, pid=child.pid, held_by=held_by
+        )
+        assert self._nursery is not None
+        self._nursery.start_soon(self._supervise, task, child.wait)
+
+    async def _withdraw(self, task: Task) -> None:
+        """End a task taken out of the line by a stop: it never ran."""
+        await self._end_unstarted(
+            task, Withdrawn(), "it was stopped while it waited for a place to run: it never ran"
+        )
+
+    async def _end_unstarted(self, task: Task, event: Event, note: str) -> None:
+        self.ledger.change(task, event, ended_at=self.clock())
+        self.ledger.note(task, note)
+        task.exited.set()
+        await self._record_end(task, "")
+
     async def told(self, task: Task) -> None:
         """The agent has seen the final state (a `status` answer): no wake is owed any more."""
         await self.ledger.told(task)
@@ -391,6 +513,8 @@ class TaskManager:
             returncode = await wait_exit()
             task.exited.set()
             deadline.cancel()
+            self.line.vacate(task.key)
+            self._start_due()
         task.supervisor = None
         await self._finish(task, returncode)
         self.stopper.ended(task)
@@ -413,7 +537,13 @@ class TaskManager:
                     self._nursery.start_soon(self.ledger.save, task)
 
     def request_stop(self, task: Task) -> bool:
-        """Begin stopping a running task; False if it is not running or already stopping."""
+        """Begin stopping a running task, or take a waiting one out of the line; False if it is
+        neither, or already stopping."""
+        if self.line.waits(task.key):
+            if self.line.leave(task.key):
+                assert self._nursery is not None
+                self._nursery.start_soon(self._withdraw, task)
+            return True
         return self.stopper.request(task)
 
     async def _finish(self, task: Task, returncode: int | None) -> None:
@@ -447,6 +577,12 @@ class TaskManager:
         if exit_code is None:
             exit_code = self._exit_without_file(task, returncode)
         ledger.change(task, Exited(), exit_code=exit_code, ended_at=self.clock())
+        await self._record_end(task, stdout)
+
+    async def _record_end(self, task: Task, stdout: str) -> None:
+        """Tell the ledger of the task's end (its record changed already); ``stdout``: the tail
+        its wake carries."""
+        ledger = self.ledger
         task.owed_wake = wake_for(task.record, stdout)
         task.ended.set()
         # Its wake goes out now if nobody holds it (before the saves: if the daemon dies before

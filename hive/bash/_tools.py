@@ -14,7 +14,7 @@ import attrs
 
 from hive._arguments import ArgumentError, answer_schema, check_arguments, file_schema
 from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_SCHEMA_PATTERN
-from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running
+from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running, waiting
 from hive.bash._errors import BadArgument, BashError
 from hive.bash._model import HeldBy, StopReason, TaskState
 from hive.bash._output import MAX_NEW_BYTES, STREAMS
@@ -51,6 +51,13 @@ class ToolSpec:
 _ERRORS = "BadArgument, NameBusy, UnknownTask, DiskError, TaskLimit, SpawnError, ..."
 """The kinds of the bash tools' errors (``error`` in an answer)."""
 _STATE = {"type": "string", "enum": [state.value for state in TaskState]}
+_PLACE = {
+    "type": ["integer", "null"],
+    "minimum": 1,
+    "description": "Only for a pending task: its place in the line of tasks waiting to run (1: the next "
+    "to start), where the daemon runs at most so many at once (hive-bash-daemon --max-running); null "
+    "for any other.",
+}
 _OUTPUT = {
     "type": "object",
     "properties": {
@@ -83,6 +90,7 @@ _STATUS_PROPERTIES: dict[str, Any] = {
     "created_at": {"type": "number"},
     "started_at": {"type": ["number", "null"]},
     "ended_at": {"type": ["number", "null"]},
+    "place_in_line": _PLACE,
     "stdout": _OUTPUT,
     "stderr": _OUTPUT,
     "wake": {
@@ -118,6 +126,7 @@ _LIST_PROPERTIES: dict[str, Any] = {
                 "duration_secs": {"type": ["number", "null"]},
                 "cmd": {"type": "string"},
                 "created_at": {"type": "number"},
+                "place_in_line": _PLACE,
             },
             "required": ["id", "state", "exit_code", "duration_secs", "cmd", "created_at"],
         },
@@ -163,7 +172,10 @@ TOOLS = [
         "to files; the answer gives their paths. If the command finishes within wait_seconds (default 3) you get "
         "its full status right away and no wake follows. Otherwise the answer is `task started: id=<id>`, "
         "the task keeps running, and when it ends you are woken by a message from `bash-task-<id>` with "
-        "its exit code and last stdout lines. Use `status` to check on it or wait for it, `stop` to end it.",
+        "its exit code and last stdout lines. Use `status` to check on it or wait for it, `stop` to end it. "
+        "Where the daemon runs at most so many tasks at once and all are taken, the task waits in line "
+        "(state `pending`, with its place_in_line: `task queued: id=<id>`) and starts when a running task "
+        "ends; its timeout_secs counts from its start.",
         {
             "type": "object",
             "properties": {
@@ -222,8 +234,8 @@ TOOLS = [
     ),
     ToolSpec(
         "status",
-        "The status of a task started with `run`: state (pending, running, done, timed_out, stopped, "
-        "interrupted), exit code, duration, and the last 4 KiB of stdout and of stderr, with the paths of "
+        "The status of a task started with `run`: state (pending: waiting in line for a place to run, "
+        "running, done, timed_out, stopped, interrupted), exit code, duration, and the last 4 KiB of stdout and of stderr, with the paths of "
         "the whole output files. `interrupted` means its process was gone after a daemon restart with no "
         "exit status recorded. To follow a task's output as it is written, pass stdout_offset (and/or "
         "stderr_offset), starting at 0, with wait_seconds: the answer comes as soon as there is new output "
@@ -254,7 +266,7 @@ TOOLS = [
     ),
     ToolSpec(
         "stop",
-        "Stop a running task: SIGINT to every process it started (its process group, and any that left it "
+        "Stop a running task (or take a pending one out of the line: it never runs): SIGINT to every process it started (its process group, and any that left it "
         "with setsid or a new group), and SIGKILL to whatever is still alive after the grace period. Answers "
         "with the task's status once it has ended; the status says it was stopped, which signals it took, "
         "and (in its notes) which processes outside its group were signalled.",
@@ -268,7 +280,8 @@ TOOLS = [
     ),
     ToolSpec(
         "list",
-        "The tasks the daemon knows, newest first: id, state, exit code, duration and command.",
+        "The tasks the daemon knows, newest first: id, state, exit code, duration and command, and each "
+        "pending task's place in the line of tasks waiting to run (`pending #2` in the text).",
         {
             "type": "object",
             "properties": {
@@ -312,18 +325,37 @@ async def status_of(
     now = clock()
     cmd_path = str(manager.store.cmd_path(task.id))
     wakes = manager.courier.agent_socket is not None
-    text, structured = describe_status(task.record, out, err, now, cmd_path, wakes=wakes, new=new)
+    text, structured = describe_status(
+        task.record,
+        out,
+        err,
+        now,
+        cmd_path,
+        wakes=wakes,
+        new=new,
+        place=manager.place(task),
+        limit=manager.settings.max_running,
+    )
     return ToolResult(text, structured)
 
 
 def _started(task: Task, manager: TaskManager) -> ToolResult:
+    """The answer of a `run` whose task has not ended (or whose end comes as a wake)."""
     tid = task.id
     out, err = manager.store.out_path(tid), manager.store.err_path(tid)
     wakes = manager.courier.agent_socket is not None
-    text = f"task started: id={tid}\n{still_running(tid, wakes=wakes)}\nstdout: {out}\nstderr: {err}"
+    place = manager.place(task)
+    if place is None:
+        first = f"task started: id={tid}"
+    else:
+        first = f"task queued: id={tid} ({waiting(place, manager.settings.max_running)})"
+    text = (
+        f"{first}\n{still_running(tid, wakes=wakes, pending=place is not None)}\nstdout: {out}\nstderr: {err}"
+    )
     structured = {
         "id": tid,
-        "state": "running",
+        "state": "pending" if place is not None else "running",
+        "place_in_line": place,
         "stdout_path": str(out),
         "stderr_path": str(err),
         "wake": f"bash-task-{tid}" if wakes else None,
@@ -499,6 +531,7 @@ class BashTools:
         rows = []
         lines = []
         for r in shown:
+            place = self.manager.line.place((r.id, r.serial))
             duration = r.duration(now)
             cmd = shown_cmd(r.cmd, str(self.manager.store.cmd_path(r.id)))
             rows.append(
@@ -509,11 +542,13 @@ class BashTools:
                     "duration_secs": None if duration is None else round(duration, 3),
                     "cmd": cmd,
                     "created_at": r.created_at,
+                    "place_in_line": place,
                 }
             )
             code = "-" if r.exit_code is None else str(r.exit_code)
             took = "-" if duration is None else f"{duration:.2f}s"
-            lines.append(f"{r.id}\t{r.state.value}\t{code}\t{took}\t{cmd}")
+            state = r.state.value if place is None else f"{r.state.value} #{place}"
+            lines.append(f"{r.id}\t{state}\t{code}\t{took}\t{cmd}")
         text = "\n".join(["id\tstate\texit\tduration\tcommand", *lines]) if lines else "no tasks yet"
         message = f"{len(shown)} of {len(records)} tasks, newest first" if lines else "no tasks yet"
         if len(shown) < len(records):

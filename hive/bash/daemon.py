@@ -56,6 +56,8 @@ class DaemonConfig:
     retain_bytes: int | None = None
     """None: no limit on the bytes kept (only the age counts)."""
     prune_interval: float = 600.0
+    max_running: int | None = None
+    """At most this many tasks run at once; the others wait in line (None: no limit)."""
 
 
 SOCKET_FLAG = "--socket (or HIVE_BASH_SOCKET)"
@@ -104,6 +106,7 @@ async def serve_daemon(
             output_check_interval=config.output_check_interval,
             reap_orphans=config.subreaper,
             cgroup_parent=cgroup_parent,
+            max_running=config.max_running,
         )
         manager = TaskManager(store, settings, courier)
         # The socket goes at a clean stop (a client then finds no socket, not a refusal); a live
@@ -166,6 +169,16 @@ def _size(text: str) -> int:
     value = int(float(number) * 1024 ** " KMGT".index(unit.upper() or " "))
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 bytes")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; write e.g. 4") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more (leave it unset for no limit)")
     return value
 
 
@@ -274,6 +287,14 @@ def build_parser() -> argparse.ArgumentParser:
         "output goes by surprise: set it where the disk is small]. Pruning runs at start and every 10 "
         "minutes, oldest first",
     )
+    parser.add_argument(
+        "--max-running",
+        type=_count,
+        metavar="N",
+        help="run at most N tasks at once: a task started past the limit is `pending`, listed with its "
+        "place in line, and starts in order as running tasks end (its timeout counts from its start; "
+        "the line survives a restart) [HIVE_BASH_MAX_RUNNING; default: no limit]",
+    )
     add_log_level(parser)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
@@ -309,6 +330,7 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[DaemonConfig, s
         wake_retry_max=max(0.01, pick(args.wake_retry_max, "HIVE_BASH_WAKE_RETRY_MAX", _seconds, 5.0)),
         retain_days=pick(args.retain_days, "HIVE_BASH_RETAIN_DAYS", _days, 7.0),
         retain_bytes=pick(args.retain_bytes, "HIVE_BASH_RETAIN_BYTES", _retained_size, UNLIMITED) or None,
+        max_running=args.max_running or _from_env(parser, "HIVE_BASH_MAX_RUNNING", _count),
     )
     return config, args.log_level
 

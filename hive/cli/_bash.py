@@ -132,11 +132,13 @@ def add_bash_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     _add_wait(status, default=0.0)
     status.set_defaults(handler=_bash_status)
 
-    stop = command("stop", "stop a running task (SIGINT, SIGKILL after the grace)")
+    stop = command(
+        "stop", "stop a running task (SIGINT, SIGKILL after the grace), or take a pending one out of the line"
+    )
     stop.add_argument("id", metavar="ID", help=ID_HELP)
     stop.set_defaults(handler=_bash_stop)
 
-    ls = command("ls", "every known task, newest first")
+    ls = command("ls", "every known task, newest first (a pending one with its place in line)")
     ls.set_defaults(handler=_bash_ls)
 
     tail = command(

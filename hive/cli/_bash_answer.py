@@ -38,7 +38,8 @@ with the task's own status)."""
 EXIT_STATUS_HELP = f"""\
 exit status of `run` and `status` (the same with --json):
   0-255  the task is done: its own exit status
-  {STILL_RUNNING}      the task is still running when the answer comes
+  {STILL_RUNNING}      the task is still running when the answer comes, or still waits in line
+         (`pending`: the daemon runs at most --max-running tasks at once)
   {TIMED_OUT}    the task timed out (--timeout), as timeout(1) says
   {STOPPED}    the task was stopped (`hive bash stop`, the agent's stop, or the output cap)
   {INTERRUPTED}     the task was interrupted: its process was gone after a restart and no exit
@@ -89,9 +90,10 @@ def in_cli_terms(text: str) -> str:
     return text
 
 
-def _next_steps(task_id: object) -> str:
+def _next_steps(task_id: object, *, pending: bool = False) -> str:
+    runs = "It waits in line, then runs in the background" if pending else "It runs in the background"
     return (
-        f"It runs in the background: `hive bash status {task_id} --wait {MAX_WAIT:g}` waits for it, "
+        f"{runs}: `hive bash status {task_id} --wait {MAX_WAIT:g}` waits for it, "
         f"`hive bash stop {task_id}` ends it."
     )
 
@@ -121,7 +123,14 @@ def for_operator(result: CallResult) -> str:
         return in_cli_terms(result.text)
     task_id = info.get("id")
     if "stdout_path" in info and "stdout" not in info:  # `run` answered before its task ended
-        lines = [f"task started: id={task_id}", _next_steps(task_id)]
+        place = info.get("place_in_line")
+        pending = info.get("state") == "pending"
+        first = (
+            f"task queued: id={task_id} (pending, number {place} in line)"
+            if pending
+            else f"task started: id={task_id}"
+        )
+        lines = [first, _next_steps(task_id, pending=pending)]
         if "wake" in info:
             lines.append(_at_its_end(task_id, info["wake"]))
         lines += [f"stdout: {info.get('stdout_path')}", f"stderr: {info.get('stderr_path')}"]
@@ -135,8 +144,8 @@ def for_operator(result: CallResult) -> str:
     for i, line in enumerate(lines):
         if line.startswith("--- stdout"):
             break  # the output follows: the task's own words, not the daemon's
-        if line.startswith("It runs in the background"):
-            steps = [_next_steps(task_id)]
+        if line.startswith(("It runs in the background", "It waits in line")):
+            steps = [_next_steps(task_id, pending=line.startswith("It waits"))]
             if "wake" in info:
                 steps.append(_at_its_end(task_id, info["wake"]))
             lines[i] = "\n".join(steps)

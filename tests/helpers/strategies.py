@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hive.acp import AgentExited, JsonRpcError
 from hive.acp._schema import MessageChunk, ToolCall
 from hive.agent._model import ItemKind
-from hive.bash._model import Event, Exited, Spawned, StopBegun, StopReason, TaskState, Vanished
+from hive.bash._model import Event, Exited, Spawned, StopBegun, StopReason, TaskState, Vanished, Withdrawn
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._retention import Candidate, Retention
 from hive.bash._wire import encode
@@ -20,7 +20,11 @@ from hive.sink._wire import _RENAMES, written_annotations
 
 stop_reasons = st.sampled_from(StopReason)
 events: st.SearchStrategy[Event] = st.one_of(
-    st.just(Spawned()), st.builds(StopBegun, stop_reasons), st.just(Exited()), st.just(Vanished())
+    st.just(Spawned()),
+    st.builds(StopBegun, stop_reasons),
+    st.just(Exited()),
+    st.just(Vanished()),
+    st.just(Withdrawn()),
 )
 task_ids = st.from_regex(r"[A-Za-z0-9._-]{1,64}", fullmatch=True)
 times = st.floats(min_value=0, max_value=4e9, allow_nan=False)
@@ -45,6 +49,7 @@ records = st.builds(
     stop_started_at=st.none() | times,
     signals=st.lists(st.sampled_from(["SIGINT", "SIGKILL"]), max_size=2).map(tuple),
     notes=st.lists(st.text(), max_size=3).map(tuple),
+    queued=st.none() | st.integers(min_value=1, max_value=2**40),
 )
 loose_ends = st.builds(
     LooseEnd,
