@@ -6,10 +6,13 @@ import argparse
 import os
 import signal
 import sys
+from functools import partial
 
 import trio
 
+from hive import telemetry
 from hive.runtime import (
+    Backend,
     Canceller,
     Config,
     Progress,
@@ -22,7 +25,13 @@ from hive.sink import JsonlSink
 
 
 async def _run(
-    args: argparse.Namespace, spec: RuntimeSpec, config: Config, prompt: str, early: list[signal.Signals]
+    args: argparse.Namespace,
+    spec: RuntimeSpec,
+    config: Config,
+    prompt: str,
+    early: list[signal.Signals],
+    *,
+    ids: telemetry.TurnIds | None,
 ) -> int:
     sink = JsonlSink(os.dup(sys.stdout.fileno()))
     progress = Progress()
@@ -55,7 +64,15 @@ async def _run(
                         spec, config, session_id=args.session, progress=progress
                     ) as runtime:
                         turn.append(runtime.canceller())
-                        outcome = await runtime.run(prompt, sink)
+                        with telemetry.traced_turn(
+                            telemetry.agent_name(args.name),
+                            provider="anthropic" if spec.backend is Backend.CLAUDE else "acp",
+                            number=1,
+                            trigger="operator",
+                            parent=ids.parent if ids else None,
+                        ) as trace:
+                            outcome = await runtime.run(prompt, trace.sink(sink))
+                            trace.ended(outcome)
             finally:
                 # The agent spawned before Trio, if the runtime never got to adopt it.
                 with trio.move_on_after(config.close_grace, shield=True):
@@ -85,10 +102,20 @@ def session_line(session_id: str | None) -> str:
 
 
 def drive(
-    args: argparse.Namespace, spec: RuntimeSpec, config: Config, prompt: str, early: list[signal.Signals]
+    args: argparse.Namespace,
+    spec: RuntimeSpec,
+    config: Config,
+    prompt: str,
+    early: list[signal.Signals],
+    *,
+    ids: telemetry.TurnIds | None = None,
 ) -> int:
     """Run the turn on ``prompt``; its exit status. ``early``: the signals received before Trio's
-    receiver was open (acted on first). What stops the turn from running is raised, grouped as
-    Trio groups it, for ``hive``'s boundary (``hive._main.run_main``) to report."""
-    result: int = trio.run(_run, args, spec, config, prompt, early)
+    receiver was open (acted on first); ``ids``: those of the turn's span, named in the agent's
+    ``TRACEPARENT`` already, where telemetry is exported. What stops the turn from running is
+    raised, grouped as Trio groups it, for ``hive``'s boundary (``hive._main.run_main``) to report."""
+    with telemetry.exporting("hive-run") as exporting:
+        if exporting is not None and ids is not None:
+            exporting.ids.preset(ids.trace_id, ids.span_id)
+        result: int = trio.run(partial(_run, args, spec, config, prompt, early, ids=ids))
     return result

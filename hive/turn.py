@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO, cast
 
+from hive import telemetry
 from hive._flags import compact_at, idle_timeout, setting, stop_grace
 from hive._limits import MAX_PROMPT_BYTES
 from hive._text_input import in_words, process_stdin, read_text
@@ -27,6 +28,7 @@ from hive.runtime import (
     Config,
     Permission,
     RuntimeSpec,
+    agent_environment,
     first_command,
     interrupt_unclaimed,
     prestart,
@@ -103,6 +105,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=PERMISSION_HELP,
     )
     parser.add_argument(
+        "--name",
+        metavar="NAME",
+        help="the agent's name in OpenTelemetry spans and metrics (`invoke_agent NAME`) [HIVE_AGENT_NAME; "
+        "default: the state directory's base name]",
+    )
+    parser.add_argument(
         "--compact-at",
         metavar="F",
         help="after the turn, run the checkpoint turn and compact if the context is more than this "
@@ -165,7 +173,11 @@ def run_turn(args: argparse.Namespace) -> int:
     ``hive._main``)."""
     config = config_from(args)
     prompt = prompt_from(args)
-    with recording_signals() as early:
+    # Where telemetry is exported, the turn's span is named now: the agent spawned next gets
+    # its TRACEPARENT (its own spans nest under the turn's).
+    ids = telemetry.turn_ids()
+    added = {"TRACEPARENT": ids.traceparent} if ids else {}
+    with recording_signals() as early, agent_environment(added):
         try:
             spec = RuntimeSpec.from_env()
             prestart(first_command(spec, config, prompt, args.session), cwd=config.cwd)
@@ -175,7 +187,7 @@ def run_turn(args: argparse.Namespace) -> int:
             # none of the collections during the turn, nor by the interpreter's last ones at
             # exit (~20 ms).
             gc.freeze()
-            return drive(args, spec, config, prompt, early)
+            return drive(args, spec, config, prompt, early, ids=ids)
         finally:
             # Only when the turn never got to adopt it (a failed import, say): SIGINT, as ever.
             interrupt_unclaimed()

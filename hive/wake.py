@@ -84,6 +84,9 @@ class Wake:
     """What ended, as ``<task id>:<serial>`` (see :func:`end_id`): the same in every repeat of this
     wake, so a receiver drops a repeat. Optional on the wire, and left out when None: a sender
     that does not know it and a receiver that ignores it both still work."""
+    traceparent: str | None = None
+    """The W3C ``traceparent`` of what sent it (a bash task's span), where telemetry is
+    exported: the turn that carries it links to that span. Optional on the wire, as ``end_id``."""
 
 
 def end_id(task_id: str, serial: str) -> str:
@@ -172,7 +175,7 @@ class AgentReply:
 
 
 converter = strict_converter()
-converter.register_fields(Wake, {"sender": "from"}, omit_if_default=("end_id",))
+converter.register_fields(Wake, {"sender": "from"}, omit_if_default=("end_id", "traceparent"))
 converter.register_fields(Prompt, {"sender": "from"})
 converter.register_fields(AgentReply, omit_if_default=True)
 

@@ -252,6 +252,18 @@ let
             Nix store.
           '';
         };
+        telemetryEnvironmentFile = mkOption {
+          type = types.nullOr types.str;
+          default = null;
+          example = "/etc/hive/otel.env";
+          description = ''
+            A file of OTEL_* lines (OTEL_TRACES_EXPORTER=otlp, OTEL_METRICS_EXPORTER=otlp,
+            OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318, ...) read into the environment of
+            both units (systemd's EnvironmentFile=): the agent's turns and tool calls and its bash
+            tasks are then exported as OpenTelemetry traces and metrics. Unlike environmentFile,
+            the bash daemon reads it too, so keep secrets out of it.
+          '';
+        };
       };
     };
 
@@ -366,6 +378,9 @@ let
       # The daemon's cgroup subtree is its own: each task gets a cgroup v2 below it, which
       # holds every process the task starts (setsid, double forks, a cleared environment).
       Delegate = true;
+    }
+    // optionalAttrs (agent.telemetryEnvironmentFile != null) {
+      EnvironmentFile = agent.telemetryEnvironmentFile;
     };
   };
 
@@ -394,8 +409,19 @@ let
       KillMode = "mixed";
       KillSignal = "SIGINT";
     }
-    // optionalAttrs (agent.environmentFile != null) { EnvironmentFile = agent.environmentFile; };
+    // optionalAttrs (environmentFiles agent != [ ]) {
+      EnvironmentFile =
+        if length (environmentFiles agent) == 1 then builtins.head (environmentFiles agent) else environmentFiles agent;
+    };
   };
+
+  # The agent's own secrets first, then its telemetry settings (systemd reads them in order).
+  environmentFiles =
+    agent:
+    builtins.filter (file: file != null) [
+      agent.environmentFile
+      agent.telemetryEnvironmentFile
+    ];
 
   # -- configurations that cannot work -----------------------------------------------------------
 
@@ -418,6 +444,9 @@ let
     ]
     ++ optional (agent.workingDirectory != null) (plainPath "${at}.workingDirectory" agent.workingDirectory)
     ++ optional (agent.environmentFile != null) (plainPath "${at}.environmentFile" agent.environmentFile)
+    ++ optional (agent.telemetryEnvironmentFile != null) (
+      plainPath "${at}.telemetryEnvironmentFile" agent.telemetryEnvironmentFile
+    )
     ++ [
       {
         assertion = agent.compactAt == null || (agent.compactAt > 0 && agent.compactAt <= 1);

@@ -49,7 +49,8 @@ python3Packages.buildPythonApplication {
   };
 
   build-system = [ python3Packages.setuptools ];
-  dependencies = map fromNixpkgs project.dependencies;
+  # The otel extra too: a service exports its telemetry where its OTEL_* environment asks.
+  dependencies = map fromNixpkgs (project.dependencies ++ project.optional-dependencies.otel);
 
   pythonImportsCheck = [
     "hive"

@@ -39,16 +39,17 @@ ALLOWED: dict[str, set[str]] = {
     "_mcp": {""} | LEAVES,  # the MCP SDK's server, for every tool set: not a leaf, as it imports the SDK
     "wake": {"_unix"} | LEAVES,
     "sdnotify": LEAVES,
-    "bash": {"bash", "wake", "sdnotify", "_unix", "_mcp", ""} | LEAVES,
-    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", ""} | LEAVES,
-    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", ""} | LEAVES,
-    "_turn": {"runtime", "sink"} | LEAVES,
-    "turn": {"_turn", "runtime", "sink"} | LEAVES,
+    "telemetry": {"telemetry", "runtime", "sink", ""} | LEAVES,
+    "bash": {"bash", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""} | LEAVES,
+    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""} | LEAVES,
+    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""} | LEAVES,
+    "_turn": {"runtime", "sink", "telemetry", ""} | LEAVES,
+    "turn": {"_turn", "runtime", "sink", "telemetry", ""} | LEAVES,
     "demo_agent": {""} | LEAVES,
     "demo": {"agent", "bash", "wake", "sdnotify", "_unix", ""} | LEAVES,
     "cli": {
         *("turn", "_turn", "demo", "agent", "bash", "subagent", "claude", "acp", "runtime", "sink"),
-        *("wake", "sdnotify", "_unix", ""),
+        *("wake", "sdnotify", "_unix", "telemetry", ""),
     }
     | LEAVES,
 }

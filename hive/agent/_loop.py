@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 import trio
 
+from hive import telemetry
 from hive.agent._log import TurnLog, TurnSink
 from hive.agent._model import (
     Admitted,
@@ -117,6 +118,10 @@ class Harness:
     state_dir: Path | None = None
     retry_first: float = RETRY_FIRST
     retry_max: float = RETRY_MAX
+    name: str = "hive"
+    """The agent's name in its telemetry (``invoke_agent <name>``)."""
+    provider: str = "anthropic"
+    """Who serves the agent's model, for its telemetry (an ACP agent's stream names itself)."""
     turns: int = 0
     """The number of the last turn started (turns and compactions, over restarts)."""
     last: TurnRecord | None = None
@@ -135,8 +140,8 @@ class Harness:
     async def handle(self, request: AgentRequest) -> AgentStatus | None:
         """The agent socket's handler."""
         match request:
-            case Wake(sender=sender, body=body, end_id=end_id):
-                await self.put(ItemKind.WAKE, sender, body, end_id)
+            case Wake(sender=sender, body=body, end_id=end_id, traceparent=traceparent):
+                await self.put(ItemKind.WAKE, sender, body, end_id, traceparent)
             case Prompt(text=text) if not text.strip():
                 raise Refused("the prompt is empty (or only blanks): nothing was queued; send words")
             case Prompt(text=text, sender=sender):
@@ -147,13 +152,23 @@ class Harness:
                 return self.status()
         return None
 
-    async def put(self, kind: ItemKind, sender: str, body: str, end_id: str | None = None) -> None:
+    async def put(
+        self,
+        kind: ItemKind,
+        sender: str,
+        body: str,
+        end_id: str | None = None,
+        traceparent: str | None = None,
+    ) -> None:
         """Queue a message; return once it is in the queue's file (or is a repeat of one that is).
         Refused if it could not be written."""
-        self.state, admission = admit(self.state, Arrived(kind, sender, body, end_id, time.time()))
+        self.state, admission = admit(
+            self.state, Arrived(kind, sender, body, end_id, time.time(), traceparent)
+        )
         if isinstance(admission, Admitted):
             write = self._writes[admission.item.seq] = _Write()
             self._written.set()
+            telemetry.wake_received(_source(kind, sender), self.state.waiting())
         elif admission.original is not None:
             write = self._writes[admission.original]  # answered once the original is written
         else:
@@ -276,17 +291,26 @@ class Harness:
         sink = self.log.turn_sink(self._usage)
         prompt = render_prompt(items, self.budget)
         ending: _Ending | None = None
+        telemetry.queue_depth(self.state.waiting())
         try:
-            ending = await self._run(prompt, sink)
+            with telemetry.traced_turn(
+                self.name,
+                provider=self.provider,
+                number=number,
+                trigger=", ".join(dict.fromkeys(i.sender for i in items)),
+                links=[i.traceparent for i in items if i.traceparent],
+            ) as trace:
+                ending = await self._run(prompt, sink, trace)
         finally:
             if ending is None:  # cancelled: the harness is stopping, and the turn was stopped
                 ending = _Ending("stopped", sink.saw_result, error="the harness was stopped during the turn")
             with trio.move_on_after(STOP_GRACE, shield=True):
                 await self._end_turn(number, started, items, sink, ending)
 
-    async def _run(self, prompt: str, sink: TurnSink) -> _Ending:
+    async def _run(self, prompt: str, sink: TurnSink, trace: telemetry.Trace) -> _Ending:
         try:
-            outcome = await self.runtime.run(prompt, sink)
+            outcome = await self.runtime.run(prompt, trace.sink(sink))
+            trace.ended(outcome)
         except IdleTimeout as exc:
             return _Ending("idle", True, exc.outcome, str(exc))
         except SessionNotFound as exc:
@@ -360,7 +384,10 @@ class Harness:
         error: str | None = None
         outcome: Outcome = "stopped"
         try:
-            await self.runtime.compact(sink)
+            with telemetry.traced_turn(
+                self.name, provider=self.provider, number=number, trigger=", ".join(by), kind="compact"
+            ) as trace:
+                await self.runtime.compact(trace.sink(sink))
             outcome = "completed"
         except (HiveRuntimeError, OSError) as exc:
             outcome, error = "failed", str(exc)
@@ -406,6 +433,16 @@ class Harness:
             self.sessions.save(self.runtime.session_id or sink.session_id)
         except OSError as exc:
             log.error("could not keep the session id in %s: %s", self.sessions.path, exc)  # noqa: TRY400
+
+
+def _source(kind: ItemKind, sender: str) -> str:
+    """Where a message came from, for the ``hive.wakes`` metric: a few kinds, not every sender."""
+    if kind is not ItemKind.WAKE:
+        return str(kind.value)
+    for prefix, source in (("bash-task-", "bash"), ("subagent-", "subagent")):
+        if sender.startswith(prefix):
+            return source
+    return "other"
 
 
 def _errors(outcome: TurnOutcome | None) -> str | None:

@@ -49,6 +49,8 @@ class Item:
     end_id: str | None = None
     at: float = 0.0
     """When it arrived (Unix time)."""
+    traceparent: str | None = None
+    """The span of what sent it (a wake's, see `hive.wake.Wake.traceparent`)."""
 
     @property
     def size(self) -> int:
@@ -100,6 +102,7 @@ class Arrived:
     body: str
     end_id: str | None = None
     at: float = 0.0
+    traceparent: str | None = None
 
 
 @attrs.frozen
@@ -199,7 +202,15 @@ def admit(state: LoopState, arrived: Arrived) -> tuple[LoopState, Admission]:
                 return state, Duplicate(item.seq)
         if arrived.end_id in state.seen or any(i.end_id == arrived.end_id for i in state.queued):
             return state, Duplicate(None)
-    item = Item(state.next_seq, arrived.kind, arrived.sender, arrived.body, arrived.end_id, arrived.at)
+    item = Item(
+        state.next_seq,
+        arrived.kind,
+        arrived.sender,
+        arrived.body,
+        arrived.end_id,
+        arrived.at,
+        arrived.traceparent,
+    )
     return attrs.evolve(state, next_seq=state.next_seq + 1, pending=(*state.pending, item)), Admitted(item)
 
 

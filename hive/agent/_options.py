@@ -71,6 +71,8 @@ class Options:
     subagents: bool = False
     permission: Permission = Permission.DEFAULT
     log_level: str = "info"
+    name: str = "hive"
+    """The agent's name in its telemetry (``invoke_agent <name>``): --name, else the state dir's base name."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(refused), accept_edits (file edits allowed), allow (everything allowed) [HIVE_PERMISSION; "
         "default: default]",
     )
+    add(
+        "--name",
+        metavar="NAME",
+        help="the agent's name in its OpenTelemetry spans and metrics (`invoke_agent NAME`) "
+        "[HIVE_AGENT_NAME; default: the state directory's base name]",
+    )
     add("--log-level", metavar="LEVEL", help=_flags.LOG_LEVEL_HELP)
     add("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
@@ -196,6 +204,7 @@ def parse_options(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
             f"HIVE_PERMISSION: {permission!r} is not one of {', '.join(p.value for p in Permission)}"
         ) from None
     return Options(
+        name=pick(args.name, "HIVE_AGENT_NAME") or state.name or "hive",
         state_dir=state,
         agent_socket=agent_socket,
         bash_socket=bash_socket,

@@ -141,7 +141,7 @@ class SessionFile:
 
 
 converter = strict_converter()
-converter.register_fields(Item, {"sender": "from"}, omit_if_default=("end_id",))
+converter.register_fields(Item, {"sender": "from"}, omit_if_default=("end_id", "traceparent"))
 
 
 class RecordError(HarnessError, ValueError):

@@ -29,7 +29,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive import _state_dir, sdnotify
+from hive import _state_dir, sdnotify, telemetry
 from hive._main import run_main
 from hive._state_dir import StateDirLock
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
@@ -159,7 +159,14 @@ async def serve_agent(
         config = runtime_config(options, spec, hyperhive_server(hyperhive))
         async with (
             open_runtime(spec, config, session_id=sessions.load()) as runtime,
-            open_harness(runtime, options.state_dir, sessions, budget=PROMPT_BUDGET[spec.backend]) as harness,
+            open_harness(
+                runtime,
+                options.state_dir,
+                sessions,
+                budget=PROMPT_BUDGET[spec.backend],
+                name=options.name,
+                provider="anthropic" if spec.backend is Backend.CLAUDE else "acp",
+            ) as harness,
             trio.open_nursery() as serving,
         ):
             running.harness = harness
@@ -265,7 +272,8 @@ def _run(argv: Sequence[str] | None) -> int:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     lock = lock_state_dir(options.state_dir)
     try:
-        trio.run(_main, options, spec)
+        with telemetry.exporting("hive-agent"):
+            trio.run(_main, options, spec)
     finally:
         lock.close()
     return 0

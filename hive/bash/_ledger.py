@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 
 import attrs
 import trio
 
+from hive import telemetry
 from hive.bash._batches import Batcher
 from hive.bash._courier import WakeCourier
 from hive.bash._describe import wake_body
@@ -205,6 +207,9 @@ class Ledger(TaskRecords):
 
     async def acked(self, key: Key) -> None:
         """The agent's socket acknowledged the wake of the end of run ``key`` (task id, serial)."""
+        task = self._tasks.get(key)
+        if task is not None and task.record.ended_at is not None:
+            telemetry.wake_acknowledged(time.time() - task.record.ended_at)
         await self._lines.carry_out(self._handle(Acked(key)))
 
     # -- recovery -------------------------------------------------------------------------------
@@ -301,7 +306,16 @@ class Ledger(TaskRecords):
                 log.warning("no wake to send for %s:%s: neither a task nor a loose end of it is known", *key)
                 return
             wake = unclaimed.wake
-        self.courier.enqueue(*key, Wake(sender=wake.sender, body=wake.body, end_id=end_id(*key)))
+        trace = task.trace if task is not None else None
+        self.courier.enqueue(
+            *key,
+            Wake(
+                sender=wake.sender,
+                body=wake.body,
+                end_id=end_id(*key),
+                traceparent=trace.traceparent if trace is not None else None,
+            ),
+        )
 
     def _line_up(self, action: LooseEndAction) -> Write:
         key = action.key

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -10,6 +11,9 @@ import trio
 from hive.bash._model import HeldBy
 from hive.bash._owed import Key
 from hive.bash._records import OwedWake, TaskRecord
+
+if TYPE_CHECKING:
+    from hive.telemetry import TaskTrace
 
 
 @attrs.frozen
@@ -51,6 +55,8 @@ class Task:
     record_dirty: bool = False
     owed_wake: OwedWake | None = None
     """The wake for this task's end, composed once when it ends."""
+    trace: TaskTrace | None = None
+    """Its span, from its start (or its re-adoption) to its end, where telemetry is exported."""
 
     @property
     def id(self) -> str:

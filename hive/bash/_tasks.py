@@ -22,6 +22,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive import telemetry
 from hive._limits import NAME_RULE, is_name
 from hive.bash import _cgroups, _limits, _procs
 from hive.bash._batches import Batcher
@@ -499,6 +500,8 @@ class TaskManager:
     async def _supervise(self, task: Task, wait_exit: Callable[[], Awaitable[int | None]]) -> None:
         # The outer nursery holds a stop sequence, which outlives the wrapper's exit (lingering
         # members of the group still get their grace); the deadline ends with the wrapper.
+        if task.trace is None:
+            task.trace = telemetry.task_started(task.id, task.record.started_at or self.clock())
         async with trio.open_nursery() as stoppers:
             task.supervisor = stoppers
             if task.record.stop_reason is not None:
@@ -583,7 +586,16 @@ class TaskManager:
         """Tell the ledger of the task's end (its record changed already); ``stdout``: the tail
         its wake carries."""
         ledger = self.ledger
-        task.owed_wake = wake_for(task.record, stdout)
+        record = task.record
+        ended_at = record.ended_at or self.clock()
+        telemetry.task_ended(
+            task.trace,
+            record.state.value,
+            record.exit_code,
+            ended_at=ended_at,
+            duration=record.duration(ended_at),
+        )
+        task.owed_wake = wake_for(record, stdout)
         task.ended.set()
         # Its wake goes out now if nobody holds it (before the saves: if the daemon dies before
         # they land, the loose end that already exists still owes the end, so the wake is sent

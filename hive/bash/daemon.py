@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
-from hive import __version__
+from hive import __version__, telemetry
 from hive._flags import add_log_level
 from hive._main import run_main
 from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
@@ -412,7 +412,8 @@ def _run(argv: Sequence[str] | None) -> int:
     # by none of the full collections that the tasks' garbage sets off.
     gc.freeze()
     try:
-        trio.run(_main, config)
+        with telemetry.exporting("hive-bash-daemon"):
+            trio.run(_main, config)
     finally:
         # Ignored from here on: the interpreter's finalization puts back the default action
         # for signals with Python handlers, and a late SIGINT would end the process by it.

@@ -18,7 +18,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hive._files import write_atomic
-from hive.runtime import AgentCommand, Config, HttpServer, Permission, RuntimeSpec, StdioServer
+from hive.runtime import (
+    AgentCommand,
+    Config,
+    HttpServer,
+    Permission,
+    RuntimeSpec,
+    StdioServer,
+    added_environment,
+)
 
 BASE_FLAGS = ("--print", "--input-format", "text", "--output-format", "stream-json", "--verbose")
 """With no prompt argument, ``--print`` in text input mode reads its prompt from stdin to EOF."""
@@ -115,11 +123,13 @@ def turn_stdin(prompt: str) -> bytes:
 
 
 def turn_env(config: Config, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The harness's environment with the configured additions; without CLAUDECODE, which
-    would make claude think it runs nested inside another Claude Code."""
+    """The harness's environment with the configured additions and the caller's (a turn's
+    ``TRACEPARENT``: `hive.runtime.agent_environment`); without CLAUDECODE, which would make
+    claude think it runs nested inside another Claude Code."""
     env = dict(os.environ if base is None else base)
     env.pop("CLAUDECODE", None)
     env.update(config.env)
+    env.update(added_environment())
     return env
 
 

@@ -43,6 +43,8 @@ __all__ = [
     "TurnFailed",
     "TurnOutcome",
     "TurnStopper",
+    "added_environment",
+    "agent_environment",
     "die_with_parent",
     "first_command",
     "interrupt_unclaimed",
@@ -57,6 +59,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from hive.runtime._config import CompactionPolicy, Config, HttpServer, McpServer, Permission, StdioServer
+    from hive.runtime._environment import added_environment, agent_environment
     from hive.runtime._errors import (
         AgentRefused,
         AgentUnavailable,

@@ -24,7 +24,9 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive import telemetry
 from hive.runtime import (
+    Backend,
     Config,
     HiveRuntimeError,
     IdleTimeout,
@@ -171,8 +173,17 @@ class TurnRunner:
                 with self.host.watching(lambda agent: self._spawned(live, agent)):
                     async with self.opener(launch.spec, config, record.session_id) as runtime:
                         live.opened = True
-                        with live.scope:
-                            turn.outcome = await runtime.run(launch.prompt, turn.sink)
+                        with (
+                            live.scope,
+                            telemetry.traced_turn(
+                                name,
+                                provider="anthropic" if launch.spec.backend is Backend.CLAUDE else "acp",
+                                number=live.number,
+                                trigger="caller",
+                            ) as trace,
+                        ):
+                            turn.outcome = await runtime.run(launch.prompt, trace.sink(turn.sink))
+                            trace.ended(turn.outcome)
                             turn.reason = turn.outcome.stop_reason.value
                             if live.arm is Arm.CLAUDE:
                                 # Closing the runtime SIGINTs a claude still there: let one that

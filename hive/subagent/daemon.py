@@ -21,7 +21,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive import __version__, sdnotify
+from hive import __version__, sdnotify, telemetry
 from hive._flags import add_log_level
 from hive._lines import LineCut, LineReader, LineTooLong
 from hive._main import run_main
@@ -243,7 +243,8 @@ def _run(argv: Sequence[str] | None) -> int:
     )
     # The daemon runs agents; it is nested in no Claude Code, whoever started it.
     os.environ.pop("CLAUDECODE", None)
-    trio.run(_main, config)
+    with telemetry.exporting("hive-subagent-daemon"):
+        trio.run(_main, config)
     return 0
 
 

@@ -46,6 +46,8 @@
         pkgs.nodejs_22
       ];
       environmentFile = "/run/secrets/hive-reviewer.env"; # ANTHROPIC_API_KEY=...
+      # OTEL_TRACES_EXPORTER=otlp, OTEL_EXPORTER_OTLP_ENDPOINT=...: its turns and tasks, traced
+      telemetryEnvironmentFile = "/etc/hive/otel.env";
     };
   };
 }

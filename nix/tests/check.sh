@@ -207,6 +207,8 @@ expect example "an agent that sets no permission policy gets hive-agent's defaul
     '[.services["hive-agent-scribe", "hive-agent-reviewer"].environment.HIVE_PERMISSION] == ["default", "default"]'
 expect example "scribe: the environment file is read (secrets stay out of the store)" \
     "$s.serviceConfig.EnvironmentFile == \"/run/secrets/hive-scribe.env\""
+expect example "reviewer: its environment file, then its telemetry's; its bash daemon reads only the telemetry's" \
+    '.services["hive-agent-reviewer"].serviceConfig.EnvironmentFile == ["/run/secrets/hive-reviewer.env", "/etc/hive/otel.env"] and .services["hive-bash-daemon-reviewer"].serviceConfig.EnvironmentFile == "/etc/hive/otel.env" and (.services["hive-bash-daemon-scribe"].serviceConfig | has("EnvironmentFile") | not)'
 expect example "scribe: the configured packages are on the PATH" \
     "$s.path | map(select(test(\"git-|ripgrep-\"))) | length == 2"
 expect example "scribe: the MCP config has github as configured, and bash" \
@@ -229,7 +231,7 @@ expect example "reviewer: the MCP config has bash alone" \
 nix-instantiate --eval --strict --json -E "builtins.fromTOML (builtins.readFile $(nixpath "$repo/pyproject.toml"))" \
     >"$work/pyproject.json" 2>"$work/pyproject.err" || fail "reads pyproject.toml" "$(cat "$work/pyproject.err")"
 jq_defs="$jq_defs
-def pyproject_deps: [.dependencies[] | capture(\"^\\\\s*(?<n>[A-Za-z0-9][A-Za-z0-9._-]*)\").n | ascii_downcase | gsub(\"[._]\"; \"-\") | \"python3.11-\" + .];
+def pyproject_deps: [(.dependencies + .[\"optional-dependencies\"].otel)[] | capture(\"^\\\\s*(?<n>[A-Za-z0-9][A-Za-z0-9._-]*)\").n | ascii_downcase | gsub(\"[._]\"; \"-\") | \"python3.11-\" + .];
 "
 jq_file_args=(--slurpfile pyproject "$work/pyproject.json")
 expect_pyproject() {
@@ -244,7 +246,7 @@ expect_pyproject() {
 }
 expect_pyproject "named and versioned as pyproject.toml says" \
     '.package.pname == $p.name and .package.version == $p.version and .package.name == "\($p.name)-\($p.version)"'
-expect_pyproject "every pyproject.toml dependency, from nixpkgs' python packages" \
+expect_pyproject "every pyproject.toml dependency and the otel extra, from nixpkgs' python packages" \
     '.package.dependencies == ($p | pyproject_deps) and (.package.dependencies | length) > 0'
 expect_pyproject "built from pyproject.toml, README.md and hive/ only" \
     '.package.src | map(split("/") | last) == ["pyproject.toml", "README.md", "hive"]'

@@ -45,7 +45,7 @@ module.nix~s/^            "accept_edits"$/            "acceptEdits"/~a permissio
 package.nix~s/inherit (project) version;/version = "0.0.0";/~a version that is not pyproject.toml's
 package.nix~s/^  src = /  srcs = /~srcs instead of src
 package.nix~s/{ lib, python3Packages }:/{ lib, python3Packages, fetchFromGitHub }:/~an argument nixpkgs' stand-in lacks
-package.nix~s/dependencies = map fromNixpkgs project.dependencies;/dependencies = [ python3Packages.trio ];/~dependencies not from pyproject.toml
+package.nix~s/dependencies = map fromNixpkgs (project.dependencies ++ project.optional-dependencies.otel);/dependencies = [ python3Packages.trio ];/~dependencies not from pyproject.toml
 examples/two-agents.nix~s/idleTimeout = 600;/idleTimeout = "600";/~the example changed (no longer type-checking) and the README not
 EOF
 )

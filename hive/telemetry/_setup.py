@@ -1,0 +1,345 @@
+"""Whether telemetry is exported, and where to: the standard ``OTEL_*`` environment, read once.
+
+hive has no flag of its own for it. Traces go out where ``OTEL_TRACES_EXPORTER`` names an
+exporter (``otlp``, ``console``), metrics where ``OTEL_METRICS_EXPORTER`` does; unset (or
+``none``) means none, whatever OpenTelemetry's own default. The OTLP exporter reads
+``OTEL_EXPORTER_OTLP_ENDPOINT`` and the rest itself, ``OTEL_EXPORTER_OTLP_PROTOCOL`` picks
+``http/protobuf`` (the default here, what ``hive[otel]`` installs) or ``grpc``; the resource
+reads ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``.
+
+Where nothing is to be exported, nothing of OpenTelemetry is imported and `active` is None:
+the callers skip every span and measurement, and a turn costs what it did without them.
+Exports run in the SDK's own threads (a batch of spans, a metric reading a minute), so a slow
+or unreachable collector never holds a turn up; it is logged once (`_OnceHandler`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import secrets
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from hive.errors import BadInput
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import Meter, MeterProvider
+    from opentelemetry.trace import Tracer, TracerProvider
+
+    from hive.telemetry._instruments import Instruments
+
+log = logging.getLogger("hive.telemetry")
+
+TRACES = "OTEL_TRACES_EXPORTER"
+METRICS = "OTEL_METRICS_EXPORTER"
+FLUSH_MILLIS = 5000
+"""How long a clean stop waits for the last exports."""
+
+
+class TelemetryError(BadInput):
+    """An ``OTEL_*`` variable names what hive cannot export with (a bad setting: exit 2)."""
+
+
+def wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the environment asks for any export (read without importing OpenTelemetry)."""
+    return bool(_exporters(environ, TRACES) or _exporters(environ, METRICS))
+
+
+def _exporters(environ: Mapping[str, str], variable: str) -> list[str]:
+    names = [n.strip().lower() for n in environ.get(variable, "").split(",")]
+    return [n for n in names if n and n != "none"]
+
+
+class PresetIds:
+    """The SDK's id generator, but the next span's ids may be chosen beforehand: `hive run`
+    names its turn's span in the agent's ``TRACEPARENT`` before it spawns the agent, and before
+    it has imported the SDK."""
+
+    def __init__(self) -> None:
+        self._trace: int | None = None
+        self._span: int | None = None
+
+    def preset(self, trace_id: int, span_id: int) -> None:
+        """The next span started gets these ids (its trace id only if it has no parent)."""
+        self._trace, self._span = trace_id, span_id
+
+    def clear(self) -> None:
+        """Forget what `preset` chose and was not used (a span with a parent keeps its trace id)."""
+        self._trace = self._span = None
+
+    def generate_trace_id(self) -> int:
+        trace_id, self._trace = self._trace, None
+        return trace_id if trace_id is not None else secrets.randbits(128) or 1
+
+    def generate_span_id(self) -> int:
+        span_id, self._span = self._span, None
+        return span_id if span_id is not None else secrets.randbits(64) or 1
+
+    def is_trace_id_random(self) -> bool:
+        return True
+
+
+@attrs.frozen
+class TurnIds:
+    """The ids a turn's span will have, chosen before the agent is spawned (`hive run`), and
+    the ``traceparent`` it runs under, if its own environment named one."""
+
+    trace_id: int
+    span_id: int
+    parent: str | None
+
+    @property
+    def traceparent(self) -> str:
+        return traceparent(self.trace_id, self.span_id)
+
+
+def turn_ids(environ: Mapping[str, str] = os.environ) -> TurnIds | None:
+    """The ids of a turn's span, drawn now; None where nothing is exported. Under a
+    ``TRACEPARENT`` of the caller's, the turn is in the caller's trace."""
+    if not wanted(environ):
+        return None
+    check(environ)
+    parent = environ.get("TRACEPARENT")
+    ids = parse_traceparent(parent) if parent else None
+    trace_id, span_id = new_ids()
+    return TurnIds(ids[0] if ids else trace_id, span_id, parent if ids else None)
+
+
+def agent_name(given: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """The agent's name in its telemetry: ``given`` (--name), else ``HIVE_AGENT_NAME``, else
+    the state directory's base name."""
+    from hive._limits import state_dir_path
+
+    return (
+        given
+        or environ.get("HIVE_AGENT_NAME")
+        or os.path.basename(state_dir_path(environ).rstrip("/"))
+        or "hive"
+    )
+
+
+def new_ids() -> tuple[int, int]:
+    """A trace id and a span id, drawn as the SDK draws them."""
+    return secrets.randbits(128) or 1, secrets.randbits(64) or 1
+
+
+def traceparent(trace_id: int, span_id: int) -> str:
+    """The W3C ``traceparent`` of a sampled span."""
+    return f"00-{trace_id:032x}-{span_id:016x}-01"
+
+
+def parse_traceparent(value: str) -> tuple[int, int] | None:
+    """The trace and span ids of a W3C ``traceparent``; None for one that is not well formed."""
+    parts = value.strip().split("-")
+    if len(parts) < 4 or len(parts[0]) != 2 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    try:
+        trace_id, span_id = int(parts[1], 16), int(parts[2], 16)
+    except ValueError:
+        return None
+    return (trace_id, span_id) if trace_id and span_id else None
+
+
+@attrs.define(eq=False)
+class Telemetry:
+    """The tracer and the instruments every span and measurement of this process goes through."""
+
+    tracer: Tracer
+    meter: Meter
+    instruments: Instruments
+    ids: PresetIds
+    _stop: Callable[[], None]
+
+    def shutdown(self) -> None:
+        """Export what is left (for at most `FLUSH_MILLIS`) and stop the exporters (blocking)."""
+        self._stop()
+
+
+_active: Telemetry | None = None
+
+
+def active() -> Telemetry | None:
+    """This process's telemetry; None when nothing is exported."""
+    return _active
+
+
+def install(
+    tracer_provider: TracerProvider, meter_provider: MeterProvider, ids: PresetIds | None = None
+) -> Telemetry:
+    """Export through these providers from now on (`configure` builds them from the environment;
+    tests pass the SDK's in-memory readers)."""
+    from hive import __version__
+    from hive.telemetry._instruments import Instruments
+
+    global _active  # noqa: PLW0603 - the process's one telemetry
+    meter = meter_provider.get_meter("hive", __version__)
+
+    def stop() -> None:
+        for provider in (tracer_provider, meter_provider):
+            flush: Any = getattr(provider, "force_flush", None)
+            if flush is not None:
+                flush(FLUSH_MILLIS)
+            shutdown: Any = getattr(provider, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
+
+    _active = Telemetry(
+        tracer_provider.get_tracer("hive", __version__),
+        meter,
+        Instruments.create(meter),
+        ids or PresetIds(),
+        stop,
+    )
+    return _active
+
+
+def uninstall() -> None:
+    """Export nothing from now on (what is still buffered is the caller's to flush)."""
+    global _active  # noqa: PLW0603 - the process's one telemetry
+    _active = None
+
+
+def check(environ: Mapping[str, str] = os.environ) -> None:
+    """What `configure` would refuse, found without importing OpenTelemetry: a `TelemetryError`."""
+    import importlib.util
+
+    traces, metrics = _exporters(environ, TRACES), _exporters(environ, METRICS)
+    for variable, names, kind in ((TRACES, traces, "traces"), (METRICS, metrics, "metrics")):
+        for name in names:
+            if name not in ("otlp", "console"):
+                raise TelemetryError(
+                    f"{variable}={name!r}: hive exports {kind} with otlp or console (or none)"
+                )
+    if not traces and not metrics:
+        return
+    if importlib.util.find_spec("opentelemetry.sdk") is None:
+        raise _no_sdk(TRACES if traces else METRICS)
+    if "otlp" in traces + metrics:
+        protocol = _protocol(environ)
+        transport = "grpc" if protocol == "grpc" else "http"
+        if importlib.util.find_spec(f"opentelemetry.exporter.otlp.proto.{transport}") is None:
+            raise _no_exporter(protocol)
+
+
+def _no_sdk(variable: str) -> TelemetryError:
+    return TelemetryError(
+        f"{variable} asks for telemetry, but the OpenTelemetry SDK is not installed: install "
+        "hive[otel] (pip install 'hive[otel]'), or unset it"
+    )
+
+
+def _no_exporter(protocol: str) -> TelemetryError:
+    package = "opentelemetry-exporter-otlp-proto-grpc" if protocol == "grpc" else "hive[otel]"
+    return TelemetryError(f"the OTLP exporter for {protocol} is not installed: install {package}")
+
+
+def configure(service: str, environ: Mapping[str, str] = os.environ) -> Telemetry | None:
+    """Set up the exports the environment asks for, as ``service`` where ``OTEL_SERVICE_NAME``
+    names none; None where it asks for none. A name hive cannot export with, or an SDK that is
+    not installed, is a `TelemetryError` that says what to do."""
+    traces, metrics = _exporters(environ, TRACES), _exporters(environ, METRICS)
+    if not traces and not metrics:
+        return None
+    check(environ)
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        raise _no_sdk(TRACES if traces else METRICS) from None
+    resource = Resource.create()
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: service}))
+    protocol = _protocol(environ)
+    ids = PresetIds()
+    tracer_provider = TracerProvider(resource=resource, id_generator=ids)  # type: ignore[arg-type]
+    for name in traces:
+        tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(name, protocol)))
+    readers = [PeriodicExportingMetricReader(_metric_exporter(name, protocol)) for name in metrics]
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    _log_export_failures_once()
+    return install(tracer_provider, meter_provider, ids)
+
+
+@contextmanager
+def exporting(service: str, environ: Mapping[str, str] = os.environ) -> Iterator[Telemetry | None]:
+    """Export what the environment asks for inside the block (`configure`), and the rest at
+    its end, however it ends (`Telemetry.shutdown`)."""
+    telemetry = configure(service, environ)
+    try:
+        yield telemetry
+    finally:
+        if telemetry is not None:
+            uninstall()
+            telemetry.shutdown()
+
+
+def _protocol(environ: Mapping[str, str]) -> str:
+    protocol = environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf").strip().lower() or "http/protobuf"
+    if protocol not in ("http/protobuf", "grpc"):
+        raise TelemetryError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: hive exports with http/protobuf or grpc"
+        )
+    return protocol
+
+
+def _span_exporter(name: str, protocol: str) -> Any:
+    if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter()
+    if name != "otlp":
+        raise TelemetryError(f"{TRACES}={name!r}: hive exports traces with otlp or console (or none)")
+    return _otlp(protocol, "trace_exporter", "OTLPSpanExporter")
+
+
+def _metric_exporter(name: str, protocol: str) -> Any:
+    if name == "console":
+        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
+        return ConsoleMetricExporter()
+    if name != "otlp":
+        raise TelemetryError(f"{METRICS}={name!r}: hive exports metrics with otlp or console (or none)")
+    return _otlp(protocol, "metric_exporter", "OTLPMetricExporter")
+
+
+def _otlp(protocol: str, module: str, name: str) -> Any:
+    """The OTLP exporter ``name`` for ``protocol`` (grpc's is not in ``hive[otel]``)."""
+    transport = "grpc" if protocol == "grpc" else "http"
+    try:
+        found = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{transport}.{module}")
+    except ImportError:
+        raise _no_exporter(protocol) from None
+    return getattr(found, name)()
+
+
+class _OnceHandler(logging.Handler):
+    """The SDK's and exporters' own complaints (one a failed export, every few seconds while a
+    collector is down), told once through hive's log, then dropped."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.told = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.told:
+            return
+        self.told = True
+        log.warning(
+            "telemetry cannot be exported (%s); turns go on, and later failures to export are not logged",
+            record.getMessage().splitlines()[0] if record.getMessage() else record.name,
+        )
+
+
+def _log_export_failures_once() -> None:
+    otel = logging.getLogger("opentelemetry")
+    if not any(isinstance(h, _OnceHandler) for h in otel.handlers):
+        otel.addHandler(_OnceHandler())
+    otel.propagate = False

@@ -1,0 +1,324 @@
+"""A turn as a span, as the OpenTelemetry GenAI conventions name it: ``invoke_agent <agent>``,
+with a child ``execute_tool <tool>`` for each tool call its stream shows (from its ``tool_use``
+to its ``tool_result``), the attributes the stream gives (model, session, tokens, finish
+reason) and hive's own (``hive.turn.*``); and the turn's metrics.
+
+The span is the current one while the turn runs, and the agents the turn spawns get its
+``TRACEPARENT`` (`hive.runtime.agent_environment`): claude's own spans nest under it.
+
+The stream is read as it passes to the turn's sink: only the lines that can matter (a
+``system`` init, an assistant's tool use, a tool result, the result) are parsed, found by a
+byte search of the batch. Where nothing is exported (`hive.telemetry.active` is None) the
+sink is not wrapped at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from hive.runtime import agent_environment
+from hive.sink import (
+    AssistantMessage,
+    Batch,
+    ContextUsage,
+    MessageError,
+    ResultMessage,
+    SystemInit,
+    SystemMessage,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+    parse_line,
+)
+from hive.telemetry._setup import Telemetry, active, parse_traceparent, traceparent
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from hive.runtime import TurnOutcome
+    from hive.sink import Sink
+
+log = logging.getLogger(__name__)
+
+_MATTERS = (b'"init"', b'"tool_use"', b'"tool_result"', b'"result"', b"compact_boundary")
+"""What a line that can change the span holds (a line spelt with escapes is parsed anyway)."""
+
+
+class Trace(Protocol):
+    """What a turn's caller does with its trace: hand its sink through, and say how it ended."""
+
+    def sink(self, inner: Sink) -> Sink:
+        """The sink the turn writes to: ``inner``, seen on the way."""
+        ...
+
+    def ended(self, outcome: TurnOutcome) -> None:
+        """How the turn ended (a turn that raised needs no call: the span says so itself)."""
+        ...
+
+
+class _NoTrace:
+    def sink(self, inner: Sink) -> Sink:
+        return inner
+
+    def ended(self, outcome: TurnOutcome) -> None:
+        pass
+
+
+NO_TRACE: Trace = _NoTrace()
+"""The trace of a turn when nothing is exported: it changes nothing."""
+
+
+@attrs.define(eq=False)
+class TurnTrace:
+    """The span of one turn, kept up to date from the turn's stream."""
+
+    telemetry: Telemetry
+    span: Span
+    agent: str
+    provider: str
+    started: float
+    model: str | None = None
+    outcome: str | None = None
+    result: ResultMessage | None = None
+    _tools: dict[str, Span] = attrs.field(factory=dict)
+
+    def sink(self, inner: Sink) -> Sink:
+        return _TracingSink(inner, self)
+
+    def ended(self, outcome: TurnOutcome) -> None:
+        reason = outcome.stop_reason.value
+        self.outcome = "error" if reason == "completed" and outcome.is_error else reason
+        self.span.set_attribute("hive.turn.outcome", self.outcome)
+        if outcome.session_id:
+            self.span.set_attribute("gen_ai.conversation.id", outcome.session_id)
+        if outcome.is_error or reason != "completed":
+            from opentelemetry.trace import Status, StatusCode
+
+            self.span.set_status(Status(StatusCode.ERROR, "; ".join(outcome.errors) or f"the turn {reason}"))
+            self.span.set_attribute("error.type", "error" if reason == "completed" else reason)
+
+    # -- the stream --------------------------------------------------------------------------------
+
+    def observe(self, batch: Batch) -> None:
+        data = batch.data
+        if not any(mark in data for mark in _MATTERS) and b"\\u" not in data:
+            return
+        for line in batch.lines():
+            if any(mark in line for mark in _MATTERS) or b"\\u" in line:
+                try:
+                    self._message(parse_line(line))
+                except MessageError:
+                    continue
+
+    def _message(self, message: object) -> None:
+        span = self.span
+        match message:
+            case SystemInit(session_id=session, model=model, extra=extra):
+                span.set_attribute("gen_ai.conversation.id", session)
+                if model:
+                    self.model = model
+                    span.set_attribute("gen_ai.request.model", model)
+                if extra.get("runtime") == "acp":
+                    agent = extra.get("agent")
+                    name = agent.get("name") if isinstance(agent, dict) else None
+                    self.provider = str(name) if name else "acp"
+                    span.set_attribute("gen_ai.provider.name", self.provider)
+            case SystemMessage(subtype="compact_boundary"):
+                span.set_attribute("hive.turn.compacted", True)
+            case AssistantMessage(message=api):
+                if api.model and api.model != "<synthetic>":
+                    span.set_attribute("gen_ai.response.model", api.model)
+                for block in api.content:
+                    if isinstance(block, ToolUseBlock):
+                        self._tool_started(block)
+            case UserMessage(message=user) if not isinstance(user.content, str):
+                for block in user.content:
+                    if isinstance(block, ToolResultBlock):
+                        self._tool_ended(block.tool_use_id, error=bool(block.is_error))
+            case ResultMessage():
+                self.result = message
+                self._result(message)
+
+    def _tool_started(self, block: ToolUseBlock) -> None:
+        if block.id in self._tools:
+            return
+        from opentelemetry.trace import SpanKind, set_span_in_context
+
+        self._tools[block.id] = self.telemetry.tracer.start_span(
+            f"execute_tool {block.name}",
+            context=set_span_in_context(self.span),
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": block.name,
+                "gen_ai.tool.call.id": block.id,
+            },
+        )
+
+    def _tool_ended(self, call_id: str, *, error: bool, why: str = "the tool's result is an error") -> None:
+        span = self._tools.pop(call_id, None)
+        if span is None:
+            return
+        if error:
+            from opentelemetry.trace import Status, StatusCode
+
+            span.set_status(Status(StatusCode.ERROR, why))
+            span.set_attribute("error.type", "tool_error" if why.startswith("the tool") else "unfinished")
+        span.end()
+
+    def _result(self, result: ResultMessage) -> None:
+        span = self.span
+        if result.session_id:
+            span.set_attribute("gen_ai.conversation.id", result.session_id)
+        usage = result.usage
+        for key, attribute in (
+            ("input_tokens", "gen_ai.usage.input_tokens"),
+            ("output_tokens", "gen_ai.usage.output_tokens"),
+            ("cache_read_input_tokens", "gen_ai.usage.cache_read.input_tokens"),
+            ("cache_creation_input_tokens", "gen_ai.usage.cache_creation.input_tokens"),
+        ):
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                span.set_attribute(attribute, value)
+        if result.stop_reason:
+            span.set_attribute("gen_ai.response.finish_reasons", [result.stop_reason])
+        if result.total_cost_usd:
+            span.set_attribute("hive.turn.cost_usd", result.total_cost_usd)
+
+    # -- the end ----------------------------------------------------------------------------------
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """End the tool spans still open, then the turn's span, and record the turn's metrics."""
+        for call_id in list(self._tools):
+            self._tool_ended(call_id, error=True, why="the turn ended before the tool's result")
+        span = self.span
+        if error is not None:
+            cancelled = type(error).__name__ == "Cancelled"
+            self.outcome = "stopped" if cancelled else "failed"
+            span.set_attribute("hive.turn.outcome", self.outcome)
+            span.set_attribute("error.type", self.outcome if cancelled else type(error).__qualname__)
+            if not cancelled:
+                span.record_exception(error)
+            from opentelemetry.trace import Status, StatusCode
+
+            span.set_status(
+                Status(StatusCode.ERROR, f"the turn {self.outcome}: {error}" if not cancelled else "stopped")
+            )
+        span.end()
+        self._measure(time.perf_counter() - self.started)
+
+    def _measure(self, seconds: float) -> None:
+        instruments = self.telemetry.instruments
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": self.provider,
+            "gen_ai.agent.name": self.agent,
+        }
+        if self.model:
+            attributes["gen_ai.request.model"] = self.model
+        outcome = self.outcome or "completed"
+        if outcome != "completed":
+            attributes["error.type"] = outcome
+        instruments.operation_duration.record(seconds, attributes)
+        instruments.turns.add(1, {"hive.turn.outcome": outcome, "gen_ai.agent.name": self.agent})
+        result = self.result
+        if result is None:
+            return
+        for key, kind in (("input_tokens", "input"), ("output_tokens", "output")):
+            value = result.usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                instruments.token_usage.record(value, {**attributes, "gen_ai.token.type": kind})
+        if result.total_cost_usd:
+            instruments.turn_cost.add(result.total_cost_usd, {"gen_ai.agent.name": self.agent})
+
+
+@attrs.define(eq=False)
+class _TracingSink:
+    inner: Sink
+    trace: TurnTrace
+
+    async def write(self, batch: Batch) -> None:
+        try:
+            self.trace.observe(batch)
+        except Exception:  # the turn goes on whatever its telemetry makes of a line
+            log.exception("telemetry: cannot read a batch of the turn's stream")
+        await self.inner.write(batch)
+
+    async def context_usage(self, usage: ContextUsage) -> None:
+        await self.inner.context_usage(usage)
+
+    def __getattr__(self, name: str) -> Any:
+        # What the turn's own sink offers beyond the protocol (`saw_result`, `usage`, ...).
+        return getattr(self.inner, name)
+
+
+@contextmanager
+def traced_turn(
+    agent: str,
+    *,
+    provider: str,
+    number: int | None = None,
+    trigger: str | None = None,
+    kind: str = "turn",
+    links: Sequence[str] = (),
+    parent: str | None = None,
+) -> Iterator[Trace]:
+    """The trace of one turn of ``agent`` (`NO_TRACE` where nothing is exported). ``trigger``:
+    who the messages it carries came from; ``links``: the ``traceparent`` of the spans that
+    caused it (the bash tasks whose wakes it carries); ``parent``: the ``traceparent`` it runs
+    under, if any; ``kind``: ``turn`` or ``compact``."""
+    telemetry = active()
+    if telemetry is None:
+        yield NO_TRACE
+        return
+    from opentelemetry import trace as api
+    from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+
+    def context_of(value: str) -> SpanContext | None:
+        ids = parse_traceparent(value)
+        if ids is None:
+            return None
+        return SpanContext(ids[0], ids[1], is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent,
+        "gen_ai.provider.name": provider,
+        "hive.turn.kind": kind,
+    }
+    if number is not None:
+        attributes["hive.turn.number"] = number
+    if trigger:
+        attributes["hive.turn.trigger"] = trigger
+    parent_context = context_of(parent) if parent else None
+    span = telemetry.tracer.start_span(
+        f"invoke_agent {agent}",
+        context=api.set_span_in_context(NonRecordingSpan(parent_context)) if parent_context else None,
+        kind=SpanKind.CLIENT,
+        attributes=attributes,
+        links=[Link(c) for c in map(context_of, links) if c is not None],
+    )
+    telemetry.ids.clear()
+    turn = TurnTrace(telemetry, span, agent, provider, time.perf_counter())
+    context = span.get_span_context()
+    added = {"TRACEPARENT": traceparent(context.trace_id, context.span_id)}
+    if context.trace_state:
+        added["TRACESTATE"] = context.trace_state.to_header()
+    error: BaseException | None = None
+    try:
+        with (
+            api.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False),
+            agent_environment(added),
+        ):
+            yield turn
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        turn.finish(error)
