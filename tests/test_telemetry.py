@@ -8,7 +8,9 @@ to a receiver in the test, against the fake claude, which records the TRACEPAREN
 from __future__ import annotations
 
 import json
+import logging
 import os
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -353,6 +355,34 @@ def test_a_turn_under_the_callers_traceparent_stays_in_its_trace() -> None:
     assert telemetry.parse_traceparent("00-zz-11-01") is None
     assert telemetry.agent_name(None, {"HIVE_STATE_DIR": "/srv/agents/reviewer/"}) == "reviewer"
     assert telemetry.agent_name(None, {"HIVE_AGENT_NAME": "ops", "HIVE_STATE_DIR": "/x/y"}) == "ops"
+
+
+def test_an_unreachable_collector_is_logged_once_and_holds_nothing_up(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    otel = logging.getLogger("opentelemetry")
+    handlers, propagate = list(otel.handlers), otel.propagate
+    try:
+        with (
+            caplog.at_level(logging.WARNING),
+            telemetry.exporting("hive-test", {"OTEL_TRACES_EXPORTER": "otlp"}) as t,
+        ):
+            assert t is not None
+            for number in range(3):
+                with telemetry.traced_turn("builder", provider="anthropic", number=number):
+                    pass
+                assert t.flush()  # each batch goes, and fails
+    finally:
+        otel.handlers[:], otel.propagate = handlers, propagate
+    told = [r for r in caplog.records if r.name == "hive.telemetry"]
+    assert len(told) == 1, [r.getMessage() for r in caplog.records]
+    assert told[0].getMessage().startswith("telemetry cannot be exported (")
+    assert not [r for r in caplog.records if r.name.startswith("opentelemetry")]
 
 
 # -- end to end: hive run exports over OTLP/HTTP ------------------------------------------------------

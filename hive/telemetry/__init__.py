@@ -1,5 +1,6 @@
 """OpenTelemetry traces and metrics of turns, tool calls and bash tasks (see `_setup` for how
-the ``OTEL_*`` environment turns them on; nothing is imported or spent where it does not).
+the ``OTEL_*`` environment turns them on; where it does not, nothing of it is imported and
+nothing is spent: `_state`).
 
 Each name is imported from its module on first use.
 """
@@ -15,10 +16,11 @@ __all__ = [
     "Telemetry",
     "TelemetryError",
     "Trace",
-    "TurnTrace",
     "TurnIds",
+    "TurnTrace",
     "active",
     "agent_name",
+    "check",
     "configure",
     "exporting",
     "install",
@@ -37,23 +39,17 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from hive.telemetry._setup import (
+    from hive.telemetry._ids import (
         PresetIds,
-        Telemetry,
-        TelemetryError,
         TurnIds,
-        active,
         agent_name,
-        configure,
-        exporting,
-        install,
         new_ids,
         parse_traceparent,
         traceparent,
         turn_ids,
-        uninstall,
-        wanted,
     )
+    from hive.telemetry._setup import Telemetry, TelemetryError, check, configure, install, uninstall
+    from hive.telemetry._state import active, exporting, wanted
     from hive.telemetry._tasks import (
         TaskTrace,
         queue_depth,
@@ -62,6 +58,7 @@ if TYPE_CHECKING:
         wake_acknowledged,
         wake_received,
     )
-    from hive.telemetry._turns import NO_TRACE, Trace, TurnTrace, traced_turn
+    from hive.telemetry._trace import NO_TRACE, Trace, traced_turn
+    from hive.telemetry._turns import TurnTrace
 
 export_lazily(__name__)

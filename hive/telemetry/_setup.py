@@ -18,14 +18,14 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import secrets
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from hive.errors import BadInput
+from hive.telemetry._ids import PresetIds
+from hive.telemetry._state import METRICS, TRACES, exporters, set_active
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Meter, MeterProvider
@@ -35,114 +35,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hive.telemetry")
 
-TRACES = "OTEL_TRACES_EXPORTER"
-METRICS = "OTEL_METRICS_EXPORTER"
 FLUSH_MILLIS = 5000
 """How long a clean stop waits for the last exports."""
 
 
 class TelemetryError(BadInput):
     """An ``OTEL_*`` variable names what hive cannot export with (a bad setting: exit 2)."""
-
-
-def wanted(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether the environment asks for any export (read without importing OpenTelemetry)."""
-    return bool(_exporters(environ, TRACES) or _exporters(environ, METRICS))
-
-
-def _exporters(environ: Mapping[str, str], variable: str) -> list[str]:
-    names = [n.strip().lower() for n in environ.get(variable, "").split(",")]
-    return [n for n in names if n and n != "none"]
-
-
-class PresetIds:
-    """The SDK's id generator, but the next span's ids may be chosen beforehand: `hive run`
-    names its turn's span in the agent's ``TRACEPARENT`` before it spawns the agent, and before
-    it has imported the SDK."""
-
-    def __init__(self) -> None:
-        self._trace: int | None = None
-        self._span: int | None = None
-
-    def preset(self, trace_id: int, span_id: int) -> None:
-        """The next span started gets these ids (its trace id only if it has no parent)."""
-        self._trace, self._span = trace_id, span_id
-
-    def clear(self) -> None:
-        """Forget what `preset` chose and was not used (a span with a parent keeps its trace id)."""
-        self._trace = self._span = None
-
-    def generate_trace_id(self) -> int:
-        trace_id, self._trace = self._trace, None
-        return trace_id if trace_id is not None else secrets.randbits(128) or 1
-
-    def generate_span_id(self) -> int:
-        span_id, self._span = self._span, None
-        return span_id if span_id is not None else secrets.randbits(64) or 1
-
-    def is_trace_id_random(self) -> bool:
-        return True
-
-
-@attrs.frozen
-class TurnIds:
-    """The ids a turn's span will have, chosen before the agent is spawned (`hive run`), and
-    the ``traceparent`` it runs under, if its own environment named one."""
-
-    trace_id: int
-    span_id: int
-    parent: str | None
-
-    @property
-    def traceparent(self) -> str:
-        return traceparent(self.trace_id, self.span_id)
-
-
-def turn_ids(environ: Mapping[str, str] = os.environ) -> TurnIds | None:
-    """The ids of a turn's span, drawn now; None where nothing is exported. Under a
-    ``TRACEPARENT`` of the caller's, the turn is in the caller's trace."""
-    if not wanted(environ):
-        return None
-    check(environ)
-    parent = environ.get("TRACEPARENT")
-    ids = parse_traceparent(parent) if parent else None
-    trace_id, span_id = new_ids()
-    return TurnIds(ids[0] if ids else trace_id, span_id, parent if ids else None)
-
-
-def agent_name(given: str | None, environ: Mapping[str, str] = os.environ) -> str:
-    """The agent's name in its telemetry: ``given`` (--name), else ``HIVE_AGENT_NAME``, else
-    the state directory's base name."""
-    from hive._limits import state_dir_path
-
-    return (
-        given
-        or environ.get("HIVE_AGENT_NAME")
-        or os.path.basename(state_dir_path(environ).rstrip("/"))
-        or "hive"
-    )
-
-
-def new_ids() -> tuple[int, int]:
-    """A trace id and a span id, drawn as the SDK draws them."""
-    return secrets.randbits(128) or 1, secrets.randbits(64) or 1
-
-
-def traceparent(trace_id: int, span_id: int) -> str:
-    """The W3C ``traceparent`` of a sampled span."""
-    return f"00-{trace_id:032x}-{span_id:016x}-01"
-
-
-def parse_traceparent(value: str) -> tuple[int, int] | None:
-    """The trace and span ids of a W3C ``traceparent``; None for one that is not well formed."""
-    parts = value.strip().split("-")
-    if len(parts) < 4 or len(parts[0]) != 2 or len(parts[1]) != 32 or len(parts[2]) != 16:
-        return None
-    try:
-        trace_id, span_id = int(parts[1], 16), int(parts[2], 16)
-    except ValueError:
-        return None
-    return (trace_id, span_id) if trace_id and span_id else None
 
 
 @attrs.define(eq=False)
@@ -154,18 +52,16 @@ class Telemetry:
     instruments: Instruments
     ids: PresetIds
     _stop: Callable[[], None]
+    _flush: Callable[[], bool]
 
     def shutdown(self) -> None:
         """Export what is left (for at most `FLUSH_MILLIS`) and stop the exporters (blocking)."""
         self._stop()
 
-
-_active: Telemetry | None = None
-
-
-def active() -> Telemetry | None:
-    """This process's telemetry; None when nothing is exported."""
-    return _active
+    def flush(self) -> bool:
+        """Export the spans ended so far now, waiting at most `FLUSH_MILLIS` (blocking); whether
+        it was done in time."""
+        return self._flush()
 
 
 def install(
@@ -176,7 +72,6 @@ def install(
     from hive import __version__
     from hive.telemetry._instruments import Instruments
 
-    global _active  # noqa: PLW0603 - the process's one telemetry
     meter = meter_provider.get_meter("hive", __version__)
 
     def stop() -> None:
@@ -188,27 +83,32 @@ def install(
             if shutdown is not None:
                 shutdown()
 
-    _active = Telemetry(
+    def flush() -> bool:
+        force: Any = getattr(tracer_provider, "force_flush", None)
+        return bool(force(FLUSH_MILLIS)) if force is not None else True
+
+    telemetry = Telemetry(
         tracer_provider.get_tracer("hive", __version__),
         meter,
         Instruments.create(meter),
         ids or PresetIds(),
         stop,
+        flush,
     )
-    return _active
+    set_active(telemetry)
+    return telemetry
 
 
 def uninstall() -> None:
     """Export nothing from now on (what is still buffered is the caller's to flush)."""
-    global _active  # noqa: PLW0603 - the process's one telemetry
-    _active = None
+    set_active(None)
 
 
 def check(environ: Mapping[str, str] = os.environ) -> None:
     """What `configure` would refuse, found without importing OpenTelemetry: a `TelemetryError`."""
     import importlib.util
 
-    traces, metrics = _exporters(environ, TRACES), _exporters(environ, METRICS)
+    traces, metrics = exporters(environ, TRACES), exporters(environ, METRICS)
     for variable, names, kind in ((TRACES, traces, "traces"), (METRICS, metrics, "metrics")):
         for name in names:
             if name not in ("otlp", "console"):
@@ -242,7 +142,7 @@ def configure(service: str, environ: Mapping[str, str] = os.environ) -> Telemetr
     """Set up the exports the environment asks for, as ``service`` where ``OTEL_SERVICE_NAME``
     names none; None where it asks for none. A name hive cannot export with, or an SDK that is
     not installed, is a `TelemetryError` that says what to do."""
-    traces, metrics = _exporters(environ, TRACES), _exporters(environ, METRICS)
+    traces, metrics = exporters(environ, TRACES), exporters(environ, METRICS)
     if not traces and not metrics:
         return None
     check(environ)
@@ -266,19 +166,6 @@ def configure(service: str, environ: Mapping[str, str] = os.environ) -> Telemetr
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     _log_export_failures_once()
     return install(tracer_provider, meter_provider, ids)
-
-
-@contextmanager
-def exporting(service: str, environ: Mapping[str, str] = os.environ) -> Iterator[Telemetry | None]:
-    """Export what the environment asks for inside the block (`configure`), and the rest at
-    its end, however it ends (`Telemetry.shutdown`)."""
-    telemetry = configure(service, environ)
-    try:
-        yield telemetry
-    finally:
-        if telemetry is not None:
-            uninstall()
-            telemetry.shutdown()
 
 
 def _protocol(environ: Mapping[str, str]) -> str:

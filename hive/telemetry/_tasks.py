@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from hive.telemetry._setup import active, traceparent
+from hive.telemetry._ids import traceparent
+from hive.telemetry._state import active
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span

@@ -8,8 +8,8 @@ The span is the current one while the turn runs, and the agents the turn spawns 
 
 The stream is read as it passes to the turn's sink: only the lines that can matter (a
 ``system`` init, an assistant's tool use, a tool result, the result) are parsed, found by a
-byte search of the batch. Where nothing is exported (`hive.telemetry.active` is None) the
-sink is not wrapped at all.
+byte search of the batch. This module is imported only where telemetry is exported
+(`hive.telemetry._trace`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -36,7 +36,8 @@ from hive.sink import (
     UserMessage,
     parse_line,
 )
-from hive.telemetry._setup import Telemetry, active, parse_traceparent, traceparent
+from hive.telemetry._ids import parse_traceparent, traceparent
+from hive.telemetry._setup import Telemetry
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -48,30 +49,6 @@ log = logging.getLogger(__name__)
 
 _MATTERS = (b'"init"', b'"tool_use"', b'"tool_result"', b'"result"', b"compact_boundary")
 """What a line that can change the span holds (a line spelt with escapes is parsed anyway)."""
-
-
-class Trace(Protocol):
-    """What a turn's caller does with its trace: hand its sink through, and say how it ended."""
-
-    def sink(self, inner: Sink) -> Sink:
-        """The sink the turn writes to: ``inner``, seen on the way."""
-        ...
-
-    def ended(self, outcome: TurnOutcome) -> None:
-        """How the turn ended (a turn that raised needs no call: the span says so itself)."""
-        ...
-
-
-class _NoTrace:
-    def sink(self, inner: Sink) -> Sink:
-        return inner
-
-    def ended(self, outcome: TurnOutcome) -> None:
-        pass
-
-
-NO_TRACE: Trace = _NoTrace()
-"""The trace of a turn when nothing is exported: it changes nothing."""
 
 
 @attrs.define(eq=False)
@@ -259,24 +236,18 @@ class _TracingSink:
 
 
 @contextmanager
-def traced_turn(
+def start_turn(
+    telemetry: Telemetry,
     agent: str,
     *,
     provider: str,
-    number: int | None = None,
-    trigger: str | None = None,
-    kind: str = "turn",
-    links: Sequence[str] = (),
-    parent: str | None = None,
-) -> Iterator[Trace]:
-    """The trace of one turn of ``agent`` (`NO_TRACE` where nothing is exported). ``trigger``:
-    who the messages it carries came from; ``links``: the ``traceparent`` of the spans that
-    caused it (the bash tasks whose wakes it carries); ``parent``: the ``traceparent`` it runs
-    under, if any; ``kind``: ``turn`` or ``compact``."""
-    telemetry = active()
-    if telemetry is None:
-        yield NO_TRACE
-        return
+    number: int | None,
+    trigger: str | None,
+    kind: str,
+    links: Sequence[str],
+    parent: str | None,
+) -> Iterator[TurnTrace]:
+    """The span of one turn (see `hive.telemetry._trace.traced_turn`)."""
     from opentelemetry import trace as api
     from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 

@@ -1,0 +1,104 @@
+"""Trace and span ids, and the W3C ``traceparent`` that names them: what an agent's environment,
+a wake and a link carry. Standard library only (``secrets`` is imported where ids are drawn)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from hive.telemetry._state import wanted
+
+
+def traceparent(trace_id: int, span_id: int) -> str:
+    """The W3C ``traceparent`` of a sampled span."""
+    return f"00-{trace_id:032x}-{span_id:016x}-01"
+
+
+def parse_traceparent(value: str) -> tuple[int, int] | None:
+    """The trace and span ids of a W3C ``traceparent``; None for one that is not well formed."""
+    parts = value.strip().split("-")
+    if len(parts) < 4 or len(parts[0]) != 2 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    try:
+        trace_id, span_id = int(parts[1], 16), int(parts[2], 16)
+    except ValueError:
+        return None
+    return (trace_id, span_id) if trace_id and span_id else None
+
+
+def new_ids() -> tuple[int, int]:
+    """A trace id and a span id, drawn as the SDK draws them."""
+    import secrets
+
+    return secrets.randbits(128) or 1, secrets.randbits(64) or 1
+
+
+class PresetIds:
+    """The SDK's id generator, but the next span's ids may be chosen beforehand: `hive run`
+    names its turn's span in the agent's ``TRACEPARENT`` before it spawns the agent, and before
+    it has imported the SDK."""
+
+    def __init__(self) -> None:
+        self._trace: int | None = None
+        self._span: int | None = None
+
+    def preset(self, trace_id: int, span_id: int) -> None:
+        """The next span started gets these ids (its trace id only if it has no parent)."""
+        self._trace, self._span = trace_id, span_id
+
+    def clear(self) -> None:
+        """Forget what `preset` chose and was not used (a span with a parent keeps its trace id)."""
+        self._trace = self._span = None
+
+    def generate_trace_id(self) -> int:
+        trace_id, self._trace = self._trace, None
+        return trace_id if trace_id is not None else new_ids()[0]
+
+    def generate_span_id(self) -> int:
+        span_id, self._span = self._span, None
+        return span_id if span_id is not None else new_ids()[1]
+
+    def is_trace_id_random(self) -> bool:
+        return True
+
+
+class TurnIds(NamedTuple):
+    """The ids a turn's span will have, chosen before the agent is spawned (`hive run`), and
+    the ``traceparent`` it runs under, if its own environment named one."""
+
+    trace_id: int
+    span_id: int
+    parent: str | None
+
+    @property
+    def traceparent(self) -> str:
+        return traceparent(self.trace_id, self.span_id)
+
+
+def turn_ids(environ: Mapping[str, str] = os.environ) -> TurnIds | None:
+    """The ids of a turn's span, drawn now; None where nothing is exported. Under a
+    ``TRACEPARENT`` of the caller's, the turn is in the caller's trace. The settings are
+    checked now (`hive.telemetry._setup.check`), before an agent is spawned for nothing."""
+    if not wanted(environ):
+        return None
+    from hive.telemetry._setup import check
+
+    check(environ)
+    parent = environ.get("TRACEPARENT")
+    ids = parse_traceparent(parent) if parent else None
+    trace_id, span_id = new_ids()
+    return TurnIds(ids[0] if ids else trace_id, span_id, parent if ids else None)
+
+
+def agent_name(given: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """The agent's name in its telemetry: ``given`` (--name), else ``HIVE_AGENT_NAME``, else
+    the state directory's base name."""
+    from hive._limits import state_dir_path
+
+    return (
+        given
+        or environ.get("HIVE_AGENT_NAME")
+        or os.path.basename(state_dir_path(environ).rstrip("/"))
+        or "hive"
+    )
