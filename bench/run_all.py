@@ -32,6 +32,7 @@ import run_roundtrip
 import subagent_start
 import subagents_100
 import wake_latency
+import web_fleet
 from _common import Figure, default_base, table
 
 BENCHMARKS = [
@@ -54,6 +55,7 @@ BENCHMARKS = [
     daemon_refusal,
     agent_stop,
     follow_output,
+    web_fleet,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -21,6 +21,7 @@ IN_MODIFY = 0x002
 IN_CLOSE_WRITE = 0x008
 IN_MOVED_TO = 0x080
 IN_CREATE = 0x100
+IN_DELETE = 0x200
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

@@ -473,6 +473,34 @@ let
     message = ''${option}: "${path}" must be an absolute path without spaces, %, quotes or backslashes (it is written into systemd units and tmpfiles rules as it is).'';
   };
 
+  # hive web reads every agent's state dir (0700, each its own user's) and talks to their
+  # sockets: root, with the file system read-only to it.
+  webService = {
+    description = "hive: the fleet's live page (hive web)";
+    wantedBy = [ "multi-user.target" ];
+    environment = {
+      HIVE_RUNTIME_ROOT = cfg.runtimeDir;
+      HIVE_WEB_TOKEN_FILE = if cfg.web.tokenFile == null then "" else cfg.web.tokenFile;
+    };
+    serviceConfig = {
+      ExecStart = execLine (
+        [
+          "${cfg.package}/bin/hive"
+          "web"
+          "--listen"
+          cfg.web.listen
+        ]
+        ++ mapAttrsToList (_: agent: agent.stateDir) agents
+      );
+      Restart = "on-failure";
+      KillSignal = "SIGINT";
+      ProtectSystem = "strict";
+      ProtectHome = true;
+      PrivateTmp = true;
+      NoNewPrivileges = true;
+    };
+  };
+
   createdUsers = filterAttrs (name: agent: agent.user == defaultUser name) agents;
 
   sharedStateDirs =
@@ -499,6 +527,27 @@ in
       default = { };
       description = "The agents to run on this host, by name.";
     };
+    web = {
+      enable = mkOption {
+        type = types.bool;
+        default = false;
+        description = "Run `hive web`, the fleet's live page in a browser, as hive-web.service.";
+      };
+      listen = mkOption {
+        type = types.str;
+        default = "127.0.0.1:8470";
+        description = "Where it listens (HOST:PORT); put a TLS proxy before it to listen further than loopback.";
+      };
+      tokenFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "/run/secrets/hive-web-token";
+        description = ''
+          A file holding the token every request must carry (16 characters or more), kept out
+          of the Nix store; open http://<listen>/?token=<token> once, a cookie does the rest.
+        '';
+      };
+    };
   };
 
   config = mkMerge [
@@ -511,8 +560,16 @@ in
             concatStringsSep " and " (map (n: ''"${n}"'') names)
           } share the state dir ${dir}; give each agent its own stateDir (its bash daemon locks the directory, and its queue and turn log are its alone).";
         }) sharedStateDirs
-        ++ optional (cfg.agents != { }) (plainPath "services.hyperhive.runtimeDir" cfg.runtimeDir);
+        ++ optional (cfg.agents != { }) (plainPath "services.hyperhive.runtimeDir" cfg.runtimeDir)
+        ++ optionals cfg.web.enable [
+          {
+            assertion = cfg.web.tokenFile != null;
+            message = "services.hyperhive.web.enable is set but web.tokenFile is not; name a file holding the token (16 characters or more), kept out of the Nix store.";
+          }
+          (plainPath "services.hyperhive.web.tokenFile" (if cfg.web.tokenFile == null then "/" else cfg.web.tokenFile))
+        ];
     }
+    (mkIf cfg.web.enable { systemd.services.hive-web = webService; })
     (mkIf (agents != { }) {
       systemd.services = mkMerge [
         (mapAttrs' (name: agent: nameValuePair (daemonUnit name) (daemonService name agent)) agents)

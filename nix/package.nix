@@ -15,6 +15,13 @@ let
 
   project = (importTOML ../pyproject.toml).project;
 
+  # What the package is built from, and nothing else (a test checks it: nix/tests/check.sh).
+  sourcePaths = [
+    ../pyproject.toml
+    ../README.md
+    ../hive
+  ];
+
   # "mcp>=2.3,<3" -> "mcp"; "Foo_Bar.baz[extra]>=1" -> "foo-bar-baz"
   requirementName =
     requirement:
@@ -41,16 +48,14 @@ python3Packages.buildPythonApplication {
 
   src = lib.fileset.toSource {
     root = ../.;
-    fileset = lib.fileset.unions [
-      ../pyproject.toml
-      ../README.md
-      ../hive
-    ];
+    fileset = lib.fileset.unions sourcePaths;
   };
 
   build-system = [ python3Packages.setuptools ];
   # The otel extra too: a service exports its telemetry where its OTEL_* environment asks.
   dependencies = map fromNixpkgs (project.dependencies ++ project.optional-dependencies.otel);
+
+  passthru = { inherit sourcePaths; };
 
   pythonImportsCheck = [
     "hive"

@@ -14,11 +14,12 @@ import pytest
 
 from hive._lines import MAX_LINE
 from hive._text_input import TextRefused
+from hive._when import span
 from hive.agent._options import parse_options
 from hive.agent._render import LogRenderer, render_log
 from hive.cli import build_parser, main
 from hive.cli._agent import _agent_socket, prompt_text
-from hive.cli._agent_status import describe_status, span
+from hive.cli._agent_status import describe_status
 from hive.wake import AgentStatus
 
 SUBCOMMANDS = ("status", "prompt", "compact", "log")

@@ -25,6 +25,7 @@ LEAVES = {
     "_convert",
     "_flags",
     "_text_input",
+    "_when",
 }
 """The shared mechanisms (hive/_*.py, hive/errors.py): each imports only leaves, and every part may import them."""
 
@@ -41,14 +42,17 @@ ALLOWED: dict[str, set[str]] = {
     "sdnotify": LEAVES,
     "telemetry": {"telemetry", "runtime", "sink", ""} | LEAVES,
     "bash": {"bash", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""} | LEAVES,
-    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""} | LEAVES,
-    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""} | LEAVES,
+    "agent": {"agent", "bash", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""}
+    | LEAVES,
+    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""}
+    | LEAVES,
     "_turn": {"runtime", "sink", "telemetry", ""} | LEAVES,
     "turn": {"_turn", "runtime", "sink", "telemetry", ""} | LEAVES,
     "demo_agent": {""} | LEAVES,
     "demo": {"agent", "bash", "wake", "sdnotify", "_unix", ""} | LEAVES,
+    "fleet": {"fleet", "agent", "bash", "subagent", "wake", "_unix", ""} | LEAVES,
     "cli": {
-        *("turn", "_turn", "demo", "agent", "bash", "subagent", "claude", "acp", "runtime", "sink"),
+        *("turn", "_turn", "demo", "agent", "bash", "subagent", "claude", "acp", "runtime", "sink", "fleet"),
         *("wake", "sdnotify", "_unix", "telemetry", ""),
     }
     | LEAVES,

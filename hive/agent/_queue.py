@@ -172,6 +172,13 @@ def load(path: Path) -> tuple[list[Record], int]:
     return records, whole
 
 
+def queued_messages(path: Path) -> int:
+    """How many messages the journal at ``path`` holds for a turn, read as a restarted harness
+    would read it (blocking; an unreadable journal is an `OSError`)."""
+    records, _ = load(path)
+    return replay(records).waiting()
+
+
 async def open_queue_file(path: Path) -> tuple[QueueFile, LoopState]:
     """Open the journal at ``path`` (created if missing) and the state it replays to."""
 

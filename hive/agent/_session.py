@@ -52,3 +52,13 @@ class SessionStore:
         else:
             write_atomic(self.path, encode(SessionFile(self.backend, session_id)), durable=False)
         self._saved = session_id
+
+
+def saved_session(path: Path) -> str | None:
+    """The session id kept at ``path``, whatever its backend; None if there is none or it
+    cannot be read (blocking)."""
+    try:
+        data = read_regular(path)
+        return None if data is None else decode_session(data).session_id
+    except (OSError, RecordError):
+        return None

@@ -23,9 +23,11 @@ __all__ = [
     "RecordError",
     "TaskRecord",
     "TaskState",
+    "TaskStore",
     "UnknownTask",
     "decode",
     "open_bash_client",
+    "read_tail",
     "running_daemon",
     "serve_daemon",
 ]
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from hive.bash._launch import DaemonFailedToStart, running_daemon
     from hive.bash._model import TaskState
     from hive.bash._records import LooseEnd, TaskRecord
+    from hive.bash._store import TaskStore, read_tail
     from hive.bash._wire import RecordError, decode
     from hive.bash.client import BashClient, open_bash_client
     from hive.bash.daemon import DaemonConfig, serve_daemon

@@ -12,6 +12,8 @@ from hive.cli._types import demo_within
 
 BASH_HELP = "run and inspect background bash tasks"
 AGENT_HELP = "talk to a running hive-agent, read its turn log"
+LS_HELP = "one line per agent: running or not, its turn, queue, context, tasks, last turn"
+WEB_HELP = "the fleet's live page in a browser (a token guards it; loopback by default)"
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -56,6 +58,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         add_bash_commands(commands, BASH_HELP)
     else:
         commands.add_parser("bash", help=BASH_HELP)
+    if command in (None, "ls"):
+        from hive.cli._ls import add_ls_command
+
+        add_ls_command(commands, LS_HELP)
+    else:
+        commands.add_parser("ls", help=LS_HELP)
+    if command in (None, "web"):
+        from hive.cli._web import add_web_command
+
+        add_web_command(commands, WEB_HELP)
+    else:
+        commands.add_parser("web", help=WEB_HELP)
     if command in (None, "agent"):
         from hive.cli._agent import add_agent_commands
 

@@ -58,6 +58,7 @@ if [ -n "${HIVE_NIX_LIB:-}" ]; then
     echo "# with the lib at $HIVE_NIX_LIB"
 else
     lib_expr="import $(nixpath "$tests/minilib.nix")"
+    echo "# with the project's stand-in lib, nix/tests/minilib.nix (HIVE_NIX_LIB=<nixpkgs>/lib for nixpkgs' own)"
 fi
 
 # eval_case NAME CASE: evaluate the module with the configuration module CASE (a Nix
@@ -383,6 +384,17 @@ reject "an MCP server without a command" \
 reject "an MCP server name with a space" \
     '{ services.hyperhive.agents.a.extraMcpServers."my files".command = "/bin/x"; }' \
     'extraMcpServers."my files": an MCP server'"'"'s name becomes part of its tools'"'"' names'
+evaluate web '{ services.hyperhive.agents.w1 = { }; services.hyperhive.agents.w2.stateDir = "/srv/w2"; services.hyperhive.web = { enable = true; tokenFile = "/run/secrets/web-token"; }; }'
+w='.services["hive-web"]'
+expect web "hive web runs as a unit over every agent's state dir, the token from its file" \
+    "($w.serviceConfig.ExecStart | argv) == [\"\\(pkg)/bin/hive\", \"web\", \"--listen\", \"127.0.0.1:8470\", \"/var/lib/hyperhive/w1\", \"/srv/w2\"] and $w.environment.HIVE_WEB_TOKEN_FILE == \"/run/secrets/web-token\" and $w.environment.HIVE_RUNTIME_ROOT == \"/run/hyperhive\""
+expect web "hive web sees the file system read-only, stops on SIGINT" \
+    "$w.serviceConfig | .ProtectSystem == \"strict\" and .KillSignal == \"SIGINT\" and .NoNewPrivileges == true"
+expect plain "no hive web unless asked for" \
+    '.services | has("hive-web") | not'
+reject "hive web without a token file" \
+    '{ services.hyperhive.web.enable = true; }' \
+    'services.hyperhive.web.enable is set but web.tokenFile is not'
 reject "a default user name over 32 characters" \
     "{ services.hyperhive.agents.\"$(printf 'b%.0s' {1..30})\" = { }; }" \
     'longer than 32 characters'

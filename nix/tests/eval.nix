@@ -39,6 +39,9 @@ else
       inherit (package) name pname version;
       path = package.outPath;
       dependencies = package.dependencies or [ ];
-      src = package.src.files or [ ];
+      # What it is built from: the stand-in's lib.fileset.toSource says which files it keeps;
+      # nixpkgs' own keeps them in the store, out of an evaluation's reach, so there the list
+      # the package gives it (passthru.sourcePaths) is read instead.
+      src = map (path: baseNameOf (toString path)) (package.src.files or package.sourcePaths or [ ]);
     };
   }

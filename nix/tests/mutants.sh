@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Shows that nix/tests/check.sh fails on a broken module: each mutant below breaks a copy of
-# nix/ in one way (a syntax error, an undefined name, a wrong unit setting, a lost escape, a
-# dropped assertion, ...), and check.sh run on that copy must fail. Ends with
-# `N passed, N failed`, where a mutant that check.sh let through is a failure.
+# Shows that nix/tests/check.sh and verify-units.sh fail on a broken module: each mutant below
+# breaks a copy of nix/ in one way (a syntax error, an undefined name, a wrong unit setting, a lost
+# escape, a dropped assertion, a value systemd refuses, ...), and check.sh, or else
+# verify-units.sh (systemd-analyze verify), run on that copy must fail. Ends with
+# `N passed, N failed`, where a mutant both let through is a failure.
 #
-#   nix/tests/mutants.sh          needs what check.sh needs
+#   nix/tests/mutants.sh          needs what check.sh and verify-units.sh need
 set -uo pipefail
 
 tests=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -14,7 +15,8 @@ repo=$(dirname "$nixdir")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# Each line: FILE (under nix/) ~ sed expression ~ what it breaks.
+# Each line: FILE (under nix/) ~ sed expression ~ what it breaks. One whose last field starts
+# `systemd:` must be caught by verify-units.sh itself (systemd-analyze verify), whatever check.sh says.
 mutants=$(
     cat <<'EOF'
 module.nix~s/KillSignal = "SIGINT";/KillSignal = "SIGINT"/~a missing ;
@@ -42,6 +44,14 @@ module.nix~s/mkIf (agents != { })/mkIf cfg.agents/~mkIf on a non-boolean
 module.nix~s/"--subagents"/"--subagent"/~a flag hive-agent does not have
 module.nix~s/HIVE_PERMISSION = agent.permission;/HIVE_PERMISSION = "default";/~the permission option ignored
 module.nix~s/^            "accept_edits"$/            "acceptEdits"/~a permission policy hive-agent does not know
+module.nix~0,/KillSignal = "SIGINT";/s/KillSignal = "SIGINT";/KillSignal = "SIGNIT";/~a signal systemd does not know
+module.nix~0,/Restart = "on-failure";/s/Restart = "on-failure";/Restart = "on-failures";/~a Restart= systemd does not know
+module.nix~s/Delegate = true;/Delegate = "yes please";/~systemd: a Delegate= systemd cannot read
+module.nix~0,/ProtectProc = "invisible";/s/ProtectProc = "invisible";/ProtectProcess = "invisible";/~systemd: a key systemd does not know
+module.nix~0,/UMask = "0077";/s/UMask = "0077";/UMask = "0o77";/~systemd: a mode systemd cannot parse
+module.nix~s/ProtectSystem = "strict";/ProtectSystem = "stricter";/~systemd: a ProtectSystem= systemd does not know
+module.nix~s/assertion = cfg.web.tokenFile != null;/assertion = true;/~hive web without a token let through
+module.nix~0,/ProtectProc = "invisible";/s/ProtectProc = "invisible";/ProtectProc = "hidden";/~systemd: a ProtectProc= systemd does not know
 package.nix~s/inherit (project) version;/version = "0.0.0";/~a version that is not pyproject.toml's
 package.nix~s/^  src = /  srcs = /~srcs instead of src
 package.nix~s/{ lib, python3Packages }:/{ lib, python3Packages, fetchFromGitHub }:/~an argument nixpkgs' stand-in lacks
@@ -65,6 +75,11 @@ if ! "$work/baseline/nix/tests/check.sh" >"$work/baseline.out" 2>&1; then
     echo "mutants.sh: check.sh fails on the unbroken nix/; fix that first" >&2
     exit 1
 fi
+if ! "$work/baseline/nix/tests/verify-units.sh" >"$work/baseline.out" 2>&1; then
+    grep -v '^ok' "$work/baseline.out"
+    echo "mutants.sh: verify-units.sh fails on the unbroken nix/; fix that first" >&2
+    exit 1
+fi
 
 passed=0
 failed=0
@@ -77,9 +92,18 @@ while IFS='~' read -r file expr what; do
     if cmp -s "$nixdir/$file" "$copy/nix/$file"; then
         failed=$((failed + 1))
         printf 'FAIL  mutant %d (%s): the edit did not apply to %s\n' "$n" "$what" "$file"
-    elif CHECK_FAIL_FAST=1 "$copy/nix/tests/check.sh" >"$copy/out" 2>&1; then
+    elif [[ $what == systemd:* ]]; then
+        if "$copy/nix/tests/verify-units.sh" >"$copy/out" 2>&1; then
+            failed=$((failed + 1))
+            printf 'FAIL  mutant %d (%s): verify-units.sh passed\n' "$n" "$what"
+        else
+            passed=$((passed + 1))
+            printf 'ok    mutant %d (%s): %s\n' "$n" "$what" "$(grep -A1 -m1 '^FAIL' "$copy/out" | tail -n1 | sed 's/^ *//')"
+        fi
+    elif CHECK_FAIL_FAST=1 "$copy/nix/tests/check.sh" >"$copy/out" 2>&1 &&
+        "$copy/nix/tests/verify-units.sh" >"$copy/out" 2>&1; then
         failed=$((failed + 1))
-        printf 'FAIL  mutant %d (%s): check.sh passed\n' "$n" "$what"
+        printf 'FAIL  mutant %d (%s): check.sh and verify-units.sh passed\n' "$n" "$what"
     else
         passed=$((passed + 1))
         printf 'ok    mutant %d (%s): %s\n' "$n" "$what" "$(grep -m1 '^FAIL' "$copy/out" | cut -c7-)"

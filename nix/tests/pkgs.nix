@@ -80,7 +80,8 @@ let
         inherit (args) pname version src;
         dependencies = map (d: d.name) (args.dependencies or [ ]);
         meta = args.meta or { };
-      };
+      }
+      // (args.passthru or { });
 
   python3Packages =
     builtins.listToAttrs (

@@ -1,0 +1,206 @@
+"""What one agent's state directory says of it: the harness's answer to ``status`` where it runs,
+else what its files hold (the turn log's last record, the queue, the session), and beside that its
+bash daemon's tasks and loose ends and its subagents.
+
+Nothing here takes a lock, writes, or waits on an agent for more than `ASK_SECONDS`: a survey of
+a fleet is a read of files that may be half-written, by other processes that go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from hive.agent import TurnLog, queued_messages, saved_session
+from hive.bash import TaskState, TaskStore
+from hive.subagent import Store as SubagentStore
+from hive.wake import AgentRequestError, AgentStatus, Status, open_agent_connection
+
+log = logging.getLogger(__name__)
+
+ASK_SECONDS = 1.0
+"""How long an agent's socket has to answer ``status`` before it is reported not answering."""
+AGENT_SOCKET = "agent.sock"
+BASH_SOCKET = "bash.sock"
+RUNTIME_ROOT = "/run/hyperhive"
+"""Where the NixOS module puts each agent's sockets, ``<root>/<name>/``, beside no state dir
+(``HIVE_RUNTIME_ROOT`` says where else, as its ``runtimeDir`` does)."""
+TURN_LOG = "turns.jsonl"
+QUEUE = "queue"
+SESSION = "session"
+
+
+@attrs.frozen
+class AgentView:
+    """One agent as the fleet's table shows it (``None``: not known, or not there)."""
+
+    name: str
+    state_dir: str
+    harness: str
+    """``running`` (its socket answered), ``not answering`` (it did not within `ASK_SECONDS`),
+    or ``stopped`` (no harness holds the socket)."""
+    state: str | None = None
+    """What the running harness does: ``idle``, ``turn``, ``compacting`` or ``retrying``."""
+    since: float | None = None
+    """When the running turn (or compaction) started (Unix time)."""
+    turn: int | None = None
+    """The number of the running turn, else of the last one started."""
+    queued: int = 0
+    """Messages waiting for a turn."""
+    context_used: int | None = None
+    context_size: int | None = None
+    session_id: str | None = None
+    tasks_running: int = 0
+    """Its bash daemon's tasks still running (or waiting in line)."""
+    loose_ends: int = 0
+    """Ends owed to the agent that it has not been told yet (``mcp-loose-ends/``)."""
+    subagents_running: int = 0
+    last_outcome: str | None = None
+    last_ended: float | None = None
+    last_error: str | None = None
+
+    @property
+    def context_fraction(self) -> float | None:
+        """How full its context window is, where it is known."""
+        if self.context_used is None or not self.context_size:
+            return None
+        return self.context_used / self.context_size
+
+
+def is_state_dir(path: Path) -> bool:
+    """Whether ``path`` looks like an agent's state directory (its socket, turn log or queue)."""
+    return any((path / name).exists() for name in (AGENT_SOCKET, TURN_LOG, QUEUE))
+
+
+def state_dirs(roots: list[Path]) -> list[Path]:
+    """The agents' state directories under ``roots``: each root that is one itself, else each
+    directory directly in it that is one; sorted by name, each once."""
+    found: dict[Path, None] = {}
+    for root in roots:
+        if is_state_dir(root):
+            found[root] = None
+            continue
+        with contextlib.suppress(OSError):
+            for entry in sorted(os.scandir(root), key=lambda e: e.name):
+                path = Path(entry.path)
+                with contextlib.suppress(OSError):
+                    if entry.is_dir() and is_state_dir(path):
+                        found[path] = None
+    return list(found)
+
+
+def socket_of(state_dir: Path, name: str) -> Path:
+    """Where the agent of ``state_dir`` has its socket ``name``: in the state dir, else where the
+    NixOS module puts it (``/run/hyperhive/<agent>/``) if it is there."""
+    beside = state_dir / name
+    module = Path(os.environ.get("HIVE_RUNTIME_ROOT") or RUNTIME_ROOT) / state_dir.name / name
+    if not beside.exists() and module.exists():
+        return module
+    return beside
+
+
+async def survey(state_dir: Path) -> AgentView:
+    """What ``state_dir`` says of its agent: its harness's status, within `ASK_SECONDS`, and its files."""
+    status, harness = await _ask_status(socket_of(state_dir, AGENT_SOCKET))
+    files = await trio.to_thread.run_sync(_read_files, state_dir)
+    name = state_dir.name or str(state_dir)
+    view = AgentView(name=name, state_dir=str(state_dir), harness=harness, **files)
+    if status is None:
+        return view
+    return attrs.evolve(
+        view,
+        state=str(status.state),
+        since=status.running_since,
+        turn=status.running_turn if status.running_turn is not None else status.turns or view.turn,
+        queued=status.queue,
+        context_used=status.context_used if status.context_used is not None else view.context_used,
+        context_size=status.context_size if status.context_size is not None else view.context_size,
+        session_id=status.session_id or view.session_id,
+        last_outcome=status.last_stop_reason or view.last_outcome,
+        last_ended=status.last_ended or view.last_ended,
+        last_error=status.last_error if status.last_turn is not None else view.last_error,
+    )
+
+
+async def survey_all(state_dirs: list[Path]) -> list[AgentView]:
+    """`survey` of each, all at once: one agent that does not answer holds up none of the others."""
+    views: list[AgentView | None] = [None] * len(state_dirs)
+
+    async def one(index: int, path: Path) -> None:
+        views[index] = await survey(path)
+
+    async with trio.open_nursery() as nursery:
+        for index, path in enumerate(state_dirs):
+            nursery.start_soon(one, index, path)
+    return [v for v in views if v is not None]
+
+
+async def _ask_status(socket: Path) -> tuple[AgentStatus | None, str]:
+    try:
+        with trio.fail_after(ASK_SECONDS):
+            async with open_agent_connection(socket) as connection:
+                reply = await connection.request(Status())
+    except trio.TooSlowError:
+        return None, "not answering"
+    except (OSError, AgentRequestError):
+        return None, "stopped"
+    if not reply.ok or reply.status is None:
+        return None, "not answering"
+    return reply.status, "running"
+
+
+def _read_files(state_dir: Path) -> dict[str, Any]:
+    """What the agent's files say (blocking): each file that is missing or torn is left out."""
+    found: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        tail = TurnLog.read_tail(state_dir / TURN_LOG)
+        found["turn"] = tail.turns or None
+        last = tail.last
+        if last is not None:
+            found.update(
+                last_outcome=last.outcome,
+                last_ended=last.ended,
+                last_error=last.error,
+                context_used=last.context_used,
+                context_size=last.context_size,
+                session_id=last.session_id,
+            )
+    with contextlib.suppress(OSError, ValueError):
+        found["queued"] = queued_messages(state_dir / QUEUE)
+    session = saved_session(state_dir / SESSION)
+    if session is not None:
+        found["session_id"] = session
+    found["tasks_running"] = sum(1 for state in _task_states(state_dir) if not state.final)
+    store = TaskStore(state_dir)
+    with contextlib.suppress(OSError):
+        found["loose_ends"] = sum(1 for e in os.scandir(store.loose_ends_dir) if e.name.endswith(".json"))
+    with contextlib.suppress(OSError):
+        found["subagents_running"] = sum(
+            1 for r in SubagentStore(state_dir).load_all() if r.current is not None
+        )
+    return found
+
+
+def _task_states(state_dir: Path) -> Iterator[TaskState]:
+    """The state of each current task record of the bash daemon (a torn one is skipped)."""
+    tasks = TaskStore(state_dir).tasks_dir
+    try:
+        entries = list(os.scandir(tasks))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.endswith(".json"):
+            continue
+        try:
+            state = json.loads(Path(entry.path).read_bytes()).get("state")
+            yield TaskState(state)
+        except (OSError, ValueError, AttributeError):
+            continue

@@ -1,0 +1,404 @@
+"""``hive web``: the fleet in a browser, as an ASGI app (Starlette) that hypercorn serves on Trio.
+
+- ``GET /``: the fleet's table (`hive ls`'s), each agent's context as a bar and its tokens and
+  cost over its last 50 turns as a small chart, kept live by ``GET /events`` (server-sent events,
+  sent when an agent's files change, woken by inotify, and every few seconds for the clocks).
+- ``GET /agent/NAME``: one agent: its last turns rendered as ``hive agent log`` renders them, and
+  the running turn as it is written (``GET /agent/NAME/events``), its running bash tasks with
+  their output as it grows, its loose ends; forms to send a prompt, ask for a compaction and
+  stop a task (``POST``), each checked for the token and the page's own Origin.
+- **Access:** every request carries the token, once as ``?token=`` (the URL ``hive web`` prints;
+  it becomes a cookie), then the cookie or ``Authorization: Bearer``; any other is answered 401
+  and nothing else.
+
+Nothing is cached between requests but the token: each answer is read from the state dirs
+(their ends only), so it holds with agents stopped, restarted or half-written, and its memory
+does not grow with their logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import attrs
+import trio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.routing import Route
+
+from hive._inotify import IN_CLOSE_WRITE, IN_CREATE, IN_DELETE, IN_MODIFY, IN_MOVED_TO, Inotify
+from hive.agent import LogRenderer
+from hive.bash import TaskStore, read_tail
+from hive.fleet import _page
+from hive.fleet._history import TAIL_BYTES, Histories, objects
+from hive.fleet._history import read_tail as log_tail
+from hive.fleet._survey import (
+    AGENT_SOCKET,
+    BASH_SOCKET,
+    TURN_LOG,
+    socket_of,
+    state_dirs,
+    survey_all,
+)
+
+COOKIE = "hive_web"
+HEARTBEAT = 5.0
+"""Seconds between two updates of a page whose agents' files did not change (its clocks move)."""
+SETTLE = 0.1
+"""How long a burst of file changes is let settle before the page is updated."""
+_MASK = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE
+
+
+@attrs.frozen
+class Fleet:
+    """What the app serves: the roots its agents are found under, and the token it wants."""
+
+    roots: tuple[Path, ...]
+    token: str
+    histories: Histories = attrs.field(factory=Histories, eq=False)
+    """Each agent's last turns, read once and then followed (see `Histories`)."""
+
+    def agents(self) -> dict[str, Path]:
+        """Each agent's state dir, by name (the first of a name found)."""
+        found: dict[str, Path] = {}
+        for path in state_dirs(list(self.roots)):
+            found.setdefault(path.name, path)
+        return found
+
+
+def make_app(fleet: Fleet) -> Starlette:
+    """The ASGI app of ``fleet``."""
+
+    def guarded(
+        handler: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def checked(request: Request) -> Response:
+            given = request.query_params.get("token")
+            if given is not None and _same(given, fleet.token):
+                # The token leaves the URL (and the history) for a cookie of this origin alone.
+                rest = {k: v for k, v in request.query_params.items() if k != "token"}
+                target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+                response = RedirectResponse(target, status_code=303)
+                response.set_cookie(COOKIE, fleet.token, httponly=True, samesite="strict")
+                return response
+            if not _allowed(request, fleet.token):
+                return PlainTextResponse("unauthorized", status_code=401)
+            if request.method == "POST" and request.headers.get("origin") != _origin(request):
+                return PlainTextResponse("forbidden: not from this page", status_code=403)
+            return await handler(request)
+
+        return checked
+
+    async def index(request: Request) -> Response:
+        views = await _fleet_state(fleet)
+        return HTMLResponse(_page.fleet_page(views, time.time()))
+
+    async def fleet_json(request: Request) -> Response:
+        return JSONResponse(await _fleet_state(fleet))
+
+    async def fleet_events(request: Request) -> Response:
+        return EventStream(partial(_fleet_updates, fleet))
+
+    async def agent_page(request: Request) -> Response:
+        state_dir = fleet.agents().get(request.path_params["name"])
+        if state_dir is None:
+            return PlainTextResponse("no such agent", status_code=404)
+        views = await survey_all([state_dir])
+        tasks = await trio.to_thread.run_sync(_running_tasks, state_dir)
+        others = await trio.to_thread.run_sync(_others, state_dir)
+        lines, _ = await trio.to_thread.run_sync(log_tail, state_dir / TURN_LOG, TAIL_BYTES)
+        return HTMLResponse(_page.agent_page(views[0], _render(lines), tasks, others, time.time()))
+
+    async def agent_events(request: Request) -> Response:
+        state_dir = fleet.agents().get(request.path_params["name"])
+        if state_dir is None:
+            return PlainTextResponse("no such agent", status_code=404)
+        return EventStream(partial(_agent_updates, state_dir))
+
+    async def prompt(request: Request) -> Response:
+        state_dir = fleet.agents().get(request.path_params["name"])
+        form = await request.form()
+        text = str(form.get("text") or "").strip()
+        if state_dir is None:
+            return PlainTextResponse("no such agent", status_code=404)
+        if not text:
+            return PlainTextResponse("the prompt is empty: write something to send", status_code=400)
+        from hive.wake import Prompt
+
+        return await _tell(request, state_dir, Prompt(text=text))
+
+    async def compact(request: Request) -> Response:
+        state_dir = fleet.agents().get(request.path_params["name"])
+        if state_dir is None:
+            return PlainTextResponse("no such agent", status_code=404)
+        from hive.wake import Compact
+
+        return await _tell(request, state_dir, Compact())
+
+    async def stop_task(request: Request) -> Response:
+        state_dir = fleet.agents().get(request.path_params["name"])
+        if state_dir is None:
+            return PlainTextResponse("no such agent", status_code=404)
+        from hive.bash.client import open_bash_client
+
+        task_id = request.path_params["task"]
+        try:
+            with trio.fail_after(10):
+                async with open_bash_client(socket_of(state_dir, BASH_SOCKET)) as client:
+                    answer = await client.call("stop", {"id": task_id})
+        except (OSError, trio.TooSlowError) as exc:
+            return PlainTextResponse(f"the bash daemon cannot be reached: {exc}", status_code=502)
+        if answer.is_error:
+            return PlainTextResponse(answer.text, status_code=400)
+        return RedirectResponse(f"/agent/{state_dir.name}", status_code=303)
+
+    routes = [
+        Route("/", guarded(index)),
+        Route("/fleet.json", guarded(fleet_json)),
+        Route("/events", guarded(fleet_events)),
+        Route("/agent/{name}", guarded(agent_page)),
+        Route("/agent/{name}/events", guarded(agent_events)),
+        Route("/agent/{name}/prompt", guarded(prompt), methods=["POST"]),
+        Route("/agent/{name}/compact", guarded(compact), methods=["POST"]),
+        Route("/agent/{name}/tasks/{task}/stop", guarded(stop_task), methods=["POST"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def _same(given: str, token: str) -> bool:
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+def _allowed(request: Request, token: str) -> bool:
+    cookie = request.cookies.get(COOKIE)
+    if cookie is not None and _same(cookie, token):
+        return True
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and _same(given, token)
+
+
+def _origin(request: Request) -> str:
+    return f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+
+async def _tell(request: Request, state_dir: Path, message: Any) -> Response:
+    from hive.wake import AgentRequestError, open_agent_connection
+
+    try:
+        with trio.fail_after(10):
+            async with open_agent_connection(socket_of(state_dir, AGENT_SOCKET)) as connection:
+                reply = await connection.request(message)
+    except (OSError, AgentRequestError, trio.TooSlowError) as exc:
+        return PlainTextResponse(
+            f"the agent cannot be reached (is hive-agent running?): {exc}", status_code=502
+        )
+    if not reply.ok:
+        return PlainTextResponse(f"the agent refused: {reply.error}", status_code=400)
+    return RedirectResponse(f"/agent/{state_dir.name}", status_code=303)
+
+
+# -- what the pages show --------------------------------------------------------------------------
+
+
+async def _fleet_state(fleet: Fleet) -> list[dict[str, Any]]:
+    """Each agent's `AgentView`, with its last turns' tokens and costs (``history``)."""
+    paths = list(fleet.agents().values())
+    views = await survey_all(paths)
+    histories = await trio.to_thread.run_sync(lambda: [fleet.histories.points(p / TURN_LOG) for p in paths])
+    return [
+        {**attrs.asdict(view), "history": [attrs.asdict(p) for p in history]}
+        for view, history in zip(views, histories, strict=True)
+    ]
+
+
+def _render(lines: list[bytes]) -> list[str]:
+    """The log's lines as ``hive agent log`` shows them."""
+    renderer = LogRenderer()
+    rendered = [text for obj in objects(lines) for text in renderer.feed(obj)]
+    return rendered + renderer.finish()
+
+
+def _others(state_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Its loose ends (the ends it has not been told) and its subagents (blocking)."""
+    from hive.subagent import Store as SubagentStore
+
+    loose: list[dict[str, Any]] = []
+    with contextlib.suppress(OSError):
+        for end, _earlier in TaskStore(state_dir).load_loose_ends():
+            loose.append(
+                {"task": end.task_id, "cmd": end.cmd, "since": end.since, "told": end.wake is not None}
+            )
+    subagents: list[dict[str, Any]] = []
+    with contextlib.suppress(OSError):
+        for record in SubagentStore(state_dir).load_all():
+            subagents.append(
+                {
+                    "name": record.name,
+                    "backend": record.backend,
+                    "turns": record.turns,
+                    "running": record.current is not None,
+                }
+            )
+    return {"loose_ends": sorted(loose, key=lambda e: e["since"]), "subagents": subagents}
+
+
+def _running_tasks(state_dir: Path) -> list[dict[str, Any]]:
+    """The bash tasks that have not ended, with the last 4 KiB of their output (blocking)."""
+    store = TaskStore(state_dir)
+    tasks = []
+    with contextlib.suppress(OSError):
+        for record in store.load_records():
+            if record.state.final:
+                continue
+            out, err = read_tail(store.out_path(record.id)), read_tail(store.err_path(record.id))
+            tasks.append(
+                {
+                    "id": record.id,
+                    "state": record.state.value,
+                    "cmd": record.cmd,
+                    "started_at": record.started_at,
+                    "stdout": out.text,
+                    "stderr": err.text,
+                }
+            )
+    return sorted(tasks, key=lambda t: t["id"])
+
+
+# -- live updates -------------------------------------------------------------------------------
+
+
+Emit = Callable[[str, Any], Awaitable[None]]
+"""Send one server-sent event: its name and its data (sent as JSON)."""
+
+
+class EventStream(Response):
+    """A response of server-sent events, for as long as the client stays: ``produce`` is run
+    with a function that sends one, and is cancelled once the client has gone (no generator
+    is left behind, nor the inotify watches it holds)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, produce: Callable[[Emit], Awaitable[None]]) -> None:
+        self.status_code = 200
+        self.background = None
+        # No Content-Length: the body goes on until the client leaves.
+        self.raw_headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-store"),
+        ]
+        self._produce = produce
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+
+        async def emit(event: str, data: Any) -> None:
+            body = f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+
+        async with trio.open_nursery() as nursery:
+
+            async def gone() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(gone)
+            await self._produce(emit)
+            nursery.cancel_scope.cancel()
+
+
+def _watching(paths: list[Path]) -> Inotify:
+    watcher = Inotify()
+    for path in paths:
+        with contextlib.suppress(OSError):  # a directory not made yet: the heartbeat covers it
+            watcher.watch(path, _MASK)
+    return watcher
+
+
+async def _next_change(watcher: Inotify) -> None:
+    """Until a burst of changes has settled, or `HEARTBEAT` has passed."""
+    with trio.move_on_after(HEARTBEAT):
+        await watcher.changed()
+        await trio.sleep(SETTLE)
+        watcher.drain()
+
+
+async def _fleet_updates(fleet: Fleet, emit: Emit) -> None:
+    """The fleet (``fleet``) now, then whenever it changes."""
+    paths = list(fleet.agents().values())
+    dirs = [d for p in paths for d in (p, p / "bash-tasks", p / "mcp-loose-ends", p / "subagents")]
+    with _watching(dirs) as watcher:
+        last = None
+        while True:
+            state = await _fleet_state(fleet)
+            if state != last:
+                last, now = state, time.time()
+                await emit("fleet", {"agents": state, "rows": _page.fleet_rows(state, now), "now": now})
+            await _next_change(watcher)
+
+
+async def _agent_updates(state_dir: Path, emit: Emit) -> None:
+    """The log's end rendered (``reset``: it replaces what the page shows), then its lines
+    rendered as they are appended (``log``), and the agent's view and running tasks whenever its
+    files change (``agent``)."""
+    log = state_dir / TURN_LOG
+    lines, offset = await trio.to_thread.run_sync(log_tail, log, TAIL_BYTES)
+    renderer = LogRenderer()
+    await emit("reset", [text for obj in objects(lines) for text in renderer.feed(obj)])
+    partial = b""
+    tasks_dir = TaskStore(state_dir).tasks_dir
+    with _watching([state_dir, tasks_dir]) as watcher:
+        last = None
+        while True:
+            chunk, offset = await trio.to_thread.run_sync(_read_from, log, offset)
+            if chunk:
+                *whole, partial = (partial + chunk).split(b"\n")
+                added = [text for obj in objects(whole) for text in renderer.feed(obj)]
+                if added:
+                    await emit("log", added)
+            views = await survey_all([state_dir])
+            tasks = await trio.to_thread.run_sync(_running_tasks, state_dir)
+            others = await trio.to_thread.run_sync(_others, state_dir)
+            state = {"agent": attrs.asdict(views[0]), "tasks": tasks, **others}
+            if state != last:
+                last, now = state, time.time()
+                await emit(
+                    "agent",
+                    {
+                        **state,
+                        "summary": _page.agent_summary(views[0], now),
+                        "task_list": _page.task_list(state_dir.name, tasks),
+                        "others": _page.others(others),
+                        "now": now,
+                    },
+                )
+            await _next_change(watcher)
+
+
+def _read_from(path: Path, offset: int) -> tuple[bytes, int]:
+    """What the log holds past ``offset`` (from its start again if it got shorter)."""
+    try:
+        with open(path, "rb") as file:
+            size = file.seek(0, 2)
+            if size < offset:
+                offset = 0
+            file.seek(offset)
+            chunk = file.read(TAIL_BYTES)
+    except OSError:
+        return b"", offset
+    return chunk, offset + len(chunk)

@@ -1,0 +1,250 @@
+"""``hive ls``: the fleet read from its state directories, a running harness asked, a stopped one
+read from its files, an unanswering one bounded, torn files skipped; and the command itself."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from hive.agent._model import ItemKind, Phase
+from hive.agent._wire import SessionFile, TurnRecord, encode
+from hive.bash._model import TaskState
+from hive.bash._records import LooseEnd, TaskRecord
+from hive.bash._store import TaskStore
+from hive.cli._ls import row
+from hive.cli._main import main
+from hive.fleet import ASK_SECONDS, AgentView, state_dirs, survey, survey_all
+from hive.fleet._history import TURNS, Histories, TurnPoint, turn_points
+from hive.subagent._records import Current, SessionRecord
+from hive.subagent._store import Store as SubagentStore
+from hive.wake import serve_agent_socket
+from tests.helpers.agent_loop import ScriptedRuntime, serving
+
+GUARD = 30
+
+
+def _stopped_agent(state_dir: Path) -> None:
+    """The files a harness leaves: a turn log ending in a failed turn, a queue, a session, tasks
+    (one running, one done), a loose end and a subagent in a turn."""
+    state_dir.mkdir(parents=True)
+    record = TurnRecord(
+        turn=7,
+        kind="turn",
+        started=1000.0,
+        ended=1060.0,
+        outcome="failed",
+        is_error=True,
+        error="the agent went away",
+        session_id="s-7",
+        context_used=50_000,
+        context_size=200_000,
+    )
+    (state_dir / "turns.jsonl").write_bytes(encode(record))
+    (state_dir / "session").write_bytes(encode(SessionFile("claude", "s-8")))
+    (state_dir / "queue").write_bytes(b"")
+    store = TaskStore(state_dir)
+    store.create_dirs()
+    for task_id, state in (("build", TaskState.RUNNING), ("lint", TaskState.DONE)):
+        store.save_record(TaskRecord(task_id, f"serial-{task_id}", "make", "/", 1.0, state=state))
+    store.save_loose_end(LooseEnd("build", "serial-build", "make", 1.0))
+    subagents = SubagentStore(state_dir)
+    subagents.create_dirs()
+    subagents.save(SessionRecord("helper", "claude", 1.0, current=Current("t1", 1, 2.0)))
+    subagents.save(SessionRecord("idle-one", "claude", 1.0))
+
+
+async def test_a_stopped_agent_is_read_from_its_files(short_tmp: Path) -> None:
+    _stopped_agent(short_tmp / "alpha")
+    view = await survey(short_tmp / "alpha")
+    assert view == AgentView(
+        name="alpha",
+        state_dir=str(short_tmp / "alpha"),
+        harness="stopped",
+        turn=7,
+        queued=0,
+        context_used=50_000,
+        context_size=200_000,
+        session_id="s-8",
+        tasks_running=1,
+        loose_ends=1,
+        subagents_running=1,
+        last_outcome="failed",
+        last_ended=1060.0,
+        last_error="the agent went away",
+    )
+    assert view.context_fraction == 0.25
+
+
+async def test_torn_and_missing_files_are_left_out(short_tmp: Path) -> None:
+    state_dir = short_tmp / "torn"
+    _stopped_agent(state_dir)
+    (state_dir / "turns.jsonl").write_bytes(b'{"type":"hive","turn":')  # cut off mid-write
+    (state_dir / "session").write_bytes(b"\x00\xff")
+    (state_dir / "queue").write_bytes(b"not a record\n")
+    (TaskStore(state_dir).tasks_dir / "build.json").write_bytes(b'{"state": "runn')
+    view = await survey(state_dir)
+    assert (view.harness, view.turn, view.session_id, view.last_outcome, view.tasks_running) == (
+        "stopped",
+        None,
+        None,
+        None,
+        0,
+    )
+    assert (view.loose_ends, view.subagents_running) == (1, 1)
+
+
+async def test_a_running_harness_is_asked_and_its_turn_shown(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    state_dir = short_tmp / "beta"
+    state_dir.mkdir()
+    with trio.fail_after(GUARD):
+        async with serving(state_dir, runtime) as harness, trio.open_nursery() as nursery:
+            await nursery.start(serve_agent_socket, state_dir / "agent.sock", harness.handle)
+            await harness.put(ItemKind.PROMPT, "operator", "first")
+            await runtime.next_prompt()
+            await harness.put(ItemKind.PROMPT, "operator", "second")
+            during = await survey(state_dir)
+            runtime.end()
+            await runtime.next_prompt()
+            runtime.end()
+            await harness.wait_state(lambda s: s.phase is Phase.IDLE and not s.queued)
+            after = await survey(state_dir)
+            nursery.cancel_scope.cancel()
+    assert (during.harness, during.state, during.turn, during.queued) == ("running", "turn", 1, 1)
+    assert during.since is not None
+    assert (after.harness, after.state, after.turn, after.queued, after.last_outcome) == (
+        "running",
+        "idle",
+        2,
+        0,
+        "completed",
+    )
+    assert after.session_id == "session-1"
+
+
+async def test_an_agent_that_does_not_answer_is_said_so_and_holds_up_no_other(short_tmp: Path) -> None:
+    mute, quiet = short_tmp / "mute", short_tmp / "quiet"
+    _stopped_agent(quiet)
+    mute.mkdir()
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(mute / "agent.sock"))
+    listener.listen()  # accepts (the kernel does), never answers
+    try:
+        with trio.fail_after(GUARD):
+            started = trio.current_time()
+            views = await survey_all(state_dirs([short_tmp]))
+            took = trio.current_time() - started
+    finally:
+        listener.close()
+    assert [(v.name, v.harness) for v in views] == [("mute", "not answering"), ("quiet", "stopped")]
+    assert took >= ASK_SECONDS
+
+
+def test_state_dirs_are_found_one_level_down_and_named_once(short_tmp: Path) -> None:
+    _stopped_agent(short_tmp / "b")
+    _stopped_agent(short_tmp / "a")
+    (short_tmp / "empty").mkdir()
+    (short_tmp / "file").write_text("x")
+    assert state_dirs([short_tmp, short_tmp / "a", short_tmp / "nowhere"]) == [
+        short_tmp / "a",
+        short_tmp / "b",
+    ]
+
+
+def test_a_row_says_what_the_agent_does_and_how_its_last_turn_ended() -> None:
+    view = AgentView(
+        name="gamma",
+        state_dir="/x/gamma",
+        harness="running",
+        state="turn",
+        since=1000.0,
+        turn=4,
+        queued=2,
+        context_used=150,
+        context_size=200,
+        tasks_running=3,
+        last_outcome="completed",
+        last_ended=990.0,
+    )
+    cells = row(view, now=1042.0)
+    assert cells[:9] == ("gamma", "running", "turn 4 for 42 s", "2", "75%", "-", "3", "0", "0")
+    assert cells[9].startswith("completed at ")
+
+
+def test_hive_ls_prints_a_table_and_json(short_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _stopped_agent(short_tmp / "alpha")
+    assert main(["ls", str(short_tmp)]) == 0
+    header, line = capsys.readouterr().out.splitlines()
+    assert header.split() == [
+        "agent",
+        "harness",
+        "doing",
+        "queue",
+        "context",
+        "session",
+        "tasks",
+        "loose",
+        "subagents",
+        "last",
+        "turn",
+    ]
+    assert line.split()[:9] == ["alpha", "stopped", "-", "0", "25%", "s-8", "1", "1", "1"]
+    assert "failed at " in line and line.endswith(": the agent went away")
+    done = subprocess.run(
+        [sys.executable, "-m", "hive.cli", "ls", "--json", str(short_tmp / "alpha")],
+        capture_output=True,
+        check=False,
+        timeout=GUARD,
+    )
+    assert done.returncode == 0, done.stderr
+    (listed,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (listed["name"], listed["harness"], listed["tasks_running"]) == ("alpha", "stopped", 1)
+
+
+def test_hive_ls_says_where_it_found_nothing(short_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ls", str(short_tmp)]) == 0
+    assert (
+        capsys.readouterr().out
+        == f"no agent state directories in {short_tmp} (give one with `hive ls DIR`, or set HIVE_STATE_ROOT)\n"
+    )
+
+
+def _turn(number: int, cost: float) -> bytes:
+    result = f'{{"type":"result","subtype":"success","is_error":false,"total_cost_usd":{cost}}}\n'.encode()
+    return result + encode(
+        TurnRecord(
+            turn=number,
+            kind="turn",
+            started=float(number),
+            ended=number + 0.5,
+            tokens={"input_tokens": number, "output_tokens": 1},
+        )
+    )
+
+
+def test_the_last_turns_are_followed_from_what_was_appended(short_tmp: Path) -> None:
+    log = short_tmp / "turns.jsonl"
+    log.write_bytes(b"".join(_turn(n, 0.5) for n in range(1, 4)))
+    histories = Histories()
+    assert [(p.turn, p.tokens, p.cost) for p in histories.points(log)] == [
+        (1, 2, 0.5),
+        (2, 3, 0.5),
+        (3, 4, 0.5),
+    ]
+    with open(log, "ab") as file:
+        whole = _turn(4, 0.25)
+        file.write(whole[:30])  # a turn half-written: its record comes once whole
+        file.flush()
+        assert [p.turn for p in histories.points(log)] == [1, 2, 3]
+        file.write(whole[30:])
+    assert histories.points(log)[-1] == TurnPoint(turn=4, ended=4.5, tokens=5, cost=0.25)
+    log.write_bytes(b"".join(_turn(n, 0.0) for n in range(1, TURNS + 20)))  # replaced: read anew
+    points = histories.points(log)
+    assert len(points) == TURNS and points[-1].turn == TURNS + 19
+    assert [p.turn for p in turn_points(log)] == [p.turn for p in points]
