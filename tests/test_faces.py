@@ -19,6 +19,8 @@ FACES = (
     "hive.agent",
     "hive.subagent",
     "hive.wake",
+    "hive.telemetry",
+    "hive.fleet",
 )
 
 

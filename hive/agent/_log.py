@@ -43,6 +43,7 @@ class TurnLog:
 
     @classmethod
     def open(cls, path: Path) -> TurnLog:
+        """The turn log at ``path``, opened to append (created 0600 if missing)."""
         return cls(path, JsonlFile.open(path, known_as="the turn log", meanwhile="turns go on unlogged"))
 
     @staticmethod
@@ -82,12 +83,15 @@ class TurnLog:
             await self._file.write_bytes(data)
 
     async def record(self, record: TurnStart | TurnRecord) -> None:
+        """Append a turn's start or end line."""
         await self.write(encode(record))
 
     def turn_sink(self, on_usage: Callable[[ContextUsage], None]) -> TurnSink:
+        """A sink for one turn's stream into this log; ``on_usage`` is told each context usage."""
         return TurnSink(self, on_usage)
 
     async def aclose(self) -> None:
+        """Close the log's file."""
         await self._file.aclose()
 
 

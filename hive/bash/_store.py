@@ -158,6 +158,8 @@ class _IdLocks:
 
 @attrs.define
 class TaskStore:
+    """The daemon's state directory: every run's files in ``bash-tasks/``, the loose ends in ``mcp-loose-ends/``."""
+
     root: Path
     tasks_dir: Path = path_field("root", "bash-tasks")
     """Every run's files: ``<id>.json``, ``.cmd``, ``.out``, ``.err``, ``.exit``."""
@@ -166,25 +168,32 @@ class TaskStore:
     _id_locks: _IdLocks = attrs.field(factory=_IdLocks, init=False, repr=False)
 
     def create_dirs(self) -> None:
+        """Create the state directory, ``bash-tasks/`` and ``mcp-loose-ends/`` (0700), where missing."""
         for d in (self.root, self.tasks_dir, self.loose_ends_dir):
             ensure_private_dir(d)
 
     def record_path(self, task_id: str) -> Path:
+        """Where the record of ``task_id``'s current run is (``<id>.json``)."""
         return self.tasks_dir / f"{task_id}.json"
 
     def out_path(self, task_id: str) -> Path:
+        """Where ``task_id``'s current run writes its stdout (``<id>.out``)."""
         return self.tasks_dir / f"{task_id}.out"
 
     def err_path(self, task_id: str) -> Path:
+        """Where ``task_id``'s current run writes its stderr (``<id>.err``)."""
         return self.tasks_dir / f"{task_id}.err"
 
     def exit_path(self, task_id: str) -> Path:
+        """Where ``task_id``'s current run's wrapper writes its exit status (``<id>.exit``)."""
         return self.tasks_dir / f"{task_id}.exit"
 
     def cmd_path(self, task_id: str) -> Path:
+        """Where ``task_id``'s current run's command is (``<id>.cmd``)."""
         return self.tasks_dir / f"{task_id}.cmd"
 
     def task_paths(self, task_id: str) -> list[Path]:
+        """Every file of ``task_id``'s current run, its record first."""
         return [self.tasks_dir / f"{task_id}{suffix}" for suffix in TASK_FILE_SUFFIXES]
 
     def loose_end_path(self, task_id: str, serial: str | None = None) -> Path:
@@ -212,13 +221,16 @@ class TaskStore:
     # -- records ---------------------------------------------------------------------------------
 
     def save_record(self, record: TaskRecord, *, durable: bool = True) -> None:
+        """Write ``record`` (temporary file and rename; fsynced when ``durable``)."""
         write_atomic(self.record_path(record.id), encode(record), durable=durable)
 
     def delete_record(self, task_id: str) -> None:
+        """Remove the record of ``task_id``'s current run (blocking)."""
         with contextlib.suppress(FileNotFoundError):
             self.record_path(task_id).unlink()
 
     def load_records(self) -> Iterator[TaskRecord]:
+        """Every current run's record that can be read (one that cannot is logged and skipped)."""
         for path in sorted(self.tasks_dir.glob("*.json")):
             try:
                 data = read_regular(path)
@@ -483,6 +495,7 @@ class TaskStore:
             return size
 
     def sync_tasks_dir(self) -> None:
+        """fsync ``bash-tasks/`` itself: the renames and removals in it made durable."""
         fsync_dir(self.tasks_dir)
 
     # -- loose ends ------------------------------------------------------------------------------
@@ -494,6 +507,7 @@ class TaskStore:
         write_atomic(self.loose_end_path(loose_end.task_id, serial), encode(loose_end), durable=durable)
 
     def load_loose_end(self, task_id: str) -> LooseEnd | None:
+        """The loose end of ``task_id``'s latest run, if there is one that can be read."""
         try:
             data = read_regular(self.loose_end_path(task_id))
             return None if data is None else decode(data, LooseEnd)

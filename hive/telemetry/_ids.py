@@ -52,14 +52,17 @@ class PresetIds:
         self._trace = self._span = None
 
     def generate_trace_id(self) -> int:
+        """The preset trace id, once; else a random one."""
         trace_id, self._trace = self._trace, None
         return trace_id if trace_id is not None else new_ids()[0]
 
     def generate_span_id(self) -> int:
+        """The preset span id, once; else a random one."""
         span_id, self._span = self._span, None
         return span_id if span_id is not None else new_ids()[1]
 
     def is_trace_id_random(self) -> bool:
+        """Whether trace ids are random (W3C's sampling may rely on it): they are."""
         return True
 
 
@@ -73,6 +76,7 @@ class TurnIds(NamedTuple):
 
     @property
     def traceparent(self) -> str:
+        """The W3C ``traceparent`` that names the turn's span."""
         return traceparent(self.trace_id, self.span_id)
 
 

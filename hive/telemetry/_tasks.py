@@ -27,6 +27,7 @@ class TaskTrace:
 
     @property
     def traceparent(self) -> str:
+        """The W3C ``traceparent`` of the task's span (its wake carries it)."""
         context = self.span.get_span_context()
         return traceparent(context.trace_id, context.span_id)
 

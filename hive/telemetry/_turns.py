@@ -66,9 +66,11 @@ class TurnTrace:
     _tools: dict[str, Span] = attrs.field(factory=dict)
 
     def sink(self, inner: Sink) -> Sink:
+        """``inner``, its batches seen on the way to keep the span up to date."""
         return _TracingSink(inner, self)
 
     def ended(self, outcome: TurnOutcome) -> None:
+        """Record how the turn ended: its outcome, its session, an error status if it did not complete."""
         reason = outcome.stop_reason.value
         self.outcome = "error" if reason == "completed" and outcome.is_error else reason
         self.span.set_attribute("hive.turn.outcome", self.outcome)
@@ -83,6 +85,7 @@ class TurnTrace:
     # -- the stream --------------------------------------------------------------------------------
 
     def observe(self, batch: Batch) -> None:
+        """Update the span from a batch of the stream: only the lines that can matter are parsed."""
         data = batch.data
         if not any(mark in data for mark in _MATTERS) and b"\\u" not in data:
             return

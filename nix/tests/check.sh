@@ -18,15 +18,9 @@ tests=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 nixdir=$(dirname "$tests")
 repo=$(dirname "$nixdir")
 
-for tool in nix-instantiate jq; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "check.sh: $tool is needed (Debian: apt-get install nix-bin jq)" >&2
-        exit 2
-    fi
-done
-# Evaluation only: no builds, so no build users (Debian's nix-bin has no nixbld group).
-export NIX_CONFIG="build-users-group =
-${NIX_CONFIG:-}"
+# shellcheck source=common.sh
+. "$tests/common.sh"
+need check.sh "nix-bin jq" nix-instantiate jq
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -48,9 +42,6 @@ fail() {
         exit 1
     fi
 }
-
-# A file name as a Nix path expression (any characters but a double quote).
-nixpath() { printf '(/. + "%s")' "$1"; }
 
 if [ -n "${HIVE_NIX_LIB:-}" ]; then
     # Nix before 2.14 lacks what nixpkgs' lib.fileset reads files with: keep the stand-in's then.

@@ -11,21 +11,15 @@ set -uo pipefail
 tests=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 nixdir=$(dirname "$tests")
 
-for tool in nix-instantiate python3 systemd-analyze; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "verify-units.sh: $tool is needed (Debian: apt-get install nix-bin python3 systemd)" >&2
-        exit 2
-    fi
-done
-export NIX_CONFIG="build-users-group =
-${NIX_CONFIG:-}"
+# shellcheck source=common.sh
+. "$tests/common.sh"
+need verify-units.sh "nix-bin python3 systemd" nix-instantiate python3 systemd-analyze
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 passed=0
 failed=0
 
-nixpath() { printf '(/. + "%s")' "$1"; }
 lib_expr="import $(nixpath "$tests/minilib.nix")"
 
 # verify NAME CASE: the units of configuration CASE (a Nix expression) pass systemd-analyze verify.
