@@ -128,3 +128,20 @@ def _holder_pid(path: Path) -> int | None:
         return int(data or b"")
     except ValueError:
         return None
+
+
+def lock_holder(path: Path, locks: Path = Path("/proc/locks")) -> int | None:
+    """The pid of the process that holds the lock file at ``path`` (its flock, as ``/proc/locks``
+    lists it), without taking it; None if nobody does, or it cannot be told."""
+    try:
+        found = os.stat(path)
+        listed = locks.read_text()
+    except OSError:
+        return None
+    # `1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF`: the file by device (hex) and inode.
+    wanted = f"{os.major(found.st_dev):02x}:{os.minor(found.st_dev):02x}:{found.st_ino}"
+    for line in listed.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted and fields[4].isdigit():
+            return int(fields[4])
+    return None

@@ -4,6 +4,7 @@ read from its files, an unanswering one bounded, torn files skipped; and the com
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from hive._state_dir import lock_holder, lock_state_dir
 from hive.agent._model import ItemKind, Phase
 from hive.agent._wire import SessionFile, TurnRecord, encode
 from hive.bash._model import TaskState
@@ -248,3 +250,14 @@ def test_the_last_turns_are_followed_from_what_was_appended(short_tmp: Path) -> 
     points = histories.points(log)
     assert len(points) == TURNS and points[-1].turn == TURNS + 19
     assert [p.turn for p in turn_points(log)] == [p.turn for p in points]
+
+
+async def test_a_harness_that_holds_the_state_dir_but_whose_socket_is_elsewhere_is_not_answering(
+    short_tmp: Path,
+) -> None:
+    _stopped_agent(short_tmp / "delta")
+    assert (await survey(short_tmp / "delta")).harness == "stopped"
+    with lock_state_dir(short_tmp / "delta", "agent.lock", holder="hive-agent"):
+        assert lock_holder(short_tmp / "delta" / "agent.lock") == os.getpid()
+        assert (await survey(short_tmp / "delta")).harness == "not answering"
+    assert lock_holder(short_tmp / "delta" / "agent.lock") is None

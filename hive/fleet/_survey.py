@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import trio
 
+from hive._state_dir import lock_holder
 from hive.agent import TurnLog, queued_messages, saved_session
 from hive.bash import TaskState, TaskStore
 from hive.subagent import Store as SubagentStore
@@ -34,6 +35,8 @@ RUNTIME_ROOT = "/run/hyperhive"
 """Where the NixOS module puts each agent's sockets, ``<root>/<name>/``, beside no state dir
 (``HIVE_RUNTIME_ROOT`` says where else, as its ``runtimeDir`` does)."""
 TURN_LOG = "turns.jsonl"
+LOCK = "agent.lock"
+"""``hive-agent``'s lock on its state dir (`hive.agent.harness.LOCK_FILE`)."""
 QUEUE = "queue"
 SESSION = "session"
 
@@ -45,8 +48,9 @@ class AgentView:
     name: str
     state_dir: str
     harness: str
-    """``running`` (its socket answered), ``not answering`` (it did not within `ASK_SECONDS`),
-    or ``stopped`` (no harness holds the socket)."""
+    """``running`` (its socket answered), ``not answering`` (it did not within `ASK_SECONDS`,
+    or a harness holds the state dir's lock and its socket is not where it is looked for), or
+    ``stopped`` (no harness holds the state dir)."""
     state: str | None = None
     """What the running harness does: ``idle``, ``turn``, ``compacting`` or ``retrying``."""
     since: float | None = None
@@ -110,6 +114,8 @@ def socket_of(state_dir: Path, name: str) -> Path:
 async def survey(state_dir: Path) -> AgentView:
     """What ``state_dir`` says of its agent: its harness's status, within `ASK_SECONDS`, and its files."""
     status, harness = await _ask_status(socket_of(state_dir, AGENT_SOCKET))
+    if harness == "stopped" and lock_holder(state_dir / LOCK) is not None:
+        harness = "not answering"
     files = await trio.to_thread.run_sync(_read_files, state_dir)
     name = state_dir.name or str(state_dir)
     view = AgentView(name=name, state_dir=str(state_dir), harness=harness, **files)
