@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hive.acp._outcome import Ending
-from hive.acp._schema import SessionNotification, SessionUpdate, ToolCall, from_wire
+from hive.acp._schema import SessionNotification, SessionUpdate, ToolCall, converter, from_wire, message_chunk
 from hive.acp._translate import Translator
 from hive.sink import MemorySink
 from tests.helpers.strategies import text_chunks, tool_updates
@@ -295,3 +295,47 @@ def test_any_interleaving_writes_each_call_once_with_its_input_before_its_result
             assert use < result
 
     trio.run(main)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+_chunk_kinds = st.sampled_from(
+    ["agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "tool_call", "plan"]
+)
+_updates = st.fixed_dictionaries(
+    {"sessionUpdate": _chunk_kinds | _json},
+    optional={
+        "content": st.dictionaries(st.text(max_size=5), _json, max_size=3) | _json,
+        "messageId": st.text(max_size=5) | _json,
+        "_meta": _json,
+    },
+)
+_notifications = (
+    st.fixed_dictionaries(
+        {"sessionId": st.text(max_size=5) | _json, "update": _updates | _json}, optional={"_meta": _json}
+    )
+    | _json
+)
+
+
+@settings(max_examples=400)
+@given(_notifications)
+def test_the_fast_path_of_a_message_chunk_structures_it_as_the_converter_does(obj: Any) -> None:
+    fast = message_chunk(obj)
+    if fast is None:
+        return  # the converter's, as before
+    assert fast == converter().structure(obj, SessionNotification)
+    assert from_wire(obj, SessionNotification) == fast
+
+
+def test_the_fast_path_takes_the_chunks_a_real_stream_is_made_of() -> None:
+    chunk = {
+        "sessionId": "s",
+        "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}},
+    }
+    assert message_chunk(chunk) == from_wire(chunk, SessionNotification)
+    assert message_chunk({**chunk, "update": {**chunk["update"], "messageId": "m1"}}) is not None
+    assert message_chunk({**chunk, "update": {**chunk["update"], "sessionUpdate": "tool_call"}}) is None

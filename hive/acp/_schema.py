@@ -414,8 +414,36 @@ def to_wire(value: Any) -> Any:
     return converter().unstructure(value)
 
 
+_CHUNKS = frozenset(("agent_message_chunk", "agent_thought_chunk", "user_message_chunk"))
+_CHUNK_KEYS = frozenset(("sessionUpdate", "content", "messageId"))
+
+
+def message_chunk(obj: Any) -> SessionNotification | None:
+    """A ``session/update`` that is a message chunk, the stream's overwhelmingly common line,
+    structured as the converter would structure it, without it (1.2 of its 2.9 µs: bench 7);
+    None for anything else, or anything off, which the converter then takes and names."""
+    if type(obj) is not dict or len(obj) != 2:
+        return None
+    session, update = obj.get("sessionId"), obj.get("update")
+    if type(session) is not str or type(update) is not dict or not update.keys() <= _CHUNK_KEYS:
+        return None
+    kind, content, message_id = update.get("sessionUpdate"), update.get("content"), update.get("messageId")
+    if (
+        type(kind) is not str
+        or kind not in _CHUNKS
+        or type(content) is not dict
+        or not (message_id is None or type(message_id) is str)
+    ):
+        return None
+    if not all(type(key) is str for key in content):
+        return None
+    return SessionNotification(session, MessageChunk(kind, content, message_id))
+
+
 def from_wire(obj: Any, cls: type[Any]) -> Any:
     """Structure an agent's message; SchemaError (saying what is wrong) if it cannot be."""
+    if cls is SessionNotification and (chunk := message_chunk(obj)) is not None:
+        return chunk
     if obj is None and cls in (LoadSessionResponse, SetConfigOptionResponse):
         obj = {}
     conv = converter()
