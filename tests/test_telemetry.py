@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -491,3 +492,30 @@ async def test_hive_run_exports_its_turn_over_otlp_and_claude_runs_under_it(shor
     given = start["env"]["TRACEPARENT"]
     assert given == f"00-{turn.trace_id.hex()}-{turn.span_id.hex()}-01"
     assert "/v1/metrics" in {path for path, _ in receiver.requests}
+
+
+def test_where_nothing_is_exported_nothing_of_it_is_imported() -> None:
+    """`hive run`'s and the harness's calls, with no OTEL_*_EXPORTER: neither OpenTelemetry nor
+    hive's setup or span code is imported (they cost `hive run` 9 ms before its agent's spawn)."""
+    script = (
+        "import sys, hive.turn\n"
+        "from hive import telemetry\n"
+        "assert telemetry.turn_ids() is None\n"
+        "with telemetry.exporting('x') as t, telemetry.traced_turn('a', provider='p') as trace:\n"
+        "    assert t is None and trace is telemetry.NO_TRACE\n"
+        "telemetry.task_ended(telemetry.task_started('t', 0.0), 'done', 0, ended_at=1.0, duration=1.0)\n"
+        "loaded = [m for m in sys.modules if m.startswith(('opentelemetry', 'hive.telemetry._setup', "
+        "'hive.telemetry._turns', 'secrets'))]\n"
+        "print(loaded)\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=GUARD,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

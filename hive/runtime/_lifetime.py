@@ -30,13 +30,20 @@ import os
 import signal
 from collections.abc import Callable, Mapping, Sequence
 
-from hive._proc import start_time
+from hive.runtime._errors import HiveRuntimeError
 
 __all__ = ["ParentGone", "die_with_parent", "following_parent", "start_time"]
 
-from hive.runtime._errors import HiveRuntimeError
-
 PR_SET_PDEATHSIG = 1
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` (``hive._proc.start_time``), or None if there is none.
+    ``hive._proc`` (with ``dataclasses`` and ``select``) is imported here, when it is first
+    asked: not on ``hive run``'s way to its agent's spawn, which imports this module."""
+    from hive._proc import start_time as read
+
+    return read(pid)
 
 
 class ParentGone(HiveRuntimeError):

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import attrs
 
-from hive._proc import signal_group
 from hive.runtime._lifetime import following_parent
 
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
@@ -189,6 +188,9 @@ def unclaimed() -> list[Spawned]:
 def interrupt_unclaimed() -> list[int]:
     """SIGINT to the group of every prestarted process nobody claimed (when hive exits before
     its runtime could take them); their pids. They are not waited for: each ends by itself."""
+    # Imported here, off `hive run`'s way to its agent's spawn (it brings dataclasses, select).
+    from hive._proc import signal_group
+
     pids = []
     for spawned in unclaimed():
         if spawned.popen.poll() is None and signal_group(spawned.popen.pid, signal.SIGINT):
