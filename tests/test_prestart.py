@@ -166,7 +166,10 @@ async def test_stdin_data_arrives_whole_and_then_stdin_closes(tmp_path: Path, si
         agent = await start_agent(
             [sys.executable, "-c", script], cwd=tmp_path, env=dict(os.environ), stdin_data=data
         )
-        assert (agent.stdin is None) == (size <= 1 << 20)
+        if size <= 1 << 20:
+            assert agent.stdin is None  # all of it fit in the widened pipe, which is closed
+        # Past 1 MiB, how much the spawn wrote depends on how fast the agent read meanwhile (all
+        # of it, on a loaded machine that ran the agent first): the rest, if any, is fed below.
         out = bytearray()
 
         async def read() -> None:
