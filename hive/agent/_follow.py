@@ -26,7 +26,7 @@ async def follow_lines(path: Path) -> AsyncGenerator[bytes, None]:
         offset = 0
         partial = b""
         while True:
-            chunk, offset, restarted = _read_from(path, offset)
+            chunk, offset, restarted = read_appended(path, offset)
             if restarted:
                 partial = b""
             if chunk:
@@ -39,8 +39,9 @@ async def follow_lines(path: Path) -> AsyncGenerator[bytes, None]:
         watcher.close()
 
 
-def _read_from(path: Path, offset: int) -> tuple[bytes, int, bool]:
-    """What ``path`` holds past ``offset``; from 0 again if it got shorter."""
+def read_appended(path: Path, offset: int) -> tuple[bytes, int, bool]:
+    """What ``path`` holds past ``offset`` (at most `READ_SIZE`), the offset after it, and
+    whether it was read from 0 again because it got shorter (blocking)."""
     fd = open_regular(path)
     if fd is None:
         return b"", 0, offset > 0

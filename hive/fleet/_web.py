@@ -42,7 +42,7 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from hive._inotify import IN_CLOSE_WRITE, IN_CREATE, IN_DELETE, IN_MODIFY, IN_MOVED_TO, Inotify
-from hive.agent import LogRenderer
+from hive.agent import LogRenderer, read_appended
 from hive.bash import TaskStore, read_tail
 from hive.fleet import _page
 from hive.fleet._history import TAIL_BYTES, Histories, objects
@@ -365,8 +365,12 @@ async def _agent_updates(state_dir: Path, emit: Emit) -> None:
     with _watching([state_dir, tasks_dir]) as watcher:
         last = None
         while True:
-            chunk, offset = await trio.to_thread.run_sync(_read_from, log, offset)
-            if chunk:
+            while True:  # all that was appended, a read (64 KiB) at a time
+                chunk, offset, restarted = await trio.to_thread.run_sync(read_appended, log, offset)
+                if restarted:  # the log was replaced: its lines are read again, from a fresh start
+                    partial, renderer = b"", LogRenderer()
+                if not chunk:
+                    break
                 *whole, partial = (partial + chunk).split(b"\n")
                 added = [text for obj in objects(whole) for text in renderer.feed(obj)]
                 if added:
@@ -388,17 +392,3 @@ async def _agent_updates(state_dir: Path, emit: Emit) -> None:
                     },
                 )
             await _next_change(watcher)
-
-
-def _read_from(path: Path, offset: int) -> tuple[bytes, int]:
-    """What the log holds past ``offset`` (from its start again if it got shorter)."""
-    try:
-        with open(path, "rb") as file:
-            size = file.seek(0, 2)
-            if size < offset:
-                offset = 0
-            file.seek(offset)
-            chunk = file.read(TAIL_BYTES)
-    except OSError:
-        return b"", offset
-    return chunk, offset + len(chunk)
