@@ -44,24 +44,28 @@ fail() {
 }
 
 if [ -n "${HIVE_NIX_LIB:-}" ]; then
-    # Nix before 2.14 lacks what nixpkgs' lib.fileset reads files with: keep the stand-in's then.
-    lib_expr="import $(nixpath "$HIVE_NIX_LIB") // (if builtins ? readFileType then { } else { inherit (import $(nixpath "$tests/minilib.nix")) fileset; })"
-    echo "# with the lib at $HIVE_NIX_LIB"
+    # Nix before 2.14 lacks builtins.readFileType, which nixpkgs' lib.fileset reads files with:
+    # with-readfiletype.nix lends it one.
+    lib_expr="import $(nixpath "$tests/with-readfiletype.nix") $(nixpath "$HIVE_NIX_LIB")"
+    echo "# with the lib at $HIVE_NIX_LIB ($(cat "$HIVE_NIX_LIB/.version" 2>/dev/null || echo 'no .version'))"
 else
     lib_expr="import $(nixpath "$tests/minilib.nix")"
     echo "# with the project's stand-in lib, nix/tests/minilib.nix (HIVE_NIX_LIB=<nixpkgs>/lib for nixpkgs' own)"
 fi
 
-# eval_case NAME CASE: evaluate the module with the configuration module CASE (a Nix
-# expression); the output goes to $work/NAME.json, the errors to $work/NAME.err.
+# eval_case NAME CASE [ARG...]: evaluate the module with the configuration module CASE (a Nix
+# expression) and nix-instantiate's ARGs; the output goes to $work/NAME.json, the errors to
+# $work/NAME.err.
 eval_case() {
+    local name=$1 case=$2
+    shift 2
     nix-instantiate --readonly-mode --eval --strict --json "$tests/eval.nix" \
-        --arg case "$2" --arg lib "$lib_expr" >"$work/$1.json" 2>"$work/$1.err"
+        --arg case "$case" --arg lib "$lib_expr" "$@" >"$work/$name.json" 2>"$work/$name.err"
 }
 
 # evaluate NAME CASE: a configuration that must evaluate.
 evaluate() {
-    if eval_case "$1" "$2"; then
+    if eval_case "$@"; then
         pass "evaluates: $1"
     else
         rm -f "$work/$1.json"
@@ -95,10 +99,11 @@ expect() {
     fi
 }
 
-# reject WHAT CASE MESSAGE: the configuration CASE must fail to evaluate, saying MESSAGE.
+# reject WHAT CASE MESSAGE [ARG...]: the configuration CASE must fail to evaluate, saying MESSAGE.
 reject() {
     local what=$1 case=$2 message=$3 err
-    if eval_case reject "$case"; then
+    shift 3
+    if eval_case reject "$case" "$@"; then
         fail "rejects: $what" "it evaluated; expected an error saying: $message"
     elif err=$(cat "$work/reject.err") && grep -qF -- "$message" <<<"$err"; then
         pass "rejects: $what"
@@ -223,7 +228,7 @@ expect example "reviewer: the MCP config has bash alone" \
 nix-instantiate --eval --strict --json -E "builtins.fromTOML (builtins.readFile $(nixpath "$repo/pyproject.toml"))" \
     >"$work/pyproject.json" 2>"$work/pyproject.err" || fail "reads pyproject.toml" "$(cat "$work/pyproject.err")"
 jq_defs="$jq_defs
-def pyproject_deps: [(.dependencies + .[\"optional-dependencies\"].otel)[] | capture(\"^\\\\s*(?<n>[A-Za-z0-9][A-Za-z0-9._-]*)\").n | ascii_downcase | gsub(\"[._]\"; \"-\") | \"python3.11-\" + .];
+def pyproject_deps: [(.dependencies + .[\"optional-dependencies\"].otel)[] | capture(\"^\\\\s*(?<n>[A-Za-z0-9][A-Za-z0-9._-]*)\").n | ascii_downcase | gsub(\"[._]\"; \"-\")];
 "
 jq_file_args=(--slurpfile pyproject "$work/pyproject.json")
 expect_pyproject() {
@@ -238,10 +243,72 @@ expect_pyproject() {
 }
 expect_pyproject "named and versioned as pyproject.toml says" \
     '.package.pname == $p.name and .package.version == $p.version and .package.name == "\($p.name)-\($p.version)"'
-expect_pyproject "every pyproject.toml dependency and the otel extra, from nixpkgs' python packages" \
-    '.package.dependencies == ($p | pyproject_deps) and (.package.dependencies | length) > 0'
-expect_pyproject "built from pyproject.toml, README.md and hive/ only" \
-    '.package.src | map(split("/") | last) == ["pyproject.toml", "README.md", "hive"]'
+expect_pyproject "every pyproject.toml dependency and the otel extra, by name" \
+    '(.package.dependencies | map(.pname)) == ($p | pyproject_deps) and (.package.dependencies | length) > 0'
+
+# Where nixpkgs (2026-06) has too old a version, the package builds the PyPI sdist pinned in
+# nix/pypi.nix (nix/tests/pypi-pins.py checks the pins against PyPI itself).
+nix-instantiate --eval --strict --json "$nixdir/pypi.nix" >"$work/pins.json" 2>"$work/pins.err" ||
+    fail "reads nix/pypi.nix" "$(cat "$work/pins.err")"
+jq_file_args+=(--slurpfile pins "$work/pins.json")
+expect_pyproject "with nixpkgs of 2026-06: mcp and agent-client-protocol from PyPI, with what mcp 2.3 needs" \
+    '.package.fromPypi == ["agent-client-protocol", "httpcore2", "httpx2", "mcp", "mcp-types"]
+     and ([.package.dependencies[] | select(.from == "pypi") | .pname] == ["mcp", "agent-client-protocol"])
+     and ([.package.pypi[] | .dependencies[] | select(.pname == "httpx2" or .pname == "mcp-types" or .pname == "httpcore2") | .from] | unique) == ["pypi"]'
+expect_pyproject "each PyPI package from its sdist by the pinned hash, built as the pin says" \
+    '.package.pypi | length > 0 and all(.[]; . as $b | $pins[0][$b.pname] as $pin
+        | $b.version == $pin.version and $b.hash == $pin.hash
+        and ($b.url | endswith("/\($pin.sdist)/\($pin.sdist)-\($pin.version).tar.gz"))
+        and $b."build-system" == $pin."build-system" and $b.pythonImportsCheck == [$pin.imports]
+        and ($b.dependencies | map(.pname) | unique) == ($pin.requires | map(capture("^(?<n>[A-Za-z0-9._-]+)").n | ascii_downcase | gsub("[._]"; "-")) + (if any($pin.requires[]; startswith("pyjwt[crypto]")) then ["cryptography"] else [] end) | unique))'
+
+# The same choice made against other nixpkgs: a newer one takes all from nixpkgs; one that has
+# no version meeting a requirement (of hive's or of a pinned package's) stops with its name.
+versions_with() {
+    nix-instantiate --eval --strict --json -E "(import $(nixpath "$tests/pkgs.nix") { lib = import $(nixpath "$tests/minilib.nix"); }).pythonVersions" 2>/dev/null |
+        jq -c "$1"
+}
+newer=$(versions_with '. + {mcp: "2.4.1", "mcp-types": "2.4.1", httpx2: "2.20.0", httpcore2: "2.20.0", "agent-client-protocol": "0.12.3"}')
+evaluate newer-nixpkgs "args: removeAttrs (import $(nixpath "$nixdir/examples/two-agents.nix") args) [ \"imports\" ]" \
+    --arg pythonVersions "builtins.fromJSON ''$newer''"
+expect newer-nixpkgs "package: with a nixpkgs that has them all, nothing from PyPI" \
+    '.package.fromPypi == [] and .package.pypi == [] and all(.package.dependencies[]; .from == "nixpkgs")'
+old_h11=$(versions_with '. + {h11: "0.14.0"}')
+reject "package: a nixpkgs whose h11 is older than httpcore2 2.17 needs, naming it" \
+    "args: removeAttrs (import $(nixpath "$nixdir/examples/two-agents.nix") args) [ \"imports\" ]" \
+    '"h11>=0.16" (h11 0.14.0 is what there is)' --arg pythonVersions "builtins.fromJSON ''$old_h11''"
+no_acp=$(versions_with 'del(."agent-client-protocol") | . + {mcp: "2.4.1", "mcp-types": "2.4.1", httpx2: "2.20.0", httpcore2: "2.20.0"}')
+evaluate no-acp "args: removeAttrs (import $(nixpath "$nixdir/examples/two-agents.nix") args) [ \"imports\" ]" \
+    --arg pythonVersions "builtins.fromJSON ''$no_acp''"
+expect no-acp "package: with a nixpkgs that has no agent-client-protocol, that alone from PyPI" \
+    '.package.fromPypi == ["agent-client-protocol"]'
+
+# nix/requirements.nix reads and compares versions as PEP 440 does (what the choice rests on).
+if out=$(nix-instantiate --eval --strict --json -E "let r = import $(nixpath "$nixdir/requirements.nix"); m = v: s: r.satisfiedBy v (r.parse s); in [
+    (r.parse \"pyjwt[crypto] >=2.10.1\" == { name = \"pyjwt\"; extras = [ \"crypto\" ]; specifiers = [ \">=2.10.1\" ]; text = \"pyjwt[crypto] >=2.10.1\"; })
+    ((r.parse \"Foo_Bar.baz>=1; python_version < '3.14'\").name == \"foo-bar-baz\")
+    (map (v: m v \"mcp>=2.3,<3\") [ \"2.2.9\" \"2.3\" \"2.3.0\" \"2.10.1\" \"3\" \"3.0.0\" ] == [ false true true true false false ])
+    (map (v: m v \"x==2.17.0\") [ \"2.17\" \"2.17.0\" \"2.17.1\" ] == [ true true false ])
+    (map (v: m v \"x==2.*\") [ \"2\" \"2.9\" \"20.1\" \"3.0\" ] == [ true true false false ])
+    (map (v: m v \"x~=1.4.2\") [ \"1.4.1\" \"1.4.2\" \"1.4.9\" \"1.5.0\" ] == [ false true true false ])
+    (map (v: m v \"x!=1.5,>1.4\") [ \"1.4\" \"1.4.1\" \"1.5\" \"1.6\" ] == [ false true false true ])
+    (m null \"x>=1\" == false)
+    (m \"0.0.32\" \"x>=0.0.9\")
+  ]" 2>&1) && [ "$out" = "[true,true,true,true,true,true,true,true,true]" ]; then
+    pass "package: nix/requirements.nix reads requirements and compares versions as PEP 440 does"
+else
+    fail "package: nix/requirements.nix reads requirements and compares versions as PEP 440 does" "$out"
+fi
+
+# What the package is built from, against what git tracks there (else what is on disk).
+if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$repo" ls-files -- pyproject.toml README.md hive
+else
+    (cd "$repo" && find pyproject.toml README.md hive -type f ! -path '*/__pycache__/*')
+fi | jq -R . | jq -s 'sort' >"$work/tracked.json"
+jq_file_args+=(--slurpfile tracked "$work/tracked.json")
+expect_pyproject "built from pyproject.toml, README.md and the files of hive/ git tracks, and nothing else" \
+    '(.package.src | sort) == $tracked[0] and (.package.src | any(test("__pycache__|\\.pyc$")) | not) and (.package.src | length) > 50'
 
 # -- 4. the rest of the settings ------------------------------------------------------------------
 

@@ -10,9 +10,11 @@
 {
   case,
   lib ? import ./minilib.nix,
+  # nixpkgs' Python packages by name and version (null: as nixpkgs had them in 2026-06).
+  pythonVersions ? null,
 }:
 let
-  pkgs = import ./pkgs.nix { inherit lib; };
+  pkgs = import ./pkgs.nix { inherit lib pythonVersions; };
   evaluated = lib.evalModules {
     modules = [
       ./nixos.nix
@@ -39,9 +41,21 @@ else
       inherit (package) name pname version;
       path = package.outPath;
       dependencies = package.dependencies or [ ];
-      # What it is built from: the stand-in's lib.fileset.toSource says which files it keeps;
-      # nixpkgs' own keeps them in the store, out of an evaluation's reach, so there the list
-      # the package gives it (passthru.sourcePaths) is read instead.
-      src = map (path: baseNameOf (toString path)) (package.src.files or package.sourcePaths or [ ]);
+      fromPypi = package.fromPypi or [ ];
+      # What the package set built from PyPI: each package, its source and what it needs.
+      pypi = map (
+        name:
+        let
+          built = package.python.pkgs.${name};
+        in
+        {
+          inherit (built) pname version dependencies build-system env pypaBuildFlags pythonImportsCheck;
+          inherit (built.src) url hash;
+        }
+      ) (package.fromPypi or [ ]);
+      # What it is built from, relative to the repository, as lib.fileset lists it.
+      src = map (path: lib.removePrefix "${toString ../..}/" (toString path)) (
+        lib.fileset.toList package.source
+      );
     };
   }

@@ -62,6 +62,7 @@ let
   concatMapStrings = f: list: concatStringsSep "" (map f list);
   concatMapStringsSep = sep: f: list: concatStringsSep sep (map f list);
   last = list: elemAt list (length list - 1);
+  genAttrs = names: f: builtins.listToAttrs (map (name: { inherit name; value = f name; }) names);
   unique = foldl' (acc: x: if elem x acc then acc else acc ++ [ x ]) [ ];
   hasPrefix = prefix: s: substring 0 (stringLength prefix) s == prefix;
   hasSuffix =
@@ -71,6 +72,9 @@ let
       k = stringLength suffix;
     in
     k <= n && substring (n - k) k s == suffix;
+  removePrefix =
+    prefix: s:
+    if hasPrefix prefix s then substring (stringLength prefix) (stringLength s - stringLength prefix) s else s;
   removeSuffix =
     suffix: s:
     if hasSuffix suffix s then substring 0 (stringLength s - stringLength suffix) s else s;
@@ -587,28 +591,89 @@ let
 
   # -- sources --------------------------------------------------------------------------------
 
-  # A stand-in for lib.fileset: what `toSource` would copy, each path checked to exist.
-  fileset = {
-    unions =
-      paths:
-      map (
-        p: if builtins.pathExists p then p else throw "lib.fileset.unions: ${toString p} does not exist."
-      ) paths;
-    toSource =
-      { root, fileset }:
-      let
-        under = p: hasPrefix (toString root + "/") (toString p);
-      in
-      if all under fileset then
-        {
-          _type = "fileset-source";
-          outPath = "/nix/store/00000000000000000000000000000000-source";
-          inherit root;
-          files = map toString fileset;
-        }
-      else
-        throw "lib.fileset.toSource: a file of the set is not under the root ${toString root}.";
-  };
+  # A stand-in for lib.fileset, on Nix's readDir: a file set is the sorted list of the files in
+  # it, directories walked; `toSource` checks they are under its root.
+  fileset =
+    let
+      filesUnder =
+        path:
+        let
+          entries = builtins.readDir path;
+        in
+        concatMap (
+          name:
+          let
+            type = entries.${name};
+            child = path + "/${name}";
+          in
+          if type == "directory" then
+            filesUnder child
+          else
+            [
+              {
+                path = child;
+                inherit name type;
+              }
+            ]
+        ) (builtins.attrNames entries);
+      entriesOf =
+        item:
+        if item ? _standinFileset then
+          item.entries
+        else if !(builtins.pathExists item) then
+          throw "lib.fileset: ${toString item} does not exist."
+        else if (builtins.readDir (dirOf item)).${baseNameOf item} == "directory" then
+          filesUnder item
+        else
+          [
+            {
+              path = item;
+              name = baseNameOf item;
+              type = "regular";
+            }
+          ];
+      set = entries: {
+        _standinFileset = true;
+        entries = builtins.sort (a: b: toString a.path < toString b.path) (
+          builtins.attrValues (
+            builtins.listToAttrs (
+              map (e: {
+                name = toString e.path;
+                value = e;
+              }) entries
+            )
+          )
+        );
+      };
+    in
+    {
+      unions = items: set (concatMap entriesOf items);
+      fileFilter =
+        predicate: path:
+        set (
+          builtins.filter (
+            e:
+            predicate {
+              inherit (e) name type;
+              hasExt = ext: hasSuffix ".${ext}" e.name;
+            }
+          ) (filesUnder path)
+        );
+      toList = fs: map (e: e.path) (entriesOf fs);
+      toSource =
+        { root, fileset }:
+        let
+          under = e: hasPrefix (toString root + "/") (toString e.path);
+        in
+        if all under (entriesOf fileset) then
+          {
+            _type = "fileset-source";
+            outPath = "/nix/store/00000000000000000000000000000000-source";
+            inherit root;
+          }
+        else
+          throw "lib.fileset.toSource: a file of the set is not under the root ${toString root}.";
+    };
 
   licenses = {
     mit = {
@@ -632,8 +697,10 @@ let
       concatMapStringsSep
       last
       unique
+      genAttrs
       hasPrefix
       hasSuffix
+      removePrefix
       removeSuffix
       toLower
       isDerivation
@@ -678,7 +745,7 @@ let
       toJSON
       ;
     strings = {
-      inherit hasPrefix hasSuffix removeSuffix toLower;
+      inherit hasPrefix hasSuffix removePrefix removeSuffix toLower;
     };
     lists = {
       inherit optional optionals unique last;

@@ -54,8 +54,17 @@ module.nix~s/assertion = cfg.web.tokenFile != null;/assertion = true;/~hive web 
 module.nix~0,/ProtectProc = "invisible";/s/ProtectProc = "invisible";/ProtectProc = "hidden";/~systemd: a ProtectProc= systemd does not know
 package.nix~s/inherit (project) version;/version = "0.0.0";/~a version that is not pyproject.toml's
 package.nix~s/^  src = /  srcs = /~srcs instead of src
-package.nix~s/{ lib, python3Packages }:/{ lib, python3Packages, fetchFromGitHub }:/~an argument nixpkgs' stand-in lacks
-package.nix~s/dependencies = map fromNixpkgs (project.dependencies ++ project.optional-dependencies.otel);/dependencies = [ python3Packages.trio ];/~dependencies not from pyproject.toml
+package.nix~s/ || file.name == "py.typed"//~a source without hive/py.typed
+package.nix~s|^    ../README.md$||~a source without README.md
+package.nix~s/^  fetchPypi,$/  fetchPypi, fetchgithub,/~an argument nixpkgs' stand-in lacks
+package.nix~s/dependencies = lib.unique (lib.concatMap (packagesFor python.pkgs) asked);/dependencies = [ python.pkgs.trio ];/~dependencies not from pyproject.toml
+package.nix~s/available = name: python3.pkgs.\${name}.version or null;/available = name: null;/~every pin built, whatever nixpkgs has
+package.nix~s/packageOverrides = final: _prev: lib.genAttrs built (buildPin final);/packageOverrides = final: _prev: { };/~the pins chosen but never built
+package.nix~s/pname = pin.sdist;/pname = name;/~fetchPypi given the project's name, not the sdist's
+pypi.nix~0,/version = "2.3.0";/s/version = "2.3.0";/version = "2.2.0";/~a pinned mcp older than pyproject.toml asks
+pypi.nix~s/"httpcore2==2.17.0"//~a pin's requirement dropped
+requirements.nix~s/order >= 0$/order > 0/~>= read as >
+requirements.nix~s/if found == null then version else dropTrailingZeros/if true then version else dropTrailingZeros/~3.0 no longer equal to 3
 examples/two-agents.nix~s/idleTimeout = 600;/idleTimeout = "600";/~the example changed (no longer type-checking) and the README not
 EOF
 )
@@ -65,7 +74,7 @@ copy() {
     mkdir -p "$1"
     cp -r "$nixdir" "$1/nix"
     cp "$repo/pyproject.toml" "$repo/README.md" "$1/"
-    ln -s "$repo/hive" "$1/hive"
+    (cd "$repo" && tar -c --exclude=__pycache__ hive) | tar -x -C "$1"
 }
 
 # The copy itself must pass: each mutant's failure is then the mutation's doing.
