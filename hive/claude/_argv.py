@@ -4,6 +4,9 @@ Neither the prompt nor the MCP servers' configuration is on the command line, wh
 user can read (``ps``, ``/proc/<pid>/cmdline``): the prompt goes to claude's stdin, which is then
 closed, and the configuration (the hyperhive token is in its headers) to a 0600 file in the
 state directory, whose path is given with ``--mcp-config``.
+
+``hive run`` builds its command with this module before it spawns claude: what only a turn with
+MCP servers needs (``tempfile``, ``hive._files`` and its ``logging``, ~5 ms) is imported there.
 """
 
 from __future__ import annotations
@@ -12,12 +15,9 @@ import atexit
 import functools
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from hive._files import write_atomic
 from hive.runtime import (
     AgentCommand,
     Config,
@@ -70,6 +70,9 @@ def mcp_config_path(config: Config) -> Path:
 
 @functools.cache
 def _scratch_dir() -> Path:
+    import shutil
+    import tempfile
+
     path = Path(tempfile.mkdtemp(prefix="hive-claude-"))  # 0700, made for this process alone
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
@@ -80,6 +83,8 @@ def write_mcp_config(config: Config) -> Path | None:
     through a symlink); its path, or None without servers."""
     if not config.mcp_servers:
         return None
+    from hive._files import write_atomic
+
     path = mcp_config_path(config)
     write_atomic(path, mcp_config(config).encode(), durable=False)
     return path
