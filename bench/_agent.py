@@ -199,15 +199,30 @@ def turn_records(agent: Agent) -> list[dict[str, Any]]:
 
 
 def wait_turns(agent: Agent, count: int, timeout: float = 120.0) -> list[dict[str, Any]]:
-    """Until the turn log holds ``count`` turns' records; them, with the perf_counter it was seen."""
+    """Until the turn log holds ``count`` turns' records; them.
+
+    Only what was appended since the last look is read, and only the turn records in it are
+    parsed: this process looks while the agent's turn runs, and reading the whole log at each
+    change (its turn-start line among them, written just before the prompt goes out) would take
+    the CPU from the agent it measures."""
     deadline = time.monotonic() + timeout
-    size = -1
+    records: list[dict[str, Any]] = []
+    offset = 0
+    partial = b""
     while True:
         with contextlib.suppress(FileNotFoundError):
-            now = agent.turns_log.stat().st_size
-            if now != size:
-                size = now
-                records = turn_records(agent)
+            size = agent.turns_log.stat().st_size
+            if size > offset:
+                with agent.turns_log.open("rb") as file:
+                    file.seek(offset)
+                    data = file.read(size - offset)
+                offset += len(data)
+                *lines, partial = (partial + data).split(b"\n")
+                for line in lines:
+                    if b'"type":"hive"' in line:
+                        record = json.loads(line)
+                        if record.get("kind") == "turn":
+                            records.append(record)
                 if len(records) >= count:
                     return records
         if time.monotonic() > deadline:
