@@ -138,3 +138,71 @@ async def test_a_socket_nobody_listens_on_holds_up_no_wake_to_another(
     assert received == ["subagent-b"]
     assert acked == ["b:1"]
     assert courier.pending() == ["a:1"]
+
+
+async def test_a_connection_is_kept_open_for_the_wakes_that_follow_and_replaced_at_once_when_the_agent_restarts(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A wake owed while the last one's connection is kept open goes out on it (no new
+    connection wakes the agent first); after ``keep_open`` idle the connection is closed; a kept
+    connection the agent dropped (it restarted) is replaced at once, with no backoff."""
+    socket_path = short_tmp / "agent.sock"
+    opened: list[float] = []
+    real_open = _courier.open_agent_connection
+
+    def counting_open(path: Path) -> object:
+        opened.append(trio.current_time())
+        return real_open(path)
+
+    monkeypatch.setattr(_courier, "open_agent_connection", counting_open)
+    courier = WakeCourier(socket_path, retry_initial=5.0, retry_max=5.0, keep_open=10.0)
+    received: list[tuple[str, float]] = []
+    arrived = trio.Event()
+
+    async def take(request: AgentRequest) -> None:
+        nonlocal arrived
+        assert isinstance(request, Wake)
+        received.append((request.sender, trio.current_time()))
+        arrived.set()
+
+    async def wake_and_wait(task: str) -> float:
+        nonlocal arrived
+        arrived = trio.Event()
+        owed_at = trio.current_time()
+        courier.enqueue(task, "s", Wake(sender=f"bash-task-{task}", body=task))
+        await arrived.wait()
+        return received[-1][1] - owed_at
+
+    async with trio.open_nursery() as nursery:
+        agent = trio.CancelScope()
+
+        async def serve_agent(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            with agent:
+                await serve_agent_socket(socket_path, take, task_status=task_status)
+
+        await nursery.start(serve_agent)
+        await nursery.start(courier.run)
+        assert await wake_and_wait("t1") == 0
+        await trio.sleep(5.0)  # idle, less than keep_open
+        assert await wake_and_wait("t2") == 0
+        assert len(opened) == 1  # t2 went out on t1's connection
+
+        await trio.sleep(11.0)  # idle past keep_open: the connection is closed
+        assert await wake_and_wait("t3") == 0
+        assert len(opened) == 2
+
+        # The agent restarts while the connection is kept: the next wake fails on it, then goes
+        # out at once on a new one (not after the 5 s backoff).
+        agent.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        agent = trio.CancelScope()
+        await nursery.start(serve_agent)
+        assert await wake_and_wait("t4") == 0
+        assert len(opened) == 3
+        nursery.cancel_scope.cancel()
+    assert [sender for sender, _ in received] == [
+        "bash-task-t1",
+        "bash-task-t2",
+        "bash-task-t3",
+        "bash-task-t4",
+    ]
