@@ -323,7 +323,7 @@ evaluate disabled '{ lib, ... }: {
 expect disabled "a disabled agent, and one defined under a false mkIf, have no units" \
     '.services == {} and .etc == {} and .users == {}'
 
-evaluate plain '{ services.hyperhive.agents.p = { user = "ops"; stateDir = "/srv/agents/p/"; workingDirectory = "/srv/work"; }; }'
+evaluate plain "$case_plain"
 p='.services["hive-agent-p"]'
 expect plain "with nothing set, hive-agent gets no flag but its MCP config, and no environment file" \
     "($p.serviceConfig.ExecStart | argv | length) == 3 and ($p.serviceConfig | has(\"EnvironmentFile\") | not)"
@@ -334,11 +334,11 @@ expect plain "a user of one's own is used, and not made" \
 expect plain "the working directory is where the units and the tasks run" \
     "$p.serviceConfig.WorkingDirectory == \"/srv/work\" and .services[\"hive-bash-daemon-p\"].environment.HIVE_BASH_WORKDIR == \"/srv/work\""
 
-evaluate rundir '{ services.hyperhive = { runtimeDir = "/run/hive"; agents.q = { }; }; }'
+evaluate rundir "$case_rundir"
 expect rundir "the sockets follow runtimeDir" \
     '.services["hive-agent-q"].environment.HIVE_AGENT_SOCKET == "/run/hive/q/agent.sock" and .tmpfiles[0:2] == ["d /run/hive 0755 root root -", "d /run/hive/q 0700 hive-q - -"]'
 
-evaluate permission '{ services.hyperhive.agents = { a.permission = "allow"; b.permission = "accept_edits"; }; }'
+evaluate permission "$case_permission"
 expect permission "the permission policy reaches hive-agent as HIVE_PERMISSION" \
     '.services["hive-agent-a"].environment.HIVE_PERMISSION == "allow" and .services["hive-agent-b"].environment.HIVE_PERMISSION == "accept_edits"'
 expect permission "the policy is hive-agent's alone: not a flag, not the daemon's" \
@@ -346,16 +346,7 @@ expect permission "the policy is hive-agent's alone: not a flag, not the daemon'
 
 # Values with what systemd would read as a specifier (%), a variable ($), quotes and newlines
 # reach the programs as they were written.
-evaluate escapes '{
-  services.hyperhive.agents.e = {
-    runtime = "acp";
-    acp.command = "/opt/agents/run%n";
-    acp.args = [ "--home=%h" "$HOME" "${"$"}{USER}" "say \"hi\"" "two\nlines" "back\\slash" ];
-    acp.env = { PERCENT = "100%"; DOLLAR = "$PATH"; };
-    model = "m%i$x";
-    systemPrompt = "Be \"kind\" to 100% of\n$USERS.";
-  };
-}'
+evaluate escapes "$case_escapes"
 e='.services["hive-agent-e"]'
 expect escapes "ExecStart holds no bare % (a specifier to systemd)" \
     "$e.serviceConfig.ExecStart | gsub(\"%%\"; \"\") | test(\"%\") | not"
@@ -368,11 +359,7 @@ expect escapes "Environment= values hold no bare %" \
 expect escapes "HIVE_ACP_COMMAND, HIVE_ACP_ARGS and HIVE_ACP_ENV reach the program as written" \
     "$e.environment | (.HIVE_ACP_COMMAND | unit_env) == \"/opt/agents/run%n\" and (.HIVE_ACP_ARGS | unit_env | fromjson) == [\"--home=%h\", \"\$HOME\", \"\${USER}\", \"say \\\"hi\\\"\", \"two\\nlines\", \"back\\\\slash\"] and (.HIVE_ACP_ENV | unit_env | fromjson) == {PERCENT: \"100%\", DOLLAR: \"\$PATH\"}"
 
-evaluate mcp '{ services.hyperhive.agents.m = {
-  subagents = true;
-  extraMcpServers.files = { command = "/bin/files-mcp"; };
-  extraMcpServers.web = { command = "/bin/web"; args = [ "--port" "0" ]; env.TOKEN_FILE = "/run/t"; allowedTools = [ "*" ]; };
-}; }'
+evaluate mcp "$case_mcp"
 expect mcp "an extra server gets the defaults: no args, no env, no tool allowed" \
     '.etc["hyperhive/m/mcp.json"] | fromjson | .mcpServers.files == {type: "stdio", command: "/bin/files-mcp", args: [], env: {}, allowedTools: []}'
 expect mcp "every server is in the MCP config, bash included" \

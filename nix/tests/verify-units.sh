@@ -57,25 +57,12 @@ verify() {
 }
 
 verify example "args: removeAttrs (import $(nixpath "$nixdir/examples/two-agents.nix") args) [ \"imports\" ]"
-verify plain '{ services.hyperhive.agents.p = { user = "ops"; stateDir = "/srv/agents/p/"; workingDirectory = "/srv/work"; }; }'
+verify plain "$case_plain"
 verify web '{ services.hyperhive.agents.w = { }; services.hyperhive.web = { enable = true; tokenFile = "/run/secrets/web-token"; }; }'
-verify rundir '{ services.hyperhive = { runtimeDir = "/run/hive"; agents.q = { }; }; }'
-verify permission '{ services.hyperhive.agents = { a.permission = "allow"; b.permission = "accept_edits"; }; }'
-verify escapes '{
-  services.hyperhive.agents.e = {
-    runtime = "acp";
-    acp.command = "/opt/agents/run%n";
-    acp.args = [ "--home=%h" "$HOME" "${"$"}{USER}" "say \"hi\"" "two\nlines" "back\\slash" ];
-    acp.env = { PERCENT = "100%"; DOLLAR = "$PATH"; };
-    model = "m%i$x";
-    systemPrompt = "Be \"kind\" to 100% of\n$USERS.";
-  };
-}'
-verify mcp '{ services.hyperhive.agents.m = {
-  subagents = true;
-  extraMcpServers.files = { command = "/bin/files-mcp"; };
-  extraMcpServers.web = { command = "/bin/web"; args = [ "--port" "0" ]; env.TOKEN_FILE = "/run/t"; allowedTools = [ "*" ]; };
-}; }'
+verify rundir "$case_rundir"
+verify permission "$case_permission"
+verify escapes "$case_escapes"
+verify mcp "$case_mcp"
 verify telemetry '{ services.hyperhive.agents.t = { telemetryEnvironmentFile = "/etc/hive/otel.env"; permission = "allow"; compactAt = 0.5; }; }'
 
 echo
