@@ -17,18 +17,24 @@ from hive.wake import AgentRequest, Wake, serve_agent_socket
 from hive.wake import WakeCourier as Sender
 
 
+def _count_connections(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When (on the clock) each connection to an agent socket is opened, from now on."""
+    opened: list[float] = []
+    real_open = _courier.open_agent_connection
+
+    def counting_open(path: Path) -> object:
+        opened.append(trio.current_time())
+        return real_open(path)
+
+    monkeypatch.setattr(_courier, "open_agent_connection", counting_open)
+    return opened
+
+
 async def test_backoff_doubles_to_its_cap_then_every_wake_is_delivered_in_order(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
     socket_path = short_tmp / "agent.sock"
-    attempts: list[float] = []
-    real_open = _courier.open_agent_connection
-
-    def counting_open(path: Path) -> object:
-        attempts.append(trio.current_time())
-        return real_open(path)
-
-    monkeypatch.setattr(_courier, "open_agent_connection", counting_open)
+    attempts = _count_connections(monkeypatch)
     courier = WakeCourier(socket_path, retry_initial=0.1, retry_max=1.0)
     acked: list[tuple[str, str]] = []
     received: list[Wake] = []
@@ -147,14 +153,7 @@ async def test_a_connection_is_kept_open_for_the_wakes_that_follow_and_replaced_
     connection wakes the agent first); after ``keep_open`` idle the connection is closed; a kept
     connection the agent dropped (it restarted) is replaced at once, with no backoff."""
     socket_path = short_tmp / "agent.sock"
-    opened: list[float] = []
-    real_open = _courier.open_agent_connection
-
-    def counting_open(path: Path) -> object:
-        opened.append(trio.current_time())
-        return real_open(path)
-
-    monkeypatch.setattr(_courier, "open_agent_connection", counting_open)
+    opened = _count_connections(monkeypatch)
     courier = WakeCourier(socket_path, retry_initial=5.0, retry_max=5.0, keep_open=10.0)
     received: list[tuple[str, float]] = []
     arrived = trio.Event()
