@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 Handler = Callable[[argparse.Namespace], int]
 
 
-def add_agent_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
     agent = commands.add_parser(
         "agent",
         help=help,

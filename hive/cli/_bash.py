@@ -76,7 +76,7 @@ class _BashParser(argparse.ArgumentParser):
         return parsed, extras
 
 
-def add_bash_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
     bash = commands.add_parser(
         "bash",
         help=help,

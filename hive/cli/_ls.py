@@ -41,7 +41,7 @@ COLUMNS = (
 )
 
 
-def add_ls_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
     ls = commands.add_parser(
         "ls", help=help, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )

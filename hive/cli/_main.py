@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
@@ -10,10 +11,15 @@ from hive import __version__
 from hive._main import run_main
 from hive.cli._types import demo_within
 
-BASH_HELP = "run and inspect background bash tasks"
-AGENT_HELP = "talk to a running hive-agent, read its turn log"
-LS_HELP = "one line per agent: running or not, its turn, queue, context, tasks, last turn"
-WEB_HELP = "the fleet's live page in a browser (a token guards it; loopback by default)"
+FAMILIES = (
+    ("bash", "run and inspect background bash tasks"),
+    ("ls", "one line per agent: running or not, its turn, queue, context, tasks, last turn"),
+    ("web", "the fleet's live page in a browser (a token guards it; loopback by default)"),
+    ("agent", "talk to a running hive-agent, read its turn log"),
+)
+"""The commands whose parsers live in ``hive.cli._<name>``, with their help: that module's
+``add_commands(commands, help)`` adds them, and is imported (with what it imports) only when
+one of its commands may be the command parsed."""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -51,31 +57,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         add_arguments(run)
     run.set_defaults(handler=_run_turn)
 
-    # A family's commands (and what they import) only when one of them may be the command parsed.
-    if command in (None, "bash"):
-        from hive.cli._bash import add_bash_commands
-
-        add_bash_commands(commands, BASH_HELP)
-    else:
-        commands.add_parser("bash", help=BASH_HELP)
-    if command in (None, "ls"):
-        from hive.cli._ls import add_ls_command
-
-        add_ls_command(commands, LS_HELP)
-    else:
-        commands.add_parser("ls", help=LS_HELP)
-    if command in (None, "web"):
-        from hive.cli._web import add_web_command
-
-        add_web_command(commands, WEB_HELP)
-    else:
-        commands.add_parser("web", help=WEB_HELP)
-    if command in (None, "agent"):
-        from hive.cli._agent import add_agent_commands
-
-        add_agent_commands(commands, AGENT_HELP)
-    else:
-        commands.add_parser("agent", help=AGENT_HELP)
+    for name, help in FAMILIES:
+        if command in (None, name):
+            importlib.import_module(f"hive.cli._{name}").add_commands(commands, help)
+        else:
+            commands.add_parser(name, help=help)
     return parser
 
 

@@ -34,7 +34,7 @@ class WebSettingError(BadInput):
     """A flag of `hive web` that cannot be used; the message says which and why."""
 
 
-def add_web_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
     web = commands.add_parser(
         "web", help=help, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )

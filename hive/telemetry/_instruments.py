@@ -46,40 +46,41 @@ class Instruments:
 
     @classmethod
     def create(cls, meter: Meter) -> Instruments:
-        return cls(
-            token_usage=meter.create_histogram(
-                "gen_ai.client.token.usage",
-                unit="{token}",
-                description="Number of input and output tokens used.",
-                explicit_bucket_boundaries_advisory=list(TOKEN_BUCKETS),
-            ),
-            operation_duration=meter.create_histogram(
-                "gen_ai.client.operation.duration",
-                unit="s",
-                description="GenAI operation duration.",
-                explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
-            ),
-            turns=meter.create_counter("hive.turns", unit="{turn}", description="Turns ended, by outcome."),
-            turn_cost=meter.create_counter("hive.turn.cost", unit="USD", description="What turns cost."),
-            wakes=meter.create_counter("hive.wakes", unit="{wake}", description="Wakes received, by source."),
-            queue_depth=meter.create_gauge(
-                "hive.queue.depth", unit="{message}", description="Messages waiting for the next turn."
-            ),
-            bash_tasks=meter.create_counter(
-                "hive.bash.tasks", unit="{task}", description="Bash tasks ended, by final state."
-            ),
-            bash_task_duration=meter.create_histogram(
-                "hive.bash.task.duration",
-                unit="s",
-                description="How long bash tasks ran.",
-                explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
-            ),
-            bash_running=meter.create_up_down_counter(
-                "hive.bash.running", unit="{task}", description="Bash tasks running now."
-            ),
-            bash_wake_latency=meter.create_histogram(
-                "hive.bash.wake.latency",
-                unit="s",
-                description="From a bash task's end to the acknowledgement of its wake.",
-            ),
-        )
+        """Each instrument, made on ``meter`` as `_MADE` says."""
+        made: dict[str, Any] = {}
+        for field in attrs.fields(cls):
+            name, unit, description = _MADE[field.name]
+            advice = {}
+            if field.name in _BUCKETS:
+                advice["explicit_bucket_boundaries_advisory"] = list(_BUCKETS[field.name])
+            create = getattr(meter, _CREATE[str(field.type)])
+            made[field.name] = create(name, unit=unit, description=description, **advice)
+        return cls(**made)
+
+
+_MADE = {
+    "token_usage": ("gen_ai.client.token.usage", "{token}", "Number of input and output tokens used."),
+    "operation_duration": ("gen_ai.client.operation.duration", "s", "GenAI operation duration."),
+    "turns": ("hive.turns", "{turn}", "Turns ended, by outcome."),
+    "turn_cost": ("hive.turn.cost", "USD", "What turns cost."),
+    "wakes": ("hive.wakes", "{wake}", "Wakes received, by source."),
+    "queue_depth": ("hive.queue.depth", "{message}", "Messages waiting for the next turn."),
+    "bash_tasks": ("hive.bash.tasks", "{task}", "Bash tasks ended, by final state."),
+    "bash_task_duration": ("hive.bash.task.duration", "s", "How long bash tasks ran."),
+    "bash_running": ("hive.bash.running", "{task}", "Bash tasks running now."),
+    "bash_wake_latency": ("hive.bash.wake.latency", "s", "From a bash task's end to its wake's receipt."),
+}
+"""Each instrument's name, unit and description, by its field in `Instruments`."""
+_BUCKETS = {
+    "token_usage": TOKEN_BUCKETS,
+    "operation_duration": DURATION_BUCKETS,
+    "bash_task_duration": DURATION_BUCKETS,
+}
+"""The buckets advised for a histogram, where it has any."""
+_CREATE = {
+    "Histogram": "create_histogram",
+    "Counter": "create_counter",
+    "Gauge": "create_gauge",
+    "UpDownCounter": "create_up_down_counter",
+}
+"""The `Meter` method that makes an instrument of each type."""

@@ -161,8 +161,8 @@ def configure(service: str, environ: Mapping[str, str] = os.environ) -> Telemetr
     ids = PresetIds()
     tracer_provider = TracerProvider(resource=resource, id_generator=ids)  # type: ignore[arg-type]
     for name in traces:
-        tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(name, protocol)))
-    readers = [PeriodicExportingMetricReader(_metric_exporter(name, protocol)) for name in metrics]
+        tracer_provider.add_span_processor(BatchSpanProcessor(_exporter("traces", name, protocol)))
+    readers = [PeriodicExportingMetricReader(_exporter("metrics", name, protocol)) for name in metrics]
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     _log_export_failures_once()
     return install(tracer_provider, meter_provider, ids)
@@ -177,34 +177,33 @@ def _protocol(environ: Mapping[str, str]) -> str:
     return protocol
 
 
-def _span_exporter(name: str, protocol: str) -> Any:
+_EXPORTERS = {
+    "traces": (TRACES, "sdk.trace.export.ConsoleSpanExporter", "trace_exporter.OTLPSpanExporter"),
+    "metrics": (METRICS, "sdk.metrics.export.ConsoleMetricExporter", "metric_exporter.OTLPMetricExporter"),
+}
+"""Each signal's variable, its console exporter and its OTLP exporter (below ``opentelemetry.``
+and ``opentelemetry.exporter.otlp.proto.<transport>.``)."""
+
+
+def _exporter(signal: str, name: str, protocol: str) -> Any:
+    """The exporter ``name`` (otlp or console) for ``signal`` (traces or metrics)."""
+    variable, console, otlp = _EXPORTERS[signal]
     if name == "console":
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-        return ConsoleSpanExporter()
+        return _new("opentelemetry." + console)
     if name != "otlp":
-        raise TelemetryError(f"{TRACES}={name!r}: hive exports traces with otlp or console (or none)")
-    return _otlp(protocol, "trace_exporter", "OTLPSpanExporter")
-
-
-def _metric_exporter(name: str, protocol: str) -> Any:
-    if name == "console":
-        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
-
-        return ConsoleMetricExporter()
-    if name != "otlp":
-        raise TelemetryError(f"{METRICS}={name!r}: hive exports metrics with otlp or console (or none)")
-    return _otlp(protocol, "metric_exporter", "OTLPMetricExporter")
-
-
-def _otlp(protocol: str, module: str, name: str) -> Any:
-    """The OTLP exporter ``name`` for ``protocol`` (grpc's is not in ``hive[otel]``)."""
+        raise TelemetryError(f"{variable}={name!r}: hive exports {signal} with otlp or console (or none)")
+    # grpc's exporters are not in hive[otel].
     transport = "grpc" if protocol == "grpc" else "http"
     try:
-        found = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{transport}.{module}")
+        return _new(f"opentelemetry.exporter.otlp.proto.{transport}.{otlp}")
     except ImportError:
         raise _no_exporter(protocol) from None
-    return getattr(found, name)()
+
+
+def _new(path: str) -> Any:
+    """An instance, made with no arguments, of the class at ``path`` (``module.Class``)."""
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)()
 
 
 class _OnceHandler(logging.Handler):
