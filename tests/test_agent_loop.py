@@ -509,7 +509,7 @@ async def _lockstep(root: Path, ops: list[tuple[Any, ...]], budget: int) -> None
                         body = f"m{counter}" * (counter % 5 + 1)
                         model, _ = admit(model, Arrived(kind, "s", body, end_id))
                         model = advance(model, Written(tuple(i.seq for i in model.pending)))
-                        await harness.put(kind, "s", body, end_id)
+                        await harness.put(Arrived(kind, "s", body, end_id))
                     elif op == "end" and model.phase is Phase.TURN:
                         (ending,) = args
                         delivered = ending in ("complete", "idle", "fail_after_result")

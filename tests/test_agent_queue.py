@@ -26,7 +26,7 @@ from tests.helpers.strategies import queue_operations
 
 
 def item(seq: int, end_id: str | None = None) -> Item:
-    return Item(seq, ItemKind.WAKE, f"bash-task-{seq}", f"body {seq}", end_id, at=1.5)
+    return Item(ItemKind.WAKE, f"bash-task-{seq}", f"body {seq}", end_id, at=1.5, seq=seq)
 
 
 def test_records_round_trip_with_from_on_the_wire() -> None:

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from hive._state_dir import lock_holder, lock_state_dir
-from hive.agent._model import ItemKind, Phase
+from hive.agent._model import Arrived, ItemKind, Phase
 from hive.agent._wire import SessionFile, TurnRecord, encode
 from hive.bash._model import TaskState
 from hive.bash._records import LooseEnd, TaskRecord
@@ -108,9 +108,9 @@ async def test_a_running_harness_is_asked_and_its_turn_shown(short_tmp: Path) ->
     with trio.fail_after(GUARD):
         async with serving(state_dir, runtime) as harness, trio.open_nursery() as nursery:
             await nursery.start(serve_agent_socket, state_dir / "agent.sock", harness.handle)
-            await harness.put(ItemKind.PROMPT, "operator", "first")
+            await harness.put(Arrived(ItemKind.PROMPT, "operator", "first"))
             await runtime.next_prompt()
-            await harness.put(ItemKind.PROMPT, "operator", "second")
+            await harness.put(Arrived(ItemKind.PROMPT, "operator", "second"))
             during = await survey(state_dir)
             runtime.end()
             await runtime.next_prompt()

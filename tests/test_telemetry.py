@@ -29,7 +29,7 @@ from opentelemetry.trace import StatusCode
 
 from fixtures import fake_claude
 from hive import telemetry
-from hive.agent._model import ItemKind, Phase
+from hive.agent._model import Arrived, ItemKind, Phase
 from hive.runtime import AgentUnavailable, StopReason, TurnOutcome, added_environment
 from hive.sink import Batch, MemorySink
 from hive.telemetry import PresetIds, TelemetryError
@@ -265,7 +265,7 @@ async def test_the_harness_links_a_turn_to_the_spans_of_the_wakes_it_carries(
     task_span = telemetry.traceparent(0x1234, 0x5678)
     with trio.fail_after(GUARD):
         async with serving(short_tmp, runtime, name="a1", provider="anthropic") as harness:
-            await harness.put(ItemKind.WAKE, "bash-task-b", "ended", "b:1", task_span)
+            await harness.put(Arrived(ItemKind.WAKE, "bash-task-b", "ended", "b:1", traceparent=task_span))
             await runtime.next_prompt()
             runtime.end()
             await harness.wait_state(lambda s: s.phase is Phase.IDLE and not s.queued)

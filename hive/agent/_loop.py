@@ -141,38 +141,29 @@ class Harness:
         """The agent socket's handler."""
         match request:
             case Wake(sender=sender, body=body, end_id=end_id, traceparent=traceparent):
-                await self.put(ItemKind.WAKE, sender, body, end_id, traceparent)
+                await self.put(Arrived(ItemKind.WAKE, sender, body, end_id, traceparent=traceparent))
             case Prompt(text=text) if not text.strip():
                 raise Refused("the prompt is empty (or only blanks): nothing was queued; send words")
             case Prompt(text=text, sender=sender):
-                await self.put(ItemKind.PROMPT, sender, text)
+                await self.put(Arrived(ItemKind.PROMPT, sender, text))
             case Compact():
                 await self.ask_compact("operator")
             case Status():
                 return self.status()
         return None
 
-    async def put(
-        self,
-        kind: ItemKind,
-        sender: str,
-        body: str,
-        end_id: str | None = None,
-        traceparent: str | None = None,
-    ) -> None:
-        """Queue a message; return once it is in the queue's file (or is a repeat of one that is).
-        Refused if it could not be written."""
-        self.state, admission = admit(
-            self.state, Arrived(kind, sender, body, end_id, time.time(), traceparent)
-        )
+    async def put(self, message: Arrived) -> None:
+        """Queue a message, stamped with the time it arrived; return once it is in the queue's file
+        (or is a repeat of one that is). Refused if it could not be written."""
+        self.state, admission = admit(self.state, attrs.evolve(message, at=time.time()))
         if isinstance(admission, Admitted):
             write = self._writes[admission.item.seq] = _Write()
             self._written.set()
-            telemetry.wake_received(_source(kind, sender), self.state.waiting())
+            telemetry.wake_received(_source(message.kind, message.sender), self.state.waiting())
         elif admission.original is not None:
             write = self._writes[admission.original]  # answered once the original is written
         else:
-            log.info("dropped a repeat of end %s from %s", end_id, sender)
+            log.info("dropped a repeat of end %s from %s", message.end_id, message.sender)
             return
         await write.done.wait()
         if write.error is not None:

@@ -39,14 +39,14 @@ class ItemKind(enum.Enum):
 
 
 @attrs.frozen
-class Item:
-    """One message for the agent's next turn."""
+class Message:
+    """One message for the agent, as it arrives: a wake or an operator's prompt."""
 
-    seq: int
     kind: ItemKind
     sender: str
     body: str
     end_id: str | None = None
+    """The end it tells of (a wake's ``end_id``): a repeat of it is dropped."""
     at: float = 0.0
     """When it arrived (Unix time)."""
     traceparent: str | None = None
@@ -56,6 +56,13 @@ class Item:
     def size(self) -> int:
         """Its bytes in a turn's prompt, near enough (the budget of a turn counts these)."""
         return len(self.sender.encode()) + len(self.body.encode()) + 16
+
+
+@attrs.frozen
+class Item(Message):
+    """A message admitted to the queue, numbered in the order of admission."""
+
+    seq: int = attrs.field(kw_only=True)
 
 
 class Phase(enum.Enum):
@@ -96,13 +103,8 @@ class LoopState:
 
 
 @attrs.frozen
-class Arrived:
-    kind: ItemKind
-    sender: str
-    body: str
-    end_id: str | None = None
-    at: float = 0.0
-    traceparent: str | None = None
+class Arrived(Message):
+    """A message arrived: `admit` queues it or drops it as a repeat."""
 
 
 @attrs.frozen
@@ -202,15 +204,7 @@ def admit(state: LoopState, arrived: Arrived) -> tuple[LoopState, Admission]:
                 return state, Duplicate(item.seq)
         if arrived.end_id in state.seen or any(i.end_id == arrived.end_id for i in state.queued):
             return state, Duplicate(None)
-    item = Item(
-        state.next_seq,
-        arrived.kind,
-        arrived.sender,
-        arrived.body,
-        arrived.end_id,
-        arrived.at,
-        arrived.traceparent,
-    )
+    item = Item(**attrs.asdict(arrived, recurse=False), seq=state.next_seq)
     return attrs.evolve(state, next_seq=state.next_seq + 1, pending=(*state.pending, item)), Admitted(item)
 
 
