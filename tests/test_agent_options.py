@@ -64,11 +64,11 @@ def test_defaults_come_from_the_state_dir(tmp_path: Path) -> None:
     assert options.state_dir == tmp_path
     assert options.agent_socket == tmp_path / "agent.sock"
     assert options.bash_socket == tmp_path / "bash.sock"
-    assert options.compaction.watermark == 0.8
-    assert options.idle_timeout is None
-    assert options.stop_grace == 10
+    assert options.turns.compaction.watermark == 0.8
+    assert options.turns.idle_timeout is None
+    assert options.turns.stop_grace == 10
     assert not options.with_bash_daemon
-    assert options.permission is Permission.DEFAULT
+    assert options.turns.permission is Permission.DEFAULT
 
 
 def test_the_environment_sets_each_flag_and_a_flag_wins(tmp_path: Path) -> None:
@@ -87,17 +87,19 @@ def test_the_environment_sets_each_flag_and_a_flag_wins(tmp_path: Path) -> None:
     }
     options = parse_options([], env=env)
     assert (options.agent_socket, options.bash_socket) == (tmp_path / "a.sock", tmp_path / "b.sock")
-    assert (options.system_prompt, options.model, options.effort) == ("be brief", "sonnet", "high")
-    assert options.idle_timeout == 90
-    assert options.stop_grace == 3
-    assert options.compaction.watermark == 0.5
+    turns = options.turns
+    assert (turns.system_prompt, turns.model, turns.effort) == ("be brief", "sonnet", "high")
+    assert turns.idle_timeout == 90
+    assert turns.stop_grace == 3
+    assert turns.compaction.watermark == 0.5
     assert options.with_bash_daemon
-    assert options.permission is Permission.ACCEPT_EDITS
+    assert turns.permission is Permission.ACCEPT_EDITS
     flags = parse_options(
         ["--model", "opus", "--compact-at", "off", "--idle-timeout", "5", "--stop-grace", "0"], env=env
     )
-    assert (flags.model, flags.compaction.watermark, flags.idle_timeout) == ("opus", None, 5)
-    assert flags.stop_grace == 0
+    turns = flags.turns
+    assert (turns.model, turns.compaction.watermark, turns.idle_timeout) == ("opus", None, 5)
+    assert turns.stop_grace == 0
     assert runtime_config(flags, RuntimeSpec(), None).stop_grace == 0
 
 

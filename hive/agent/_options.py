@@ -59,17 +59,11 @@ class Options:
     state_dir: Path
     agent_socket: Path
     bash_socket: Path
-    system_prompt: str | None = None
-    model: str | None = None
-    effort: str | None = None
-    idle_timeout: float | None = None
-    stop_grace: float = STOP_GRACE
-    compaction: CompactionPolicy = attrs.field(factory=CompactionPolicy)
-    mcp_servers: tuple[McpServer, ...] = ()
-    allowed_tools: tuple[str, ...] = ()
+    turns: Config = attrs.field(factory=Config)
+    """How the agent's turns run, as the flags say: `hive.agent.harness.runtime_config` adds
+    hive's own MCP servers (before ``--mcp-config``'s) and what it disallows."""
     with_bash_daemon: bool = False
     subagents: bool = False
-    permission: Permission = Permission.DEFAULT
     log_level: str = "info"
     name: str = "hive"
     """The agent's name in its telemetry (``invoke_agent <name>``): --name, else the state dir's base name."""
@@ -208,25 +202,29 @@ def parse_options(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
         state_dir=state,
         agent_socket=agent_socket,
         bash_socket=bash_socket,
-        system_prompt=pick(args.system_prompt, "HIVE_SYSTEM_PROMPT"),
-        model=pick(args.model, "HIVE_MODEL"),
-        effort=pick(args.effort, "HIVE_EFFORT"),
-        idle_timeout=setting(
-            args.idle_timeout, "--idle-timeout", "HIVE_IDLE_TIMEOUT", _flags.idle_timeout, None
+        turns=Config(
+            system_prompt=pick(args.system_prompt, "HIVE_SYSTEM_PROMPT"),
+            model=pick(args.model, "HIVE_MODEL"),
+            effort=pick(args.effort, "HIVE_EFFORT"),
+            idle_timeout=setting(
+                args.idle_timeout, "--idle-timeout", "HIVE_IDLE_TIMEOUT", _flags.idle_timeout, None
+            ),
+            stop_grace=setting(
+                args.stop_grace, "--stop-grace", "HIVE_STOP_GRACE", _flags.stop_grace, STOP_GRACE
+            ),
+            compaction=CompactionPolicy(
+                watermark=setting(
+                    args.compact_at, "--compact-at", "HIVE_COMPACT_AT", _flags.compact_at, DEFAULT_WATERMARK
+                )
+            ),
+            mcp_servers=servers,
+            allowed_tools=allowed,
+            permission=permission,
         ),
-        stop_grace=setting(args.stop_grace, "--stop-grace", "HIVE_STOP_GRACE", _flags.stop_grace, STOP_GRACE),
-        compaction=CompactionPolicy(
-            watermark=setting(
-                args.compact_at, "--compact-at", "HIVE_COMPACT_AT", _flags.compact_at, DEFAULT_WATERMARK
-            )
-        ),
-        mcp_servers=servers,
-        allowed_tools=allowed,
         with_bash_daemon=_flag(
             args.with_bash_daemon, env.get("HIVE_WITH_BASH_DAEMON", ""), "HIVE_WITH_BASH_DAEMON"
         ),
         subagents=_flag(args.subagents, env.get("HIVE_SUBAGENTS", ""), "HIVE_SUBAGENTS"),
-        permission=permission,
         log_level=(pick(args.log_level, "HIVE_LOG_LEVEL") or "info").lower(),
     )
 

@@ -80,16 +80,9 @@ def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | 
         own += (hyperhive,)
     if options.subagents:
         own += (subagent_server(options.state_dir, options.agent_socket),)
-    return Config(
-        model=options.model,
-        effort=options.effort,
-        system_prompt=options.system_prompt,
-        idle_timeout=options.idle_timeout,
-        stop_grace=options.stop_grace,
-        compaction=options.compaction,
-        permission=options.permission,
-        mcp_servers=(*own, *options.mcp_servers),
-        allowed_tools=options.allowed_tools,
+    return attrs.evolve(
+        options.turns,
+        mcp_servers=(*own, *options.turns.mcp_servers),
         # The seed: all shell execution goes through the bash tools.
         disallowed_tools=("Bash",) if spec.backend is Backend.CLAUDE else (),
         state_dir=options.state_dir,
