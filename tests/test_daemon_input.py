@@ -15,6 +15,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hive.bash import TaskSettings
 from hive.bash._framing import misread
 from hive.bash._server import uid_allowed
 from hive.bash.daemon import DaemonConfig, config_from_args, serve_daemon
@@ -260,7 +261,10 @@ def test_bad_flags_and_environment_are_refused_with_the_name_of_the_culprit(
 
 async def test_a_socket_path_too_long_is_refused_with_the_name_of_the_flag(short_tmp: Path) -> None:
     config = DaemonConfig(
-        state_dir=short_tmp / "state", socket=Path("/tmp/" + "s" * 120), workdir=short_tmp, cgroups=False
+        state_dir=short_tmp / "state",
+        socket=Path("/tmp/" + "s" * 120),
+        tasks=TaskSettings(workdir=short_tmp),
+        cgroups=False,
     )
     with pytest.raises((ValueError, ExceptionGroup)) as refused:
         await serve_daemon(config)

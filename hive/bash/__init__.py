@@ -22,6 +22,7 @@ __all__ = [
     "NameBusy",
     "RecordError",
     "TaskRecord",
+    "TaskSettings",
     "TaskState",
     "TaskStore",
     "UnknownTask",
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from hive.bash._launch import DaemonFailedToStart, running_daemon
     from hive.bash._model import TaskState
     from hive.bash._records import LooseEnd, TaskRecord
+    from hive.bash._settings import TaskSettings
     from hive.bash._store import TaskStore, read_tail
     from hive.bash._wire import RecordError, decode
     from hive.bash.client import BashClient, open_bash_client

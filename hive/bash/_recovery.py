@@ -54,8 +54,9 @@ from hive.bash._ledger import Ledger
 from hive.bash._model import Exited, HeldBy, Spawned, StopBegun, StopReason, TaskState, Vanished
 from hive.bash._owed import Place, plan_recovery
 from hive.bash._records import LooseEnd, TaskRecord
+from hive.bash._settings import TaskSettings
 from hive.bash._stopping import Stopper
-from hive.bash._task import Task, TaskSettings
+from hive.bash._task import Task
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,8 @@ from hive import _proc
 from hive.bash import _cgroups, _procs
 from hive.bash._ledger import Ledger
 from hive.bash._model import StopBegun, StopReason
-from hive.bash._task import Task, TaskSettings
+from hive.bash._settings import TaskSettings
+from hive.bash._task import Task
 
 log = logging.getLogger(__name__)
 

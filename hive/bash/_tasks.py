@@ -34,9 +34,10 @@ from hive.bash._model import Event, Exited, HeldBy, Spawned, StopBegun, StopReas
 from hive.bash._output import NewOutput, check_offset, read_new, stream_size, until_grown
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._recovery import recover
+from hive.bash._settings import TaskSettings
 from hive.bash._stopping import FILLED_UP, FSIZE_MARGIN, Stopper
 from hive.bash._store import RunFiles, Tail, TaskStore, read_tail
-from hive.bash._task import Task, TaskSettings
+from hive.bash._task import Task
 from hive.bash._watch import Watcher
 
 __all__ = ["Task", "TaskManager", "TaskSettings"]

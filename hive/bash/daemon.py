@@ -20,6 +20,7 @@ from hive import __version__, telemetry
 from hive._flags import add_log_level
 from hive._main import run_main
 from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
+from hive.bash._settings import TaskSettings
 
 if TYPE_CHECKING:
     import trio
@@ -42,13 +43,10 @@ class DaemonConfig:
     state_dir: Path
     socket: Path
     agent_socket: Path | None = None
-    kill_grace: float = 10.0
-    workdir: Path = attrs.field(factory=Path.cwd)
-    max_output_bytes: int = 5 * 1024**3
-    output_check_interval: float = 1.0
+    tasks: TaskSettings = attrs.field(factory=TaskSettings)
+    """How its tasks run (`serve_daemon` gives them the cgroup parent it opens; `main` makes the
+    daemon the child subreaper, to reap the orphans it adopts)."""
     wake_retry_max: float = 5.0
-    subreaper: bool = False
-    """The daemon is the child subreaper (`main` makes it one): it reaps the orphans it adopts."""
     cgroups: bool = True
     """Give each task a cgroup v2 of its own where one can be made (see `hive.bash._cgroups`);
     False: the subreaper and the tag hold every task, as where none can be made."""
@@ -56,8 +54,6 @@ class DaemonConfig:
     retain_bytes: int | None = None
     """None: no limit on the bytes kept (only the age counts)."""
     prune_interval: float = 600.0
-    max_running: int | None = None
-    """At most this many tasks run at once; the others wait in line (None: no limit)."""
 
 
 SOCKET_FLAG = "--socket (or HIVE_BASH_SOCKET)"
@@ -87,7 +83,7 @@ async def serve_daemon(
     from hive.bash._retention import DAY, Pruner, Retention
     from hive.bash._server import make_mcp_server, serve_mcp
     from hive.bash._store import TaskStore
-    from hive.bash._tasks import TaskManager, TaskSettings
+    from hive.bash._tasks import TaskManager
     from hive.bash._tools import BashTools
 
     if task_status is None:
@@ -99,16 +95,7 @@ async def serve_daemon(
         store.create_dirs()
         courier = WakeCourier(config.agent_socket, retry_max=config.wake_retry_max)
         cgroup_parent = open_task_parent(config.state_dir) if config.cgroups else None
-        settings = TaskSettings(
-            workdir=config.workdir,
-            kill_grace=config.kill_grace,
-            max_output_bytes=config.max_output_bytes,
-            output_check_interval=config.output_check_interval,
-            reap_orphans=config.subreaper,
-            cgroup_parent=cgroup_parent,
-            max_running=config.max_running,
-        )
-        manager = TaskManager(store, settings, courier)
+        manager = TaskManager(store, attrs.evolve(config.tasks, cgroup_parent=cgroup_parent), courier)
         # The socket goes at a clean stop (a client then finds no socket, not a refusal); a live
         # socket at the path is another daemon's, and it keeps it.
         async with (
@@ -316,21 +303,32 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[DaemonConfig, s
         from_env = _from_env(parser, env, convert)
         return default if from_env is None else from_env
 
+    default = TaskSettings(workdir=workdir)
     config = DaemonConfig(
         state_dir=state_dir,
         socket=socket_path.absolute(),
         agent_socket=agent_socket.absolute() if agent_socket else None,
-        kill_grace=pick(args.kill_grace, "HIVE_BASH_KILL_GRACE", _seconds, 10.0),
-        workdir=workdir,
-        max_output_bytes=pick(args.max_output_bytes, "HIVE_BASH_MAX_OUTPUT_BYTES", _size, 5 * 1024**3),
-        output_check_interval=max(
-            0.01, pick(args.output_check_secs, "HIVE_BASH_OUTPUT_CHECK_SECS", _seconds, 1.0)
+        tasks=TaskSettings(
+            workdir=workdir,
+            kill_grace=pick(args.kill_grace, "HIVE_BASH_KILL_GRACE", _seconds, default.kill_grace),
+            max_output_bytes=pick(
+                args.max_output_bytes, "HIVE_BASH_MAX_OUTPUT_BYTES", _size, default.max_output_bytes
+            ),
+            output_check_interval=max(
+                0.01,
+                pick(
+                    args.output_check_secs,
+                    "HIVE_BASH_OUTPUT_CHECK_SECS",
+                    _seconds,
+                    default.output_check_interval,
+                ),
+            ),
+            max_running=args.max_running or _from_env(parser, "HIVE_BASH_MAX_RUNNING", _count),
         ),
         cgroups=not pick(args.no_cgroups, "HIVE_BASH_NO_CGROUPS", _flag, False),
         wake_retry_max=max(0.01, pick(args.wake_retry_max, "HIVE_BASH_WAKE_RETRY_MAX", _seconds, 5.0)),
         retain_days=pick(args.retain_days, "HIVE_BASH_RETAIN_DAYS", _days, 7.0),
         retain_bytes=pick(args.retain_bytes, "HIVE_BASH_RETAIN_BYTES", _retained_size, UNLIMITED) or None,
-        max_running=args.max_running or _from_env(parser, "HIVE_BASH_MAX_RUNNING", _count),
     )
     return config, args.log_level
 
@@ -404,7 +402,7 @@ def _run(argv: Sequence[str] | None) -> int:
     # A task's processes that leave its session and are orphaned stay the daemon's children,
     # where a stop can still find them (see hive.bash._procs).
     if become_subreaper():
-        config = attrs.evolve(config, subreaper=True)
+        config = attrs.evolve(config, tasks=attrs.evolve(config.tasks, reap_orphans=True))
     # Each running task holds an open file in the daemon: take all the room the system allows
     # (`run` refuses, saying why, before the limit is reached; see hive.bash._limits).
     raise_open_files_limit()

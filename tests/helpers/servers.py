@@ -21,6 +21,7 @@ import attrs
 import trio
 
 from hive._unix import open_unix_listener
+from hive.bash import TaskSettings
 from hive.bash import daemon as bash_daemon
 from hive.subagent import daemon as subagent_daemon
 from hive.subagent._wire import Call, Caller, decode_answer
@@ -85,7 +86,9 @@ async def _takes_a_wake(path: Path) -> bool:
 
 @asynccontextmanager
 async def _bash_daemon(state: Path, path: Path) -> AsyncIterator[None]:
-    config = bash_daemon.DaemonConfig(state_dir=state, socket=path, workdir=state.parent, cgroups=False)
+    config = bash_daemon.DaemonConfig(
+        state_dir=state, socket=path, tasks=TaskSettings(workdir=state.parent), cgroups=False
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(bash_daemon.serve_daemon, config)
         yield
