@@ -60,16 +60,23 @@ class AgentView:
     queued: int = 0
     """Messages waiting for a turn."""
     context_used: int | None = None
+    """Tokens in its context window after its last turn (or the running one's last report)."""
     context_size: int | None = None
+    """Its context window's size in tokens, where the agent says."""
     session_id: str | None = None
+    """The agent's session: what its next turn resumes."""
     tasks_running: int = 0
     """Its bash daemon's tasks still running (or waiting in line)."""
     loose_ends: int = 0
     """Ends owed to the agent that it has not been told yet (``mcp-loose-ends/``)."""
     subagents_running: int = 0
+    """Its subagents in a turn now."""
     last_outcome: str | None = None
+    """How its last turn ended (the turn log's ``outcome``: ``completed``, ``failed``, ``stopped``, ...)."""
     last_ended: float | None = None
+    """When that turn ended (Unix time)."""
     last_error: str | None = None
+    """What went wrong in that turn, if it did not complete."""
 
     @property
     def context_fraction(self) -> float | None:
