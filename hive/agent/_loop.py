@@ -93,11 +93,18 @@ _STATES: dict[Phase, AgentState] = {
 
 @attrs.frozen
 class _Ending:
+    """How a turn ended, from which the loop decides what comes next."""
+
     outcome: Outcome
+    """The turn log's ``outcome``."""
     delivered: bool
+    """The agent got the turn's messages: they count as carried. Else they stay queued, and the
+    turn is retried after the backoff."""
     outcome_of: TurnOutcome | None = None
+    """The runtime's account of the turn, where it ran to one."""
     error: str | None = None
     retry_at_once: bool = False
+    """Retry without the backoff: the session was lost, and the next turn starts a new one."""
 
 
 @attrs.define(eq=False)

@@ -59,10 +59,15 @@ class TurnTrace:
     span: Span
     agent: str
     provider: str
+    """``gen_ai.provider.name``: anthropic or acp, and an ACP agent's own name once its stream says it."""
     started: float
+    """`time.perf_counter` (not Unix time) when the span started: the turn's duration counts from it."""
     model: str | None = None
+    """The model the stream's init line names."""
     outcome: str | None = None
+    """``hive.turn.outcome`` once the turn has ended."""
     result: ResultMessage | None = None
+    """The stream's result line: its tokens and cost go to the metrics."""
     _tools: dict[str, Span] = attrs.field(factory=dict)
 
     def sink(self, inner: Sink) -> Sink:
