@@ -17,13 +17,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import BinaryIO, cast
+from typing import BinaryIO
 
 from hive import telemetry
 from hive._flags import compact_at, idle_timeout, setting, stop_grace
 from hive._limits import MAX_PROMPT_BYTES
 from hive._text_input import in_words, process_stdin, read_text
 from hive.runtime import (
+    STOP_GRACE,
     CompactionPolicy,
     Config,
     Permission,
@@ -58,8 +59,6 @@ PERMISSION_HELP = (
     "accept_edits (file edits allowed, the rest refused), allow (everything allowed; "
     "claude refuses this as root unless IS_SANDBOX=1). Default: default"
 )
-STOP_GRACE = cast("float", Config.__attrs_attrs__.stop_grace.default)
-"""``--stop-grace`` when it is not given."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

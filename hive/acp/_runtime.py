@@ -44,6 +44,7 @@ from hive.acp._schema import (
 from hive.acp._session import AcpChoices, SessionState
 from hive.acp._translate import Translator
 from hive.runtime import (
+    SINK_GRACE,
     AgentGroup,
     Config,
     IdleKilled,
@@ -58,9 +59,6 @@ from hive.runtime import (
 from hive.sink import ContextUsage, Sink
 
 log = logging.getLogger(__name__)
-
-SINK_GRACE = 2.0
-"""How long a stop cut short by an outer cancel may still spend writing the turn's result."""
 
 
 @attrs.define(eq=False)

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import attrs
 
@@ -17,14 +17,12 @@ from hive import __version__, _flags
 from hive._state_dir import default_state_dir
 from hive.agent._errors import HarnessError
 from hive.errors import BadInput
-from hive.runtime import CompactionPolicy, Config, HttpServer, McpServer, Permission, StdioServer
+from hive.runtime import STOP_GRACE, CompactionPolicy, Config, HttpServer, McpServer, Permission, StdioServer
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-STOP_GRACE = cast("float", attrs.fields(Config).stop_grace.default)
-"""``--stop-grace`` when neither it nor ``HIVE_STOP_GRACE`` is given."""
 DEFAULT_WATERMARK = CompactionPolicy().watermark
 """``--compact-at`` when neither it nor ``HIVE_COMPACT_AT`` is given."""
 

@@ -35,6 +35,8 @@ class Base:
 
 @attrs.frozen
 class Added:
+    """An admitted message, numbered: it is acknowledged to its sender once this line is written."""
+
     item: Item
     op: Literal["add"] = "add"
 
@@ -64,11 +66,7 @@ class Compacted:
 
 Record = Base | Added | Carried | CompactRequested | Compacted
 _RECORDS: dict[str, type[Record]] = {
-    "base": Base,
-    "add": Added,
-    "carried": Carried,
-    "compact": CompactRequested,
-    "compacted": Compacted,
+    attrs.fields(record).op.default: record for record in (Base, Added, Carried, CompactRequested, Compacted)
 }
 
 

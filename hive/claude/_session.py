@@ -13,6 +13,7 @@ import trio
 
 from hive.claude._argv import turn_argv, turn_env, turn_stdin, write_mcp_config
 from hive.runtime import (
+    SINK_GRACE,
     AgentGroup,
     AgentProcess,
     Config,
@@ -63,8 +64,6 @@ _WANTED = {
 seen its init and its result."""
 EXIT_AFTER_EOF = 2.0
 """How long to wait for an exit status once stdout has closed without a result."""
-SINK_GRACE = 2.0
-"""How long a stop cut short by an outer cancel may still spend writing the turn's result."""
 DEFAULT_CONTEXT_WINDOW = 200_000
 
 # As `claude --help` (2.1.318) lists them; --model also takes any full model id.

@@ -13,6 +13,8 @@ __all__ = [
     "AGENT_COMMANDS",
     "BACKENDS",
     "SIGNALS_SENT",
+    "SINK_GRACE",
+    "STOP_GRACE",
     "AgentCommand",
     "AgentGroup",
     "AgentProcess",
@@ -58,7 +60,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from hive.runtime._config import CompactionPolicy, Config, HttpServer, McpServer, Permission, StdioServer
+    from hive.runtime._config import (
+        SINK_GRACE,
+        STOP_GRACE,
+        CompactionPolicy,
+        Config,
+        HttpServer,
+        McpServer,
+        Permission,
+        StdioServer,
+    )
     from hive.runtime._environment import added_environment, agent_environment
     from hive.runtime._errors import (
         AgentRefused,

@@ -10,6 +10,11 @@ import attrs
 from hive.errors import BadInput
 from hive.sink import ContextUsage
 
+STOP_GRACE = 10.0
+"""After SIGINT, how long to wait for the agent's own end of the turn (``--stop-grace``'s default)."""
+SINK_GRACE = 2.0
+"""How long a stop cut short by an outer cancel may still spend writing the turn's result."""
+
 
 @attrs.frozen
 class StdioServer:
@@ -98,7 +103,7 @@ class Config:
     system_prompt: str | None = None
     idle_timeout: float | None = None
     """Stop a turn the agent has sent nothing for this many seconds (None: never)."""
-    stop_grace: float = 10.0
+    stop_grace: float = STOP_GRACE
     """After SIGINT, how long to wait for the agent's own end of the turn before reporting one."""
     cancel_grace: float = 10.0
     """ACP: after ``session/cancel``, how long the agent has to answer the prompt before SIGINT."""
