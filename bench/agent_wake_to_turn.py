@@ -67,7 +67,11 @@ def queue_appends(directory: Path, count: int) -> list[float]:
         try:
             for seq in range(1, count + 1):
                 item = Item(
-                    seq, ItemKind.WAKE, f"bash-task-q{seq}", "bash task ended: done, exit code 0", f"q{seq}:s"
+                    ItemKind.WAKE,
+                    f"bash-task-q{seq}",
+                    "bash task ended: done, exit code 0",
+                    f"q{seq}:s",
+                    seq=seq,
                 )
                 started = time.perf_counter()
                 await queue.append([Added(item)])
