@@ -38,10 +38,12 @@ async def test_backoff_doubles_to_its_cap_then_every_wake_is_delivered_in_order(
     courier = WakeCourier(socket_path, retry_initial=0.1, retry_max=1.0)
     acked: list[tuple[str, str]] = []
     received: list[Wake] = []
-    arrived = trio.Event()
+    arrived, all_acked = trio.Event(), trio.Event()
 
     async def on_acked(key: tuple[str, str]) -> None:
         acked.append(key)
+        if len(acked) == 4:
+            all_acked.set()
 
     async def take(request: AgentRequest) -> None:
         assert isinstance(request, Wake)
@@ -67,7 +69,8 @@ async def test_backoff_doubles_to_its_cap_then_every_wake_is_delivered_in_order(
         await trio.sleep(30.0)  # nothing is owed now: no more attempts
         assert len(attempts) == before
         courier.enqueue("t3", "s3", Wake(sender="bash-task-t3", body="later"))
-        await trio.sleep(0.01)
+        with trio.fail_after(0.01):  # virtual: at once, with no backoff left from before
+            await all_acked.wait()
         nursery.cancel_scope.cancel()
     assert acked == [("t0", "s0"), ("t1", "s1"), ("t2", "s2"), ("t3", "s3")]
     assert len(received) == 4
@@ -83,9 +86,12 @@ async def test_a_withdrawn_wake_is_not_sent(short_tmp: Path, autojump_clock: tri
 
     courier = WakeCourier(socket_path, retry_initial=0.5, retry_max=0.5)
     acked: list[str] = []
+    b_acked = trio.Event()
 
     async def on_acked(key: tuple[str, str]) -> None:
         acked.append(key[0])
+        if key[0] == "b":
+            b_acked.set()
 
     async with trio.open_nursery() as nursery:
         await nursery.start(courier.run, on_acked)
@@ -94,7 +100,8 @@ async def test_a_withdrawn_wake_is_not_sent(short_tmp: Path, autojump_clock: tri
         await trio.sleep(1.0)
         courier.withdraw(("a", "1"))  # a status call told the agent
         await nursery.start(serve_agent_socket, socket_path, take)
-        await trio.sleep(2.0)
+        with trio.fail_after(2.0):  # virtual: the next retry, 0.5 s on
+            await b_acked.wait()
         nursery.cancel_scope.cancel()
     assert received == ["bash-task-b"]
     assert acked == ["b"]
@@ -175,7 +182,9 @@ async def test_a_connection_is_kept_open_for_the_wakes_that_follow_and_replaced_
     async with trio.open_nursery() as nursery:
         agent = trio.CancelScope()
 
-        async def serve_agent(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async def serve_agent(
+            task_status: trio.TaskStatus[trio.SocketListener] = trio.TASK_STATUS_IGNORED,
+        ) -> None:
             with agent:
                 await serve_agent_socket(socket_path, take, task_status=task_status)
 
