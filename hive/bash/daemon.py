@@ -57,6 +57,8 @@ class DaemonConfig:
 
 
 SOCKET_FLAG = "--socket (or HIVE_BASH_SOCKET)"
+_DEFAULTS = TaskSettings(workdir=Path())
+"""The tasks' settings where no flag or variable gives them (their help says these)."""
 
 
 def _lock_state_dir(state_dir: Path) -> StateDirLock:
@@ -223,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--kill-grace",
         type=_seconds,
         help="seconds between SIGINT and SIGKILL when a task times out or is stopped "
-        "[HIVE_BASH_KILL_GRACE; default 10]",
+        f"[HIVE_BASH_KILL_GRACE; default {_DEFAULTS.kill_grace:g}]",
     )
     parser.add_argument(
         "--workdir",
@@ -234,13 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-output-bytes",
         type=_size,
         help="stop a task whose stdout and stderr together pass this size (e.g. 512M, 5GiB) "
-        "[HIVE_BASH_MAX_OUTPUT_BYTES; default 5GiB]",
+        f"[HIVE_BASH_MAX_OUTPUT_BYTES; default {_DEFAULTS.max_output_bytes // 1024**3}GiB]",
     )
     parser.add_argument(
         "--output-check-secs",
         type=_seconds,
         help="how often a running task's output size is checked against the cap "
-        "[HIVE_BASH_OUTPUT_CHECK_SECS; default 1]",
+        f"[HIVE_BASH_OUTPUT_CHECK_SECS; default {_DEFAULTS.output_check_interval:g}]",
     )
     parser.add_argument(
         "--no-cgroups",
@@ -303,16 +305,15 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[DaemonConfig, s
         from_env = _from_env(parser, env, convert)
         return default if from_env is None else from_env
 
-    default = TaskSettings(workdir=workdir)
     config = DaemonConfig(
         state_dir=state_dir,
         socket=socket_path.absolute(),
         agent_socket=agent_socket.absolute() if agent_socket else None,
         tasks=TaskSettings(
             workdir=workdir,
-            kill_grace=pick(args.kill_grace, "HIVE_BASH_KILL_GRACE", _seconds, default.kill_grace),
+            kill_grace=pick(args.kill_grace, "HIVE_BASH_KILL_GRACE", _seconds, _DEFAULTS.kill_grace),
             max_output_bytes=pick(
-                args.max_output_bytes, "HIVE_BASH_MAX_OUTPUT_BYTES", _size, default.max_output_bytes
+                args.max_output_bytes, "HIVE_BASH_MAX_OUTPUT_BYTES", _size, _DEFAULTS.max_output_bytes
             ),
             output_check_interval=max(
                 0.01,
@@ -320,7 +321,7 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[DaemonConfig, s
                     args.output_check_secs,
                     "HIVE_BASH_OUTPUT_CHECK_SECS",
                     _seconds,
-                    default.output_check_interval,
+                    _DEFAULTS.output_check_interval,
                 ),
             ),
             max_running=args.max_running or _from_env(parser, "HIVE_BASH_MAX_RUNNING", _count),
