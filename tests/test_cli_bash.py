@@ -237,7 +237,7 @@ def test_a_started_task_says_whether_its_end_wakes_the_agent_as_the_answer_tells
         "task started: id=x",
         "It runs in the background: `hive bash status x --wait 30` waits for it, `hive bash stop x` ends it.",
         "When it ends, the daemon sends its end to the agent as a wake from bash-task-x, which starts a "
-        "turn, unless `hive bash status x --wait` or `hive bash stop x` shows you its end first.",
+        "turn.",
         "stdout: /o",
         "stderr: /e",
     ]
@@ -270,7 +270,7 @@ def test_a_running_tasks_status_says_what_to_do_whether_it_wakes_and_keeps_its_o
         "$ ./build.sh",
         "It runs in the background: `hive bash status x --wait 30` waits for it, `hive bash stop x` ends it.",
         "When it ends, the daemon sends its end to the agent as a wake from bash-task-x, which starts a "
-        "turn, unless `hive bash status x --wait` or `hive bash stop x` shows you its end first.",
+        "turn.",
         "--- stdout (40 bytes; whole output: /o) ---",
         agent_words,
         "--- stderr (0 bytes; whole output: /e) ---",

@@ -15,6 +15,7 @@ from hive._mcp import tool_result, tool_server
 from hive._unix import peer_uid, uid_allowed
 from hive.bash._framing import Receipts, message_streams
 from hive.bash._tools import TOOLS, BashTools
+from hive.bash.client import OBSERVER
 from hive.bash.relay import refusal_line
 from hive.wake import answer_then_close
 
@@ -33,17 +34,25 @@ def make_mcp_server(tools: BashTools) -> Server[Any]:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         result = await tools.call(params.name, params.arguments)
         if result.delivered is not None:
-            # The end it carries is told only if this answer reaches a client still there. The
-            # connection's receipts come with each request, as the SDK carries a transport's
+            # The end it carries is told only if this answer reaches the agent itself, still
+            # there. An observer (the CLI, `hive web`) never settles it: the agent is still woken.
+            # The connection's receipts come with each request, as the SDK carries a transport's
             # own context (see `message_streams`).
             receipts = ctx.request if isinstance(ctx.request, Receipts) else None
-            if receipts is None or ctx.request_id is None:
+            if receipts is None or ctx.request_id is None or is_observer(ctx.session.client_params):
                 result.delivered(False)
             else:
                 receipts.expect(ctx.request_id, result.delivered)
         return tool_result(result.text, result.structured, is_error=result.is_error)
 
     return tool_server("bash", instructions=INSTRUCTIONS, tools=map(attrs.asdict, TOOLS), call_tool=call_tool)
+
+
+def is_observer(client: types.InitializeRequestParams | None) -> bool:
+    """Whether the client said at ``initialize`` that it observes the agent's tasks (:data:`OBSERVER`).
+    A client that says nothing, as the agent's own MCP client through the relay, is the agent."""
+    experimental = None if client is None else client.capabilities.experimental
+    return experimental is not None and OBSERVER in experimental
 
 
 def refusal(peer: int, own: int) -> str | None:

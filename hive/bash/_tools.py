@@ -239,7 +239,9 @@ TOOLS = [
         "the whole output files. `interrupted` means its process was gone after a daemon restart with no "
         "exit status recorded. To follow a task's output as it is written, pass stdout_offset (and/or "
         "stderr_offset), starting at 0, with wait_seconds: the answer comes as soon as there is new output "
-        "and carries it as stdout_new, with stdout_next, the offset to pass next time.",
+        "and carries it as stdout_new, with stdout_next, the offset to pass next time. An end shown to you "
+        "here (or by `run` or `stop`) is not sent again as a wake; an operator watching the same task does "
+        "not take your wake.",
         {
             "type": "object",
             "properties": {

@@ -7,6 +7,11 @@ the ``mcp`` SDK: importing the SDK costs most of a second, which ``hive bash ls`
 pay on every run. :func:`connect` gives a blocking client (the CLI); :func:`open_bash_client`
 the same over Trio, for programs already in an event loop. Trio is imported only there.
 
+This client is an *observer* (the operator's CLI, ``hive web``): it says so at ``initialize``
+(the experimental capability :data:`OBSERVER`), and the daemon never counts an end it answers
+as told to the agent. Watching, waiting on or stopping a task here leaves the agent's wake owed.
+Only the agent settles its own ends: through its acknowledged wake, or an answer to its own call.
+
 Every failure is a :class:`~hive.bash.BashError`: :class:`DaemonUnavailable` when the socket
 cannot be reached or the connection is lost before the answer, :class:`BadAnswer` when the
 daemon answers something that is not a tool result. A tool's own error (an unknown task, a
@@ -36,6 +41,7 @@ __all__ = [
     "BlockingBashClient",
     "CallResult",
     "DaemonUnavailable",
+    "OBSERVER",
     "connect",
     "open_bash_client",
 ]
@@ -44,6 +50,9 @@ PROTOCOL_VERSION = "2025-11-25"
 MAX_ANSWER = 256 * 1024 * 1024
 READ_SIZE = 65536
 METHOD_NOT_FOUND = -32601
+OBSERVER = "hive/observer"
+"""The experimental capability an MCP client declares at ``initialize`` to say it observes the
+agent's tasks and is not the agent: no answer written to it settles an end the agent is owed."""
 
 
 class CallResult(NamedTuple):
@@ -87,7 +96,7 @@ class _Session:
             "initialize",
             {
                 "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
+                "capabilities": {"experimental": {OBSERVER: {}}},
                 "clientInfo": {"name": "hive", "version": __version__},
             },
         )

@@ -102,9 +102,7 @@ def _at_its_end(task_id: object, wake: object) -> str:
     """What happens when the task ends, as the daemon's ``wake`` tells: who it wakes, if anyone."""
     if isinstance(wake, str):
         return (
-            f"When it ends, the daemon sends its end to the agent as a wake from {wake}, which starts "
-            f"a turn, unless `hive bash status {task_id} --wait` or `hive bash stop {task_id}` shows "
-            "you its end first."
+            f"When it ends, the daemon sends its end to the agent as a wake from {wake}, which starts a turn."
         )
     return "The daemon has no agent socket: no agent is woken when it ends."
 
