@@ -1,0 +1,401 @@
+"""A small fleet run as users run it, with an operator and faults: the scenario runner.
+
+Each agent is a real ``hive-agent --with-bash-daemon`` (one with ``--subagents``) on the fake
+claude, whose turns make real tool calls through the real bash relay (`tests.scenario.plan`). An
+operator prompts the agents with ``hive agent prompt``, watches their tasks with ``hive bash
+status --wait``, ``tail -f`` and ``stop``, and stops tasks through a real ``hive web``; faults
+SIGKILL a bash daemon, a subagent daemon or a harness (restarted as systemd would). At the end the
+fleet is let settle (every end told, every message carried), stopped with SIGINT, and what it
+recorded is checked (`tests.scenario.checks`). Every process the fleet starts carries
+``HIVE_SCENARIO_TAG`` in its environment, so that what is left of it can be found.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from fixtures import fake_claude
+from hive.wake import Status, open_agent_connection
+from tests.scenario.plan import Action, AgentPlan, agent_plan, schedule
+
+TAG = "HIVE_SCENARIO_TAG"
+START_WITHIN = 60.0
+SETTLE_WITHIN = 120.0
+"""Guards only: a harness's start, and the fleet's settling once the schedule is over."""
+
+
+@attrs.define
+class Operated:
+    """What the operator did and saw, for the checks."""
+
+    prompts: list[tuple[int, str, int]] = attrs.field(factory=list)
+    """(agent, body, exit status of `hive agent prompt`)."""
+    observed: list[tuple[int, str, str, int]] = attrs.field(factory=list)
+    """(agent, kind, task, exit status)."""
+    faults: list[tuple[int, str, int | None]] = attrs.field(factory=list)
+    """(agent, kind, pid killed)."""
+
+
+@attrs.define(eq=False)
+class AgentRun:
+    """One agent of the fleet: its plan, its directories, its harness process (restartable)."""
+
+    index: int
+    plan: AgentPlan
+    root: Path
+    state: Path
+    env: dict[str, str]
+    process: trio.Process | None = None
+    starts: int = 0
+    restarting: trio.Lock = attrs.field(factory=trio.Lock)
+
+    @property
+    def record(self) -> Path:
+        return self.root / "claude-record.jsonl"
+
+    def argv(self) -> list[str]:
+        extra = ["--subagents"] if self.plan.subagents else []
+        return [
+            sys.executable,
+            "-m",
+            "hive.agent.harness",
+            "--state-dir",
+            str(self.state),
+            "--with-bash-daemon",
+            *extra,
+        ]
+
+    async def start(self) -> None:
+        """Start the harness and wait for its READY=1."""
+        self.starts += 1
+        notify_path = self.root / "notify"
+        notify_path.unlink(missing_ok=True)
+        notify = trio.socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        with notify, open(self.root / "agent.err", "ab") as err:
+            await notify.bind(os.fspath(notify_path))
+            self.process = await trio.lowlevel.open_process(
+                self.argv(),
+                env={**os.environ, **self.env, "NOTIFY_SOCKET": os.fspath(notify_path)},
+                stdin=subprocess.DEVNULL,
+                stderr=err,
+                cwd=self.root,
+            )
+            process = self.process
+            with trio.fail_after(START_WITHIN):
+                async with trio.open_nursery() as nursery:
+
+                    async def exited() -> None:
+                        await process.wait()
+                        raise AssertionError(
+                            f"hive-agent {self.plan.name} exited {process.returncode} at start"
+                        )
+
+                    nursery.start_soon(exited)
+                    while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
+                        pass
+                    nursery.cancel_scope.cancel()
+
+    async def kill(self) -> int | None:
+        """SIGKILL the harness (what a crash or an OOM kill does) and wait for it."""
+        process = self.process
+        if process is None or process.returncode is not None:
+            return None
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+        return process.pid
+
+    async def stop(self) -> int | None:
+        """SIGINT, as systemd or the operator stops it; its exit status."""
+        process = self.process
+        if process is None:
+            return None
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            await process.wait()
+        return process.returncode
+
+    def child(self, module: str) -> int | None:
+        """The pid of a process of the harness's tree running ``module`` (its daemons)."""
+        if self.process is None:
+            return None
+        for pid in descendants(self.process.pid):
+            with suppress(OSError):
+                if module.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return pid
+        return None
+
+
+def descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        with suppress(OSError):
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with suppress(OSError):
+                    children = Path(f"/proc/{parent}/task/{task}/children").read_text().split()
+                    found += map(int, children)
+                    todo += map(int, children)
+    return found
+
+
+def tagged(tag: str) -> list[int]:
+    """Every process whose environment carries ``HIVE_SCENARIO_TAG=tag``."""
+    needle = f"{TAG}={tag}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with suppress(OSError):
+                if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                    found.append(int(entry))
+    return found
+
+
+@attrs.define(eq=False)
+class Fleet:
+    seed: int
+    root: Path
+    agents: list[AgentRun]
+    tag: str
+    operated: Operated = attrs.field(factory=Operated)
+    web_url: str | None = None
+    web_token: str = ""
+
+    async def act(self, action: Action, nursery: trio.Nursery) -> None:
+        agent = self.agents[action.agent]
+        kind = action.kind
+        if kind == "prompt":
+            body = f"operator {len(self.operated.prompts)} to {agent.plan.name}"
+            done = await hive("agent", "prompt", "--state-dir", str(agent.state), body)
+            self.operated.prompts.append((action.agent, body, done.returncode))
+        elif kind == "status_wait":
+            nursery.start_soon(
+                self._observe, agent, ["status", action.target, "--wait", "2"], "status_wait", action
+            )
+        elif kind == "tail":
+            nursery.start_soon(self._tail, agent, action)
+        elif kind == "stop":
+            nursery.start_soon(self._observe, agent, ["stop", action.target], "stop", action)
+        elif kind == "web_stop":
+            nursery.start_soon(self._web_stop, agent, action)
+        elif kind == "kill_bash_daemon":
+            pid = agent.child("hive.bash.daemon")
+            if pid is not None:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.operated.faults.append((action.agent, kind, pid))
+        elif kind == "kill_subagent_daemon":
+            pid = agent.child("hive.subagent.daemon")
+            if pid is not None:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.operated.faults.append((action.agent, kind, pid))
+        elif kind == "kill_harness":
+            nursery.start_soon(self._restart, agent, action)
+
+    async def _restart(self, agent: AgentRun, action: Action) -> None:
+        """SIGKILL the harness and start it again, as systemd restarts a service that died; the
+        operator goes on meanwhile (a prompt to an agent that is down is refused, and not counted)."""
+        async with agent.restarting:
+            pid = await agent.kill()
+            self.operated.faults.append((action.agent, action.kind, pid))
+            if pid is not None:
+                await agent.start()
+
+    async def _observe(self, agent: AgentRun, words: list[str], kind: str, action: Action) -> None:
+        done = await hive("bash", *words, "--state-dir", str(agent.state))
+        self.operated.observed.append((action.agent, kind, action.target, done.returncode))
+
+    async def _tail(self, agent: AgentRun, action: Action) -> None:
+        argv = [
+            sys.executable,
+            "-m",
+            "hive.cli",
+            "bash",
+            "tail",
+            "-f",
+            action.target,
+            "--state-dir",
+            str(agent.state),
+        ]
+        process = await trio.lowlevel.open_process(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with trio.move_on_after(3):
+            await process.wait()
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            await process.wait()
+        self.operated.observed.append((action.agent, "tail", action.target, process.returncode))
+
+    async def _web_stop(self, agent: AgentRun, action: Action) -> None:
+        assert self.web_url is not None
+        url, token, name = self.web_url, self.web_token, agent.state.name
+
+        def post() -> int:
+            host = url.split("://", 1)[1]
+            connection = http.client.HTTPConnection(host, timeout=30)
+            try:
+                connection.request(
+                    "POST",
+                    f"/agent/{name}/tasks/{action.target}/stop",
+                    headers={"Authorization": f"Bearer {token}", "Origin": url},
+                )
+                return connection.getresponse().status
+            finally:
+                connection.close()
+
+        status = await trio.to_thread.run_sync(post)
+        self.operated.observed.append((action.agent, "web_stop", action.target, status))
+
+    async def settled(self) -> bool:
+        """Whether every agent is idle with nothing queued and no end owed."""
+        for agent in self.agents:
+            if any((agent.state / "mcp-loose-ends").glob("*.json")):
+                return False
+            try:
+                async with open_agent_connection(agent.state / "agent.sock") as connection:
+                    reply = await connection.request(Status())
+            except OSError:
+                return False
+            status = reply.status
+            if status is None or status.state != "idle" or status.queue or status.carrying:
+                return False
+        return True
+
+
+async def hive(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return await trio.run_process(
+        [sys.executable, "-m", "hive.cli", *args], capture_stdout=True, capture_stderr=True, check=False
+    )
+
+
+@asynccontextmanager
+async def web_server(fleet: Fleet) -> AsyncIterator[None]:
+    """A real ``hive web`` over the fleet's agents, for the operator's stops."""
+    token_file = fleet.root / "web-token"
+    fleet.web_token = uuid.uuid4().hex
+    token_file.write_text(fleet.web_token)
+    argv = [
+        sys.executable,
+        "-m",
+        "hive.cli",
+        "web",
+        str(fleet.root / "agents"),
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        str(token_file),
+    ]
+    with open(fleet.root / "web.err", "ab") as err:
+        process = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, stderr=err)
+    assert process.stdout is not None
+    try:
+        seen = b""
+        with trio.fail_after(START_WITHIN):
+            while b"http://" not in seen or not seen.endswith(b"\n"):
+                chunk = await process.stdout.receive_some()
+                assert chunk, f"hive web ended before it printed its address: {seen!r}"
+                seen += chunk
+        line = next(word for word in seen.decode().split() if word.startswith("http://"))
+        fleet.web_url = line.split("/?", 1)[0].rstrip("/")
+        yield
+    finally:
+        process.send_signal(signal.SIGINT)
+        with trio.move_on_after(30, shield=True):
+            await process.wait()
+
+
+def make_fleet(seed: int, root: Path, *, agents: int = 3) -> Fleet:
+    rng = random.Random(seed)
+    tag = f"{seed}-{uuid.uuid4().hex[:8]}"
+    runs = []
+    for index in range(agents):
+        agent_root = root / f"r{index}"
+        last_acts = agent_root / "last-acts"
+        last_acts.mkdir(parents=True)
+        plan = agent_plan(rng, index, last_acts, subagents=index == 0)
+        script = agent_root / "claude-script.json"
+        fake_claude.write_script(script, plan.turns)
+        executable = agent_root / "claude"
+        executable.write_text(f'#!/bin/sh\nexec {sys.executable} {fake_claude.PATH} "$@"\n')
+        executable.chmod(0o755)
+        env = {
+            TAG: tag,
+            "HIVE_RUNTIME": "claude",
+            "HIVE_CLAUDE_COMMAND": str(executable),
+            "FAKE_CLAUDE_SCRIPT": str(script),
+            "FAKE_CLAUDE_RECORD": str(agent_root / "claude-record.jsonl"),
+            "FAKE_CLAUDE_MAX_SECONDS": "120",
+            "FAKE_CLAUDE_STDIN_WAIT": "0",
+        }
+        state = root / "agents" / plan.name
+        runs.append(AgentRun(index, plan, agent_root, state, env))
+    return Fleet(seed, root, runs, tag)
+
+
+async def run_fleet(seed: int, root: Path, *, seconds: float, faults: bool = True) -> Fleet:
+    """Run the fleet of ``seed`` under ``root`` for about ``seconds`` of schedule, let it settle,
+    and stop it; what it recorded stays under ``root`` for the checks."""
+    fleet = make_fleet(seed, root)
+    actions = schedule(random.Random(seed + 1), [a.plan for a in fleet.agents], seconds, faults=faults)
+    (root / "agents").mkdir(exist_ok=True)
+    try:
+        async with trio.open_nursery() as starting:
+            for agent in fleet.agents:
+                starting.start_soon(agent.start)
+        async with web_server(fleet):
+            async with trio.open_nursery() as observers:
+                for action in actions:
+                    await trio.sleep(action.delay)
+                    await fleet.act(action, observers)
+            await settle(fleet)
+    finally:
+        with trio.CancelScope(shield=True):
+            for agent in fleet.agents:
+                with trio.move_on_after(60):
+                    await agent.stop()
+    return fleet
+
+
+async def settle(fleet: Fleet) -> None:
+    """Wait until the fleet has settled: every end told, every message carried, every agent idle.
+    A fleet that does not within `SETTLE_WITHIN` fails with what it still owes."""
+    from tests.helpers.inotify import watching
+
+    directories = [a.state for a in fleet.agents] + [a.state / "mcp-loose-ends" for a in fleet.agents]
+    with (
+        trio.move_on_after(SETTLE_WITHIN) as waited,
+        watching(*[d for d in directories if d.is_dir()]) as watch,
+    ):
+        while not await fleet.settled():
+            # A state change shows in these directories (a loose end gone, the turn log or the
+            # queue written); the recheck also runs at least every second, for the harness's own
+            # in-memory state (a turn that starts without a file yet).
+            with trio.move_on_after(1):
+                await watch.changed()
+    if waited.cancelled_caught:
+        owed = {
+            a.plan.name: sorted(p.name for p in (a.state / "mcp-loose-ends").glob("*.json"))
+            for a in fleet.agents
+        }
+        raise AssertionError(
+            f"seed {fleet.seed}: the fleet did not settle within {SETTLE_WITHIN:g} s; owed: {json.dumps(owed)}"
+        )
+
+
+def fake_record(agent: AgentRun) -> list[dict[str, Any]]:
+    return fake_claude.read_record(agent.record)

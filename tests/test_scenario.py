@@ -1,0 +1,32 @@
+"""The whole fleet under faults, checked against hive's promises (issue 38): a short seeded run
+of `tests.scenario` (the long run is ``bench/fleet_soak.py``). A failure names its seed;
+``HIVE_SCENARIO_SEED`` replays it."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+from tests.scenario.checks import check
+from tests.scenario.fleet import run_fleet
+
+SECONDS = 20.0
+"""The operator's schedule; the run takes this, then its settling and its stop."""
+
+
+async def test_a_fleet_under_faults_keeps_every_promise() -> None:
+    seed = int(os.environ.get("HIVE_SCENARIO_SEED") or random.SystemRandom().randrange(1, 1_000_000))
+    root = Path(tempfile.mkdtemp(prefix="hive-s-", dir="/tmp"))
+    try:
+        try:
+            fleet = await run_fleet(seed, root, seconds=SECONDS)
+        except Exception as exc:
+            raise AssertionError(f"seed {seed}: the fleet's run failed: {exc!r}") from exc
+        counts = check(fleet)
+        print(f"seed {seed}: {counts.line()}")
+        assert counts.tasks > 0 and counts.turns > 0, f"seed {seed}: the fleet did nothing: {counts.line()}"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
