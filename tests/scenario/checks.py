@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from tests.scenario.fleet import AgentRun, Fleet, fake_record, tagged
+from tests.scenario.fleet import AgentRun, Fleet, fake_record, subagents, tagged
 
 FINAL = {"done", "timed_out", "stopped", "interrupted"}
 END_TIME_BOUND = 0.1
@@ -93,11 +93,13 @@ def check(fleet: Fleet) -> Counts:
         records = _records(agent)
         inline = _seen_inline(agent)
         woken: dict[str, set[str]] = {}
+        woken_ends = {i["end_id"] for i in _delivered_items(agent) if i.get("end_id")}
         for item in _delivered_items(agent):
             sender = item.get("from", "")
             if sender.startswith("bash-task-") and item.get("end_id"):
                 task = sender.removeprefix("bash-task-")
-                if item["end_id"].startswith(f"{task}:"):
+                # `<id>:<serial>` is a run's end; `<id>:<serial>:m<n>` a notify_on match.
+                if item["end_id"].startswith(f"{task}:") and item["end_id"].count(":") == 1:
                     woken.setdefault(task, set()).add(item["end_id"])
         for task, record in records.items():
             if record["state"] not in FINAL:
@@ -123,6 +125,13 @@ def check(fleet: Fleet) -> Counts:
                         f"end_times: {name}'s task {task} ended (its last act) at {ended:.3f}, recorded "
                         f"{record['ended_at']:.3f}"
                     )
+        for session in subagents(agent):
+            last = session.get("last") or {}
+            end = f"subagent-{session['name']}:{last.get('turn')}"
+            if session.get("current"):
+                problems.append(f"subagents_ended: {name}'s subagent {session['name']} is still in a turn")
+            elif last and not last.get("told") and end not in woken_ends:
+                problems.append(f"subagent_ends_reach_agent: {name}'s subagent turn {end} was never told")
         owed = sorted(p.name for p in (agent.state / "mcp-loose-ends").glob("*.json"))
         if owed:
             problems.append(f"nothing_owed: {name} still owes {owed}")
@@ -170,7 +179,7 @@ def _messages(fleet: Fleet, problems: list[str]) -> tuple[int, int, int]:
 def _tool_inputs(agent: AgentRun) -> list[str]:
     """The tool inputs in the turn log are what the agent sent."""
     sent = [
-        (f"mcp__bash__{e['tool']}", json.dumps(e["arguments"], sort_keys=True))
+        (f"mcp__{e['server']}__{e['tool']}", json.dumps(e["arguments"], sort_keys=True))
         for e in fake_record(agent)
         if e.get("event") == "mcp_call"
     ]

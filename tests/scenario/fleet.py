@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 import trio
 
-from fixtures import fake_claude
+from fixtures import acp_agent, fake_claude
 from hive.wake import Status, open_agent_connection
 from tests.scenario.plan import Action, AgentPlan, agent_plan, schedule
 
@@ -274,6 +274,8 @@ class Fleet:
             status = reply.status
             if status is None or status.state != "idle" or status.queue or status.carrying:
                 return False
+            if any(s.get("current") or not (s.get("last") or {}).get("told", True) for s in subagents(agent)):
+                return False
         return True
 
 
@@ -342,6 +344,10 @@ def make_fleet(seed: int, root: Path, *, agents: int = 3) -> Fleet:
             "FAKE_CLAUDE_MAX_SECONDS": "120",
             "FAKE_CLAUDE_STDIN_WAIT": "0",
         }
+        if plan.subagents:
+            # Its subagents' turns run on the ACP fixture's default turn (a reply, no tools).
+            env["HIVE_ACP_COMMAND"] = sys.executable
+            env["HIVE_ACP_ARGS"] = json.dumps([acp_agent.PATH])
         state = root / "agents" / plan.name
         runs.append(AgentRun(index, plan, agent_root, state, env))
     return Fleet(seed, root, runs, tag)
@@ -395,6 +401,15 @@ async def settle(fleet: Fleet) -> None:
         raise AssertionError(
             f"seed {fleet.seed}: the fleet did not settle within {SETTLE_WITHIN:g} s; owed: {json.dumps(owed)}"
         )
+
+
+def subagents(agent: AgentRun) -> list[dict[str, Any]]:
+    """The agent's subagent sessions, as their daemon keeps them (``subagents/<name>.json``)."""
+    found = []
+    for path in (agent.state / "subagents").glob("*.json"):
+        with suppress(OSError, ValueError):
+            found.append(json.loads(path.read_text()))
+    return found
 
 
 def fake_record(agent: AgentRun) -> list[dict[str, Any]]:

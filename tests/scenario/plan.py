@@ -79,12 +79,15 @@ def agent_plan(rng: random.Random, index: int, last_acts: Path, *, subagents: bo
     turns: list[list[dict[str, Any]]] = []
     tasks: list[str] = []
     reused: set[str] = set()
+    sessions: list[str] = []
     total = 0.0
     for n in range(TURNS):
         steps: list[dict[str, Any]] = [{"init": {}}]
         for _ in range(rng.choice([0, 1, 1, 2, 3])):
             roll = rng.random()
-            if roll < 0.55 or not tasks:
+            if subagents and rng.random() < 0.3:
+                steps.append(subagent_call(rng, sessions))
+            elif roll < 0.55 or not tasks:
                 task = f"{name}-{len(tasks)}"
                 cmd, options = task_command(rng, task, last_acts)
                 tasks.append(task)
@@ -110,8 +113,20 @@ def agent_plan(rng: random.Random, index: int, last_acts: Path, *, subagents: bo
     return AgentPlan(name, turns, tuple(tasks), frozenset(reused), subagents)
 
 
-def call(tool: str, **arguments: Any) -> dict[str, Any]:
-    return {"mcp_call": {"server": "bash", "tool": tool, "arguments": arguments}}
+def call(tool: str, server: str = "bash", **arguments: Any) -> dict[str, Any]:
+    return {"mcp_call": {"server": server, "tool": tool, "arguments": arguments}}
+
+
+def subagent_call(rng: random.Random, sessions: list[str]) -> dict[str, Any]:
+    """A call of the subagent tools: a new session (on the ACP fixture's default turn), a next
+    turn of one (refused while its turn runs, which is fine), or a look at one."""
+    roll = rng.random()
+    if roll < 0.35 or not sessions:
+        sessions.append(f"s{len(sessions)}")
+        return call("start", "subagent", name=sessions[-1], prompt=f"work {len(sessions)}", runtime="acp")
+    if roll < 0.7:
+        return call("continue", "subagent", name=rng.choice(sessions), prompt="go on")
+    return call("status", "subagent", name=rng.choice(sessions), wait_seconds=rng.choice([0, 2]))
 
 
 def schedule(rng: random.Random, plans: list[AgentPlan], seconds: float, *, faults: bool) -> list[Action]:
