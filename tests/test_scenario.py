@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from tests.scenario.checks import check
-from tests.scenario.fleet import run_fleet
+from tests.scenario.fleet import run_fleet, unmount
 
 SECONDS = 20.0
 """The operator's schedule; the run takes this, then its settling and its stop."""
@@ -25,7 +25,10 @@ async def test_a_fleet_under_faults_keeps_every_promise() -> None:
             fleet = await run_fleet(seed, root, seconds=SECONDS)
         except Exception as exc:
             raise AssertionError(f"seed {seed}: the fleet's run failed: {exc!r}") from exc
-        counts = check(fleet)
+        try:
+            counts = check(fleet)
+        finally:
+            unmount(fleet)
         print(f"seed {seed}: {counts.line()}")
         assert counts.tasks > 0 and counts.turns > 0, f"seed {seed}: the fleet did nothing: {counts.line()}"
     finally:

@@ -84,8 +84,18 @@ def _seen_inline(agent: AgentRun) -> set[str]:
 
 
 def check(fleet: Fleet) -> Counts:
-    """Check every invariant; the counts of what was checked. The first broken one raises."""
-    seed = fleet.seed
+    """Check every invariant; the counts of what was checked. Any broken one raises, naming the
+    seed and every invariant broken."""
+    counts, problems = verify(fleet)
+    if problems:
+        shown = "\n  ".join(problems[:40])
+        raise AssertionError(f"seed {fleet.seed}: {counts.line()}\n  {shown}")
+    return counts
+
+
+def verify(fleet: Fleet) -> tuple[Counts, list[str]]:
+    """Every invariant checked: the counts of what was checked, and what was broken (each line
+    starting with the invariant's name)."""
     tasks = ends_lost = ends_twice = wrong_times = 0
     problems: list[str] = []
     for agent in fleet.agents:
@@ -137,15 +147,17 @@ def check(fleet: Fleet) -> Counts:
             problems.append(f"nothing_owed: {name} still owes {owed}")
         problems += _tool_inputs(agent)
 
+    for index, status in fleet.operated.stops:
+        if status != 0:
+            problems.append(
+                f"stops_on_sigint: {fleet.agents[index].plan.name}'s harness ended {status} on SIGINT"
+            )
     messages, lost, twice = _messages(fleet, problems)
     left = tagged(fleet.tag)
     if left:
         problems.append(f"nothing_left: processes of the fleet outlived it: {_described(left)}")
     counts = Counts(tasks, ends_lost, ends_twice, wrong_times, messages, lost, twice, _turns(fleet))
-    if problems:
-        shown = "\n  ".join(problems[:40])
-        raise AssertionError(f"seed {seed}: {counts.line()}\n  {shown}")
-    return counts
+    return counts, problems
 
 
 def _messages(fleet: Fleet, problems: list[str]) -> tuple[int, int, int]:

@@ -36,7 +36,9 @@ from tests.scenario.plan import Action, AgentPlan, agent_plan, schedule
 TAG = "HIVE_SCENARIO_TAG"
 START_WITHIN = 60.0
 SETTLE_WITHIN = 120.0
-"""Guards only: a harness's start, and the fleet's settling once the schedule is over."""
+STOP_WITHIN = 60.0
+"""Guards only: a harness's start, the fleet's settling once the schedule is over, a harness's
+stop (a harness still running then is reported by the checks)."""
 
 
 @attrs.define
@@ -49,6 +51,8 @@ class Operated:
     """(agent, kind, task, exit status)."""
     faults: list[tuple[int, str, int | None]] = attrs.field(factory=list)
     """(agent, kind, pid killed)."""
+    stops: list[tuple[int, int | None]] = attrs.field(factory=list)
+    """(agent, exit status of its harness on SIGINT at the end; None: still running)."""
 
 
 @attrs.define(eq=False)
@@ -175,6 +179,10 @@ class Fleet:
     operated: Operated = attrs.field(factory=Operated)
     web_url: str | None = None
     web_token: str = ""
+    small_disk: Path | None = None
+    """The state dir on a small tmpfs (of agent `disk_agent`), which `disk_full` fills."""
+    disk_agent: int = 1
+    disk_filling: bool = False
 
     async def act(self, action: Action, nursery: trio.Nursery) -> None:
         agent = self.agents[action.agent]
@@ -205,8 +213,28 @@ class Fleet:
                 with suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             self.operated.faults.append((action.agent, kind, pid))
+        elif kind == "disk_full":
+            if self.small_disk is not None and not self.disk_filling:
+                nursery.start_soon(self._fill_disk, action)
         elif kind == "kill_harness":
             nursery.start_soon(self._restart, agent, action)
+
+    async def _fill_disk(self, action: Action) -> None:
+        """Fill the small disk an agent's state is on, leave it full a moment, then free it."""
+        assert self.small_disk is not None
+        self.disk_filling = True
+        filler = self.small_disk / "filler"
+
+        def fill() -> None:
+            with open(filler, "ab", buffering=0) as f, suppress(OSError):
+                while True:
+                    f.write(b"\0" * 65536)
+
+        await trio.to_thread.run_sync(fill)
+        self.operated.faults.append((self.disk_agent, action.kind, None))
+        await trio.sleep(action.delay * 3)
+        filler.unlink()
+        self.disk_filling = False
 
     async def _restart(self, agent: AgentRun, action: Action) -> None:
         """SIGKILL the harness and start it again, as systemd restarts a service that died; the
@@ -359,6 +387,7 @@ async def run_fleet(seed: int, root: Path, *, seconds: float, faults: bool = Tru
     fleet = make_fleet(seed, root)
     actions = schedule(random.Random(seed + 1), [a.plan for a in fleet.agents], seconds, faults=faults)
     (root / "agents").mkdir(exist_ok=True)
+    fleet.small_disk = small_disk(fleet.agents[fleet.disk_agent].state)
     try:
         async with trio.open_nursery() as starting:
             for agent in fleet.agents:
@@ -369,12 +398,39 @@ async def run_fleet(seed: int, root: Path, *, seconds: float, faults: bool = Tru
                     await trio.sleep(action.delay)
                     await fleet.act(action, observers)
             await settle(fleet)
-    finally:
+    except BaseException:
         with trio.CancelScope(shield=True):
-            for agent in fleet.agents:
-                with trio.move_on_after(60):
-                    await agent.stop()
+            await stop_all(fleet)
+        unmount(fleet)
+        raise
+    await stop_all(fleet)
     return fleet
+
+
+async def stop_all(fleet: Fleet) -> None:
+    """SIGINT each harness and wait for it (within `STOP_WITHIN`); how each exited is kept."""
+    for agent in fleet.agents:
+        with trio.move_on_after(STOP_WITHIN):
+            fleet.operated.stops.append((agent.index, await agent.stop()))
+        if len(fleet.operated.stops) <= agent.index or fleet.operated.stops[-1][0] != agent.index:
+            fleet.operated.stops.append((agent.index, None))
+
+
+def small_disk(path: Path) -> Path | None:
+    """``path`` made a small tmpfs of its own (as root), for the full-disk episodes; None where
+    it cannot be (not root), and those episodes are left out. `unmount` undoes it."""
+    path.mkdir(parents=True)
+    if os.geteuid() != 0:
+        return None
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(path)], check=False
+    )
+    return path if done.returncode == 0 else None
+
+
+def unmount(fleet: Fleet) -> None:
+    if fleet.small_disk is not None:
+        subprocess.run(["umount", "--lazy", str(fleet.small_disk)], check=False)
 
 
 async def settle(fleet: Fleet) -> None:

@@ -48,7 +48,9 @@ KINDS = (
     ("kill_bash_daemon", 5),
     ("kill_harness", 4),
     ("kill_subagent_daemon", 2),
+    ("disk_full", 2),
 )
+FAULTS = {"kill_bash_daemon", "kill_harness", "kill_subagent_daemon", "disk_full"}
 
 
 def task_command(rng: random.Random, name: str, last_acts: Path) -> tuple[str, dict[str, Any]]:
@@ -131,8 +133,8 @@ def subagent_call(rng: random.Random, sessions: list[str]) -> dict[str, Any]:
 
 def schedule(rng: random.Random, plans: list[AgentPlan], seconds: float, *, faults: bool) -> list[Action]:
     """The operator's actions over about ``seconds``."""
-    kinds = [k for k, _ in KINDS if faults or not k.startswith("kill")]
-    weights = [w for k, w in KINDS if faults or not k.startswith("kill")]
+    kinds = [k for k, _ in KINDS if faults or k not in FAULTS]
+    weights = [w for k, w in KINDS if faults or k not in FAULTS]
     actions: list[Action] = []
     spent = 0.0
     while spent < seconds:
