@@ -188,9 +188,10 @@ def open_regular(path: Path) -> int | None:
     return _regular(fd, path)
 
 
-def truncate_regular(path: Path, length: int) -> None:
+def truncate_regular(path: Path, length: int, *, keep_times: bool = False) -> None:
     """Cut a regular file (not through a symlink) down to ``length`` bytes, if it is longer.
 
+    With ``keep_times``, the file keeps the access and modification times it had before the cut.
     A file that is not there is left so; anything else there raises OSError, as `open_regular` does.
     """
     try:
@@ -199,8 +200,11 @@ def truncate_regular(path: Path, length: int) -> None:
         return
     _regular(fd, path)
     try:
-        if os.fstat(fd).st_size > length:
+        before = os.fstat(fd)
+        if before.st_size > length:
             os.ftruncate(fd, length)
+            if keep_times:
+                os.utime(fd, ns=(before.st_atime_ns, before.st_mtime_ns))
     finally:
         os.close(fd)
 

@@ -6,8 +6,12 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -105,6 +109,72 @@ async def test_task_that_ended_while_the_daemon_was_down_is_recovered_with_its_e
         status = structured(await call(session, "status", id="quiet"))
         assert (status["state"], status["exit_code"]) == ("done", 3)
         assert any("ended while the daemon was down" in note for note in status["notes"])
+
+
+async def running_record(daemon: DaemonHandle, task_id: str) -> dict[str, Any]:
+    """The task's record once the one on disk has its process and start time."""
+    path = daemon.task_file(task_id, ".json")
+
+    def saved_running() -> dict[str, Any] | None:
+        record: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+        return record if record.get("pid") and record.get("started_at") else None
+
+    return await wait_until(saved_running, path.parent)
+
+
+async def hive_bash_status(daemon: DaemonHandle, task_id: str) -> subprocess.CompletedProcess[bytes]:
+    """``hive bash status TASK_ID --json``, run to its end."""
+    argv = ["bash", "status", task_id, "--json", "--socket", str(daemon.socket)]
+    return await trio.run_process(
+        [sys.executable, "-m", "hive.cli", *argv], capture_stdout=True, capture_stderr=True, check=False
+    )
+
+
+async def test_a_task_that_ended_while_the_daemon_was_down_keeps_its_end_and_its_verdict(
+    daemon: DaemonHandle,
+) -> None:
+    # Both under a timeout of 2 s: "early" ends before its deadline, "late" after it, both while
+    # the daemon is down; the daemon comes back after both deadlines.
+    timeout = 2.0
+    gates = {name: make_gate(daemon.root, name) for name in ("early", "late")}
+    async with daemon.running(agent=False, stop=False) as first, daemon.session() as session:
+        for name, gate in gates.items():
+            started = structured(
+                await call(
+                    session, "run", cmd=gated(gate, 0), name=name, timeout_secs=timeout, wait_seconds=0
+                )
+            )
+            assert started["state"] == "running"
+        # Killed once each record says the task runs, as a daemon that dies later would leave it.
+        with trio.fail_after(20):
+            records = {name: await running_record(daemon, name) for name in gates}
+        await sigkill(first)
+    pids = {name: record["pid"] for name, record in records.items()}
+    deadlines = {name: record["started_at"] + timeout for name, record in records.items()}
+
+    async def until(wall_time: float) -> None:
+        await trio.sleep(max(0.0, wall_time - time.time()))
+
+    last_acts = {}
+    with trio.fail_after(20):
+        for name, gate in gates.items():
+            if name == "late":
+                # Well past it: a file's time is the kernel's coarse clock, a tick behind.
+                await until(deadlines[name] + 0.05)
+            open_gate(gate)
+            await wait_exited(pids[name])
+            # The wrapper's write of the status is the task's last act.
+            last_acts[name] = daemon.task_file(name, ".exit").stat().st_mtime
+        assert last_acts["early"] < deadlines["early"]
+        await until(max(deadlines.values()))
+    async with daemon.running(agent=False):
+        states = {name: await hive_bash_status(daemon, name) for name in gates}
+    early, late = (json.loads(states[name].stdout) for name in ("early", "late"))
+    assert (early["state"], early["exit_code"], states["early"].returncode) == ("done", 0, 0), early
+    assert (late["state"], late["exit_code"], states["late"].returncode) == ("timed_out", 0, 124), late
+    for name in gates:
+        recorded = json.loads(daemon.task_file(name, ".json").read_text())
+        assert abs(recorded["ended_at"] - last_acts[name]) < 0.1, (name, recorded, last_acts[name])
 
 
 async def test_task_killed_while_the_daemon_was_down_is_interrupted_and_woken(

@@ -92,3 +92,26 @@ def test_a_loose_end_of_a_reused_name_is_not_deleted_by_the_old_task(tmp_path: P
     assert store.load_loose_end("build") is not None
     store.delete_loose_end("build", "new")
     assert store.load_loose_end("build") is None
+
+
+def test_an_exit_status_keeps_the_time_it_was_written_when_read_and_trimmed(tmp_path: Path) -> None:
+    # A recovery that reads it and dies before saving its record leaves the next one the same end.
+    store = TaskStore(tmp_path)
+    store.create_dirs()
+    with store.new_run("task", b"true") as files:
+        os.write(files.exit, b"3\n")
+    written_at = 1_700_000_000.25
+    os.utime(store.exit_path("task"), (written_at, written_at))
+    first = store.read_exit_status("task")
+    assert first is not None and (first.code, first.written_at) == (3, written_at)
+    assert store.exit_path("task").read_bytes() == b"3\n"
+    assert store.read_exit_status("task") == first
+
+
+def test_an_exit_file_with_no_status_has_none(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path)
+    store.create_dirs()
+    with store.new_run("task", b"true"):
+        pass
+    assert store.read_exit_status("task") is None
+    assert store.read_exit_status("never-ran") is None

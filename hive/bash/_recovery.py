@@ -2,8 +2,9 @@
 
 It owns the daemon's start-up pass, before the socket answers: every task record is loaded
 and its task re-adopted (still running: watched again, with its deadline and start time) or
-settled (ended while the daemon was down: its exit status is read from ``<id>.exit``; gone
-without one: ``interrupted``) or put back in line (it waited for a place to run, see
+settled (ended while the daemon was down: its exit status is read from ``<id>.exit``, and its
+end, which decides whether it timed out, is when its wrapper wrote that; gone without one:
+``interrupted``) or put back in line (it waited for a place to run, see
 `hive.bash._line`); a live wrapper with no record is adopted by its mark; a
 task's files with no record (``<id>.cmd``, ``.out``, ``.err``, ``.exit``) become a record
 again; and every end the agent has not been told is owed once more and its wake resent.
@@ -293,18 +294,19 @@ async def _resume(manager: Manager, task: Task) -> None:
         await ledger.save(task)
         manager.supervise_soon(task, _adopted_exit(pid, task.record.pid_start_time))
         return
-    exit_code = store.read_exit_status(task.id)
-    if exit_code is not None:
+    written = store.read_exit_status(task.id)
+    if written is not None:
         if task.record.state is TaskState.PENDING:  # started, but its record not saved since
             ledger.change(task, Spawned(), started_at=task.record.started_at or task.record.created_at)
-        ended_at = _mtime(store.exit_path(task.id)) or manager.clock()
+        # When it ended, not when this daemon learnt it: the timeout's verdict depends on it.
+        ended_at = written.written_at
         timeout = task.record.timeout_secs
         started = task.record.started_at or task.record.created_at
         if timeout is not None and ended_at >= started + timeout:
             # Its deadline passed before it ended: it was stopped at the deadline by a daemon
             # that died before saving so, or it outran a deadline nobody was there to enforce.
             ledger.change(task, StopBegun(StopReason.TIMEOUT), stop_started_at=started + timeout)
-        ledger.change(task, Exited(), exit_code=exit_code, ended_at=ended_at)
+        ledger.change(task, Exited(), exit_code=written.code, ended_at=ended_at)
         ledger.note(task, "it ended while the daemon was down; its exit status was recovered")
     else:
         ledger.change(task, Vanished(), ended_at=manager.clock())

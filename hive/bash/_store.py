@@ -69,6 +69,15 @@ _RUN_FILE = re.compile(r"(.+)\.(json|cmd|out|err|exit)(?:\.([0-9]+))?")
 
 
 @attrs.frozen
+class ExitStatus:
+    """What a task's wrapper wrote to its ``.exit`` file: its command's status, and when."""
+
+    code: int
+    written_at: float
+    """The file's modification time, the wrapper's write: the task's last act (Unix time)."""
+
+
+@attrs.frozen
 class Tail:
     text: str
     size: int
@@ -259,26 +268,33 @@ class TaskStore:
             return None
         return None if data is None else data.decode(errors="surrogateescape")
 
-    def read_exit_status(self, task_id: str) -> int | None:
-        """The status the wrapper wrote, or None if it never wrote one (the file is created
-        blank: `EXIT_PLACEHOLDER`, or empty by an earlier daemon). The blanks after a status are
-        cut off, so the file then holds the status alone."""
+    def read_exit_status(self, task_id: str) -> ExitStatus | None:
+        """The status the wrapper wrote, and when, or None if it never wrote one (the file is
+        created blank: `EXIT_PLACEHOLDER`, or empty by an earlier daemon). The blanks after a
+        status are cut off, so the file then holds the status alone, and keeps the time of the
+        wrapper's write: a later read (a recovery after a crash) finds the same end."""
+        path = self.exit_path(task_id)
         try:
-            text = read_regular(self.exit_path(task_id))
+            written_at = os.stat(path, follow_symlinks=False).st_mtime
+            text = read_regular(path)
+        except FileNotFoundError:
+            return None
         except OSError as exc:
             log.warning("unreadable exit status of task %s: %s", task_id, exc)
             return None
+        if text is None:
+            return None
         try:
-            status = None if text is None else int(text)
+            status = int(text)
         except ValueError:
             return None
-        if text is not None and len(text) > len(f"{status}\n"):
+        if len(text) > len(f"{status}\n"):
             # The blanks that held the room for it are not part of it.
             try:
-                truncate_regular(self.exit_path(task_id), len(f"{status}\n"))
+                truncate_regular(path, len(f"{status}\n"), keep_times=True)
             except OSError as exc:
                 log.warning("cannot trim the exit file of task %s: %s", task_id, exc)
-        return status
+        return ExitStatus(status, written_at)
 
     # -- a run's files ---------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._recovery import recover
 from hive.bash._settings import TaskSettings
 from hive.bash._stopping import FILLED_UP, FSIZE_MARGIN, Stopper
-from hive.bash._store import RunFiles, Tail, TaskStore, read_tail
+from hive.bash._store import ExitStatus, RunFiles, Tail, TaskStore, read_tail
 from hive.bash._task import Task
 from hive.bash._watch import Watcher
 
@@ -554,7 +554,7 @@ class TaskManager:
         store = self.store
         task_id = task.id
 
-        def read_end() -> tuple[int | None, bool, str, int]:
+        def read_end() -> tuple[ExitStatus | None, bool, str, int]:
             return (
                 store.read_exit_status(task_id),
                 store.has_space(),
@@ -562,7 +562,7 @@ class TaskManager:
                 store.output_size(task_id),
             )
 
-        exit_code, has_space, stdout, size = await self.reads.run(read_end)
+        written, has_space, stdout, size = await self.reads.run(read_end)
         ledger = self.ledger
         if not has_space:
             ledger.note(task, FILLED_UP.format(store.tasks_dir))
@@ -578,8 +578,7 @@ class TaskManager:
                 "check stopped it",
             )
             ledger.change(task, StopBegun(StopReason.OUTPUT_CAP), stop_started_at=self.clock())
-        if exit_code is None:
-            exit_code = self._exit_without_file(task, returncode)
+        exit_code = self._exit_without_file(task, returncode) if written is None else written.code
         ledger.change(task, Exited(), exit_code=exit_code, ended_at=self.clock())
         await self._record_end(task, stdout)
 

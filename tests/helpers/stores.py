@@ -12,7 +12,7 @@ from pathlib import Path
 import attrs
 
 from hive.bash._records import LooseEnd, TaskRecord
-from hive.bash._store import RunFiles, TaskStore
+from hive.bash._store import ExitStatus, RunFiles, TaskStore
 
 
 class Crash(BaseException):
@@ -132,7 +132,7 @@ class CrashingStore(TaskStore):
         self._write(takes_space=False)
         return super().remove_run_record(task_id, generation, serial)
 
-    def read_exit_status(self, task_id: str) -> int | None:
+    def read_exit_status(self, task_id: str) -> ExitStatus | None:
         # It trims the blanks after the status: a write too, after which a dead daemon reads nothing.
         if self.crashed:
             raise Crash("read after death")
