@@ -75,7 +75,7 @@ def test_a_result_that_is_not_its_structured_content_is_shown_as_it_is() -> None
         ("task t: done, exit code 0", {"structuredContent": structured}),
         # Structured content without a message: there is no text to show but the JSON.
         (json.dumps({"id": "t"}), {"structuredContent": {"id": "t"}}),
-        # No tool_use_result at all (an ACP agent's line).
+        # No tool_use_result at all (an ACP agent's line for a result that is not structured).
         (json.dumps(structured), None),
     ]
     for content, tool_use_result in cases:

@@ -179,6 +179,10 @@ class AcpRuntime:
         if method != "session/request_permission":
             raise Unhandled(method)
         request: RequestPermissionRequest = from_wire(params, RequestPermissionRequest)
+        translator = self._translator
+        if translator is not None and request.session_id == translator.session_id:
+            # Written before the answer lets the call run, so its tool_use precedes its result.
+            await translator.asked(request.tool_call)
         return to_wire(answer_permission(request, self.config, cancelling=self._cancelling))
 
     async def _on_notification(self, method: str, params: Any) -> None:

@@ -2,10 +2,10 @@
 
 Text and thought chunks become whole ``assistant`` text / thinking blocks (a block ends when
 the kind or the message id changes, a tool call starts, or the turn ends); a tool call
-becomes an ``assistant`` tool_use block once its input is known (or, at the latest, when it
-ends or the turn does) and a ``user`` tool_result when it completes or fails; each session
-starts with a ``system`` init and each turn ends with a ``result``. Context usage comes from
-``usage_update``.
+becomes an ``assistant`` tool_use block once its input is settled (see `Translator._tool`) and a
+``user`` tool_result when it completes or fails, read as claude's where the agent passes on a
+structured result; each session starts with a ``system`` init and each turn ends with a
+``result``. Context usage comes from ``usage_update``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from hive.acp._outcome import Ending
-from hive.acp._schema import MessageChunk, SessionUpdate, ToolCall, UsageUpdate
+from hive.acp._schema import MessageChunk, SchemaError, SessionUpdate, ToolCall, UsageUpdate, from_wire
 from hive.sink import (
     ApiMessage,
     AssistantMessage,
@@ -38,6 +38,8 @@ from hive.sink import (
 )
 
 TERMINAL_STATUSES = frozenset({"completed", "failed"})
+RUNNING_STATUSES = frozenset({"in_progress", *TERMINAL_STATUSES})
+"""A call with one of these statuses runs or has run: its input is the one it ran with."""
 
 
 def tool_name(tool: ToolCall) -> str:
@@ -75,10 +77,24 @@ def tool_output(tool: ToolCall) -> str:
     return ""
 
 
+def structured_output(raw_output: Any) -> JsonObject | None:
+    """The structured result a rawOutput is, if it is one: an object, or an object's JSON.
+
+    claude-agent-acp's rawOutput is claude's tool_result content, which for an MCP tool that
+    returned structured content is that content as JSON (and its ``content`` the same text, fenced
+    on an error); claude writes such a result with the object as ``tool_use_result.structuredContent``."""
+    if isinstance(raw_output, str) and raw_output.lstrip().startswith("{"):
+        try:
+            raw_output = json.loads(raw_output)
+        except ValueError:
+            return None
+    return raw_output if isinstance(raw_output, dict) else None
+
+
 @attrs.define(eq=False)
 class _Tool:
     call: ToolCall
-    input: JsonObject | None = None  # from the last non-empty rawInput
+    input: JsonObject | None = None  # from the last non-empty rawInput before its tool_use
     written: bool = False  # its tool_use
     finished: bool = False  # its tool_result
 
@@ -165,6 +181,32 @@ class Translator:
         await self.sink.write(Batch.of([message]))
 
     async def _tool(self, call: ToolCall) -> None:
+        known = await self._known(call)
+        # The tool_use waits until the input is settled: until the call runs or has run (its
+        # status, or a rawOutput), the agent asks permission for it (`asked`), or the turn ends.
+        # claude-agent-acp announces a call pending with rawInput {} and, while the model's input
+        # streams, sends it again as far as each complete field, then whole, all still pending and
+        # none marked complete: a tool_use written at the first input would lose the rest.
+        if known.call.status in RUNNING_STATUSES or known.call.raw_output is not None:
+            await self._tool_use(known)
+        if known.call.status in TERMINAL_STATUSES and not known.finished:
+            known.finished = True
+            self.tool_changes += 1
+            await self._tool_result(known)
+
+    async def asked(self, tool_call: JsonObject) -> None:
+        """The agent asks permission for a call (``tool_call``: the request's, a
+        tool_call_update's fields): what it asks about is the call's settled input."""
+        fields = {"sessionUpdate": "tool_call_update", **tool_call}
+        fields.pop("status", None)  # the request's "pending" is not news of the call
+        try:
+            call = from_wire(fields, ToolCall)
+        except SchemaError:
+            return
+        await self._tool_use(await self._known(call))
+
+    async def _known(self, call: ToolCall) -> _Tool:
+        """The call ``call`` is an update of, with the update applied (its input if it has one)."""
         known = self._tools.get(call.tool_call_id)
         if known is None:
             await self.flush()  # text before a tool call is a block of its own
@@ -173,32 +215,29 @@ class Translator:
         else:
             known.call = _merge(known.call, call)
         tool_input = _tool_input(call.raw_input)
-        if tool_input is not None:
+        if tool_input is not None and not known.written:
             known.input = tool_input
-        ended = known.call.status in TERMINAL_STATUSES
-        # claude-agent-acp announces a call with rawInput {} and sends the input in an update,
-        # so the tool_use waits for the input, or at the latest for the call's end.
-        if ended or (known.input is not None and (known.call.title or known.call.kind or known.call.meta)):
-            await self._tool_use(known)
-        if ended and not known.finished:
-            known.finished = True
-            self.tool_changes += 1
-            result = ToolResultBlock(
-                tool_use_id=call.tool_call_id,
-                content=tool_output(known.call),
-                is_error=known.call.status == "failed",
-            )
-            await self.sink.write(
-                Batch.of(
-                    [
-                        UserMessage(
-                            message=UserContent([result]), session_id=self.session_id, uuid=str(uuid.uuid4())
-                        )
-                    ]
-                )
-            )
-            # The next model text is a new API message, as it is for claude after a tool result.
-            self._api_message_id = f"msg_{uuid.uuid4().hex[:24]}"
+        return known
+
+    async def _tool_result(self, tool: _Tool) -> None:
+        """The call's tool_result. A structured result is also written as claude writes one, as
+        ``tool_use_result.structuredContent`` (where ``hive agent log`` finds the tool's text); its
+        content is then a rawOutput's JSON as the agent sent it, what claude gave the model."""
+        raw = tool.call.raw_output
+        structured = structured_output(raw)
+        content = raw if structured is not None and isinstance(raw, str) else tool_output(tool.call)
+        result = ToolResultBlock(
+            tool_use_id=tool.call.tool_call_id, content=content, is_error=tool.call.status == "failed"
+        )
+        extra: JsonObject = {}
+        if structured is not None:
+            extra["tool_use_result"] = {"content": content, "structuredContent": structured}
+        message = UserMessage(
+            message=UserContent([result]), session_id=self.session_id, uuid=str(uuid.uuid4()), extra=extra
+        )
+        await self.sink.write(Batch.of([message]))
+        # The next model text is a new API message, as it is for claude after a tool result.
+        self._api_message_id = f"msg_{uuid.uuid4().hex[:24]}"
 
     async def _tool_use(self, tool: _Tool) -> None:
         """The call's tool_use, once. Text still open came after the call started (a call's

@@ -60,6 +60,17 @@ def _check_requests(fake_api: FakeApi) -> None:
     assert results[1]["is_error"] is False and '"loose_ends"' in results[1]["text"], results[1]
 
 
+def _check_log(root: Path) -> None:
+    """The turn log shows the bash call's whole input and its result as the tool's message, alike
+    on both runtimes."""
+    log = (root / "state" / "turns.jsonl").read_text().splitlines()
+    shown = list(render_log(json.loads(line) for line in log if line.strip()))
+    assert '   → mcp__bash__run {"cmd": "echo from-the-real-tier", "wait_seconds": 10}' in shown, shown
+    assert any(line.startswith("   ← task ") and ": done, exit code 0 after " in line for line in shown), (
+        shown
+    )
+
+
 async def test_the_claude_cli_under_hive_agent(
     real_claude: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path, tmp_path: Path
 ) -> None:
@@ -68,6 +79,7 @@ async def test_the_claude_cli_under_hive_agent(
     assert (record["outcome"], record["is_error"]) == ("completed", False), record
     assert record["result"] == "Both tools answered."
     _check_requests(fake_api)
+    _check_log(tmp_path)
     # The built-in Bash is not offered at all on claude.
     assert "Bash" not in fake_api.requests(kind="main")[0]["tools"]
 
@@ -85,6 +97,7 @@ async def test_claude_agent_acp_under_hive_agent(
     record = await _one_woken_turn(tmp_path, env, claude_workdir, fake_api)
     assert (record["outcome"], record["is_error"]) == ("completed", False), record
     _check_requests(fake_api)
+    _check_log(tmp_path)
 
 
 async def test_one_scenario_scripts_a_tool_turn_then_a_woken_text_turn_on_claude(
