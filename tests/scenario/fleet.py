@@ -70,7 +70,8 @@ class AgentRun:
 
     @property
     def record(self) -> Path:
-        return self.root / "claude-record.jsonl"
+        """The fake agent's record (of either fake: one JSON object a line)."""
+        return self.root / "record.jsonl"
 
     def argv(self) -> list[str]:
         extra = ["--subagents"] if self.plan.subagents else []
@@ -349,6 +350,64 @@ async def web_server(fleet: Fleet) -> AsyncIterator[None]:
             await process.wait()
 
 
+ACP_AGENT = 2
+"""The agent that runs on the ACP fixture (the others on the fake claude)."""
+
+
+def claude_runtime(root: Path, plan: AgentPlan) -> dict[str, str]:
+    """The fake claude playing ``plan``'s turns, one process a turn."""
+    script = root / "claude-script.json"
+    fake_claude.write_script(script, plan.turns)
+    executable = root / "claude"
+    executable.write_text(f'#!/bin/sh\nexec {sys.executable} {fake_claude.PATH} "$@"\n')
+    executable.chmod(0o755)
+    return {
+        "HIVE_RUNTIME": "claude",
+        "HIVE_CLAUDE_COMMAND": str(executable),
+        "FAKE_CLAUDE_SCRIPT": str(script),
+        "FAKE_CLAUDE_RECORD": str(root / "record.jsonl"),
+        "FAKE_CLAUDE_MAX_SECONDS": "120",
+        "FAKE_CLAUDE_STDIN_WAIT": "0",
+    }
+
+
+def acp_runtime(root: Path, plan: AgentPlan) -> dict[str, str]:
+    """The ACP fixture (the official SDK) playing ``plan``'s turns as claude-agent-acp would: each
+    tool call announced with an empty input, its input streamed in parts, then run for real; the
+    session's cost reported cumulative in ``usage_update``."""
+    script = root / "acp-script.json"
+    (root / "acp-state").mkdir()
+    acp_agent.write_script(script, [acp_turn(turn) for turn in plan.turns], count_turns="state")
+    agent_env = {
+        "FAKE_ACP_SCRIPT": str(script),
+        "FAKE_ACP_RECORD": str(root / "record.jsonl"),
+        "FAKE_ACP_STATE": str(root / "acp-state"),
+        "FAKE_ACP_MAX_SECONDS": "600",
+    }
+    return {
+        "HIVE_RUNTIME": "acp",
+        "HIVE_ACP_COMMAND": sys.executable,
+        "HIVE_ACP_ARGS": json.dumps([acp_agent.PATH]),
+        "HIVE_ACP_ENV": json.dumps(agent_env),
+    }
+
+
+def acp_turn(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A fake claude turn of the plan, as the ACP fixture plays it."""
+    played: list[dict[str, Any]] = []
+    for step in steps:
+        if "mcp_call" in step:
+            call = step["mcp_call"]
+            name = f"mcp__{call['server']}__{call['tool']}"
+            played.append({"claude_tool": {"name": name, "input": call["arguments"], "call": call}})
+        elif "text" in step:
+            played.append({"text": step["text"]})
+        elif "result" in step:
+            cost = {"amount": step["result"]["total_cost_usd"], "currency": "USD"}
+            played.append({"usage": {"used": 1000, "size": 200_000, "cost": cost}})
+    return played
+
+
 def make_fleet(seed: int, root: Path, *, agents: int = 3) -> Fleet:
     rng = random.Random(seed)
     tag = f"{seed}-{uuid.uuid4().hex[:8]}"
@@ -358,19 +417,9 @@ def make_fleet(seed: int, root: Path, *, agents: int = 3) -> Fleet:
         last_acts = agent_root / "last-acts"
         last_acts.mkdir(parents=True)
         plan = agent_plan(rng, index, last_acts, subagents=index == 0)
-        script = agent_root / "claude-script.json"
-        fake_claude.write_script(script, plan.turns)
-        executable = agent_root / "claude"
-        executable.write_text(f'#!/bin/sh\nexec {sys.executable} {fake_claude.PATH} "$@"\n')
-        executable.chmod(0o755)
         env = {
             TAG: tag,
-            "HIVE_RUNTIME": "claude",
-            "HIVE_CLAUDE_COMMAND": str(executable),
-            "FAKE_CLAUDE_SCRIPT": str(script),
-            "FAKE_CLAUDE_RECORD": str(agent_root / "claude-record.jsonl"),
-            "FAKE_CLAUDE_MAX_SECONDS": "120",
-            "FAKE_CLAUDE_STDIN_WAIT": "0",
+            **(acp_runtime(agent_root, plan) if index == ACP_AGENT else claude_runtime(agent_root, plan)),
         }
         if plan.subagents:
             # Its subagents' turns run on the ACP fixture's default turn (a reply, no tools).
