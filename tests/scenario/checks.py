@@ -142,6 +142,7 @@ def verify(fleet: Fleet) -> tuple[Counts, list[str]]:
                 problems.append(f"subagents_ended: {name}'s subagent {session['name']} is still in a turn")
             elif last and not last.get("told") and end not in woken_ends:
                 problems.append(f"subagent_ends_reach_agent: {name}'s subagent turn {end} was never told")
+        problems += _costs(agent)
         owed = sorted(p.name for p in (agent.state / "mcp-loose-ends").glob("*.json"))
         if owed:
             problems.append(f"nothing_owed: {name} still owes {owed}")
@@ -186,6 +187,27 @@ def _messages(fleet: Fleet, problems: list[str]) -> tuple[int, int, int]:
                 twice += 1
                 problems.append(f"messages_carried: {agent.plan.name}'s wake {end} carried by {count} turns")
     return total, lost, twice
+
+
+def _costs(agent: AgentRun) -> list[str]:
+    """Per-turn costs are per turn: within each session, the turns' costs add up to the session's
+    total as the agent last reported it (the agents report it cumulative)."""
+    spent: dict[str, float] = {}
+    total: dict[str, float] = {}
+    for record in _turn_records(agent):
+        session = record.get("session_id")
+        if session is None:
+            continue
+        spent[session] = spent.get(session, 0.0) + float(record.get("cost_usd", 0.0))
+        reported = float(record.get("session_cost_usd", 0.0))
+        if reported:
+            total[session] = reported
+    return [
+        f"costs_sum: {agent.plan.name}'s session {session}: its turns' costs add up to {spent[session]:.6f} USD, "
+        f"the session's total is {total[session]:.6f}"
+        for session in total
+        if abs(spent[session] - total[session]) > 1e-6
+    ]
 
 
 def _tool_inputs(agent: AgentRun) -> list[str]:
