@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive.sink import SessionCost, TurnCost
+from hive.sink import Batch, MemorySink, SessionCost, TurnCost
+from hive.subagent._records import Current
+from hive.subagent._turns import TurnSink, end_of
 
 CENT = 0.01
 
@@ -84,3 +86,14 @@ def test_per_turn_costs_are_each_turns_own_and_sum_to_the_sessions_totals(
                 unreported += cents
             counted.append(spent)
     assert sum(counted) == pytest.approx(sum(reported_totals.values()) * CENT, abs=1e-9)
+
+
+async def test_a_subagents_turn_end_has_its_own_cost_measured_from_its_sessions() -> None:
+    """A subagent's resumed session: its turn's results are measured from the session's cost
+    that its record kept (here two results in one turn: a turn and its compaction)."""
+    sink = TurnSink(MemorySink(), TurnCost(SessionCost("s-1", 0.5)))
+    for total in (0.75, 0.875):
+        line = {"type": "result", "subtype": "success", "is_error": False, "session_id": "s-1"}
+        await sink.write(Batch.of([{**line, "total_cost_usd": total}]))
+    end = end_of(Current("t-1", 3, 1.0), "completed", sink=sink)
+    assert (end.cost_usd, sink.cost.session) == (0.375, SessionCost("s-1", 0.875))
