@@ -125,7 +125,7 @@ async def test_the_token_in_the_url_becomes_a_cookie_and_the_fleet_shows(short_t
     assert "25%" in page.text and "failed at " in page.text
     assert "http://" not in page.text.replace(base, ""), "the page fetches nothing from elsewhere"
     assert [a["name"] for a in fleet] == ["alpha", "beta"]
-    assert fleet[0]["history"] == [{"turn": 7, "ended": 1060.0, "tokens": 0, "cost": 0.0}]
+    assert fleet[0]["history"] == [{"turn": 7, "ended": 1060.0, "tokens": 42, "cost": 0.125}]
 
 
 async def test_the_fleet_page_is_updated_when_an_agents_files_change(short_tmp: Path) -> None:
