@@ -26,7 +26,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import attrs
 import trio
@@ -163,6 +163,13 @@ class AgentStatus:
     """When it started (Unix time)."""
     last_ended: float | None = None
     """When it ended (Unix time)."""
+    last_cost_usd: float | None = None
+    """What it cost, in USD (the turn log's ``cost_usd``: its session's cost grew by that)."""
+    last_tokens: dict[str, Any] = attrs.field(factory=dict)
+    """Its token counts as the agent reported them (the turn log's ``tokens``)."""
+    session_cost_usd: float | None = None
+    """What the session has cost so far, in USD, as its agent last said: its turns' costs add
+    up to it."""
 
 
 @attrs.frozen

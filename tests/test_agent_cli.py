@@ -377,3 +377,20 @@ def test_an_unknown_flag_is_told_with_its_own_commands_usage(
     command = " ".join(argv[:2])
     assert err.startswith(f"usage: hive {command} "), err
     assert f"hive {command}: error: unrecognized arguments: {' '.join(argv[2:])}" in err
+
+
+def test_status_says_what_the_last_turn_cost_and_the_session_so_far() -> None:
+    tokens = {"input_tokens": 200, "cache_read_input_tokens": 41_000, "output_tokens": 310}
+    lines = describe_status(
+        status(
+            turns=4,
+            last_turn=4,
+            last_kind="turn",
+            last_stop_reason="completed",
+            last_cost_usd=0.0123,
+            last_tokens=tokens,
+            session_cost_usd=0.4567,
+        ),
+        NOW,
+    )
+    assert lines[-1] == "cost: $0.0123 the last turn (41,200 tokens in, 310 out); $0.4567 the session so far"

@@ -239,6 +239,7 @@ async def test_an_unknown_session_is_forgotten_and_the_turn_retried_at_once_in_a
     assert json.loads((short_tmp / "session").read_text()) == {
         "backend": "scripted",
         "session_id": "session-1",
+        "cost_usd": 0.0,
     }
 
 

@@ -46,9 +46,12 @@ def _stopped_agent(state_dir: Path) -> None:
         session_id="s-7",
         context_used=50_000,
         context_size=200_000,
+        tokens={"input_tokens": 40, "output_tokens": 2},
+        cost_usd=0.125,
+        session_cost_usd=0.375,
     )
     (state_dir / "turns.jsonl").write_bytes(encode(record))
-    (state_dir / "session").write_bytes(encode(SessionFile("claude", "s-8")))
+    (state_dir / "session").write_bytes(encode(SessionFile("claude", "s-8", 0.5)))
     (state_dir / "queue").write_bytes(b"")
     store = TaskStore(state_dir)
     store.create_dirs()
@@ -79,6 +82,9 @@ async def test_a_stopped_agent_is_read_from_its_files(short_tmp: Path) -> None:
         last_outcome="failed",
         last_ended=1060.0,
         last_error="the agent went away",
+        last_cost_usd=0.125,
+        last_tokens={"input_tokens": 40, "output_tokens": 2},
+        session_cost_usd=0.5,
     )
     assert view.context_fraction == 0.25
 
@@ -218,7 +224,10 @@ def test_hive_ls_says_where_it_found_nothing(short_tmp: Path, capsys: pytest.Cap
 
 
 def _turn(number: int, cost: float) -> bytes:
-    result = f'{{"type":"result","subtype":"success","is_error":false,"total_cost_usd":{cost}}}\n'.encode()
+    """A turn that cost ``cost``; its result line says what its session had cost (the turn's
+    record is what says the turn's own)."""
+    session = 10 + number * cost
+    result = f'{{"type":"result","subtype":"success","is_error":false,"total_cost_usd":{session}}}\n'.encode()
     return result + encode(
         TurnRecord(
             turn=number,
@@ -226,6 +235,8 @@ def _turn(number: int, cost: float) -> bytes:
             started=float(number),
             ended=number + 0.5,
             tokens={"input_tokens": number, "output_tokens": 1},
+            cost_usd=cost,
+            session_cost_usd=session,
         )
     )
 

@@ -125,7 +125,7 @@ async def test_the_token_in_the_url_becomes_a_cookie_and_the_fleet_shows(short_t
     assert "25%" in page.text and "failed at " in page.text
     assert "http://" not in page.text.replace(base, ""), "the page fetches nothing from elsewhere"
     assert [a["name"] for a in fleet] == ["alpha", "beta"]
-    assert fleet[0]["history"] == [{"turn": 7, "ended": 1060.0, "tokens": 0, "cost": 0.0}]
+    assert fleet[0]["history"] == [{"turn": 7, "ended": 1060.0, "tokens": 42, "cost": 0.125}]
 
 
 async def test_the_fleet_page_is_updated_when_an_agents_files_change(short_tmp: Path) -> None:
@@ -135,9 +135,17 @@ async def test_the_fleet_page_is_updated_when_an_agents_files_change(short_tmp: 
         async with web(short_tmp) as base, events_of(base, "/events") as events:
             event, first = await events.next()
             assert event == "fleet" and first["agents"][0]["last_outcome"] == "failed"
-            ended = TurnRecord(turn=8, kind="turn", started=1100.0, ended=1130.0, tokens={"input_tokens": 5})
-            with open(log, "ab") as file:
-                file.write(b'{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.25}\n')
+            ended = TurnRecord(
+                turn=8,
+                kind="turn",
+                started=1100.0,
+                ended=1130.0,
+                tokens={"input_tokens": 5},
+                cost_usd=0.25,
+                session_cost_usd=1.75,
+            )
+            with open(log, "ab") as file:  # the result says what the session has cost so far
+                file.write(b'{"type":"result","subtype":"success","is_error":false,"total_cost_usd":1.75}\n')
                 file.write(encode(ended))
             event, second = await events.next()
     (agent,) = second["agents"]

@@ -26,7 +26,7 @@ from hive.agent._session import SessionStore
 from hive.agent.harness import lock_state_dir
 from hive.bash.daemon import _lock_state_dir
 from hive.errors import HiveError, StateBusy
-from hive.sink import JsonlFile, JsonlSink
+from hive.sink import JsonlFile, JsonlSink, SessionCost
 
 PLANTED = b"someone else's file\n"
 
@@ -37,7 +37,7 @@ def _open_queue(path: Path) -> None:
 
 
 def _save_session(path: Path) -> None:
-    SessionStore(path, "claude").save("s-1")
+    SessionStore(path, "claude").save("s-1", SessionCost("s-1", 0.25))
 
 
 def _close(fd: int) -> None:
@@ -75,7 +75,9 @@ def test_a_session_saved_over_a_planted_symlink_replaces_the_link_not_its_target
     _save_session(tmp_path / "session")
     assert target.read_bytes() == PLANTED
     assert not (tmp_path / "session").is_symlink()
-    assert SessionStore(tmp_path / "session", "claude").load() == "s-1"
+    saved = SessionStore(tmp_path / "session", "claude")
+    assert saved.load() == "s-1"
+    assert saved.cost == SessionCost("s-1", 0.25)
 
 
 def test_a_fifo_planted_at_a_state_file_is_refused_without_blocking(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from fixtures import fake_claude
 from hive import telemetry
 from hive.agent._model import Arrived, ItemKind, Phase
 from hive.runtime import AgentUnavailable, StopReason, TurnOutcome, added_environment
-from hive.sink import Batch, MemorySink
+from hive.sink import Batch, MemorySink, SessionCost
 from hive.telemetry import PresetIds, TelemetryError
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.claude_fake import FakeClaude
@@ -157,6 +157,33 @@ async def test_a_claude_turn_is_an_invoke_agent_span_with_a_child_per_tool_call(
         assert (
             turn.start_time is not None and tool.start_time is not None and tool.start_time >= turn.start_time
         )
+
+
+def _result_line(session: str, total_cost_usd: float, **usage: int) -> Batch:
+    line = {"type": "result", "subtype": "success", "is_error": False, "session_id": session}
+    return Batch.of([{**line, "total_cost_usd": total_cost_usd, "usage": usage}])
+
+
+async def test_a_turns_cost_and_tokens_are_its_own_and_its_input_counts_the_cache(exported: Exported) -> None:
+    """The result says what the session has cost so far: each span and the cost metric get what
+    the turn added, measured from the session's cost before it (as the harness keeps it)."""
+    tokens = {"input_tokens": 3, "cache_read_input_tokens": 500, "cache_creation_input_tokens": 40}
+    before = SessionCost()
+    for total in (0.25, 0.75, 1.0):
+        await _turn([_result_line("s-1", total, **tokens, output_tokens=7)], cost=before)
+        before = SessionCost("s-1", total)
+    await _turn([_result_line("s-2", 0.5, input_tokens=1, output_tokens=1)], cost=before)  # a new session
+    spans = exported.named("invoke_agent builder")
+    assert [_attributes(s)["hive.turn.cost_usd"] for s in spans] == [0.25, 0.5, 0.25, 0.5]
+    (cost,) = exported.points("hive.turn.cost")
+    assert cost.value == 1.5
+    attributes = _attributes(spans[0])
+    assert attributes["gen_ai.usage.input_tokens"] == 543
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 500
+    assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 40
+    assert attributes["gen_ai.usage.output_tokens"] == 7
+    used = {p.attributes["gen_ai.token.type"]: p.sum for p in exported.points("gen_ai.client.token.usage")}
+    assert used == {"input": 543 * 3 + 1, "output": 7 * 3 + 1}
 
 
 async def test_a_tool_call_whose_result_is_an_error_or_never_comes_is_an_error_span(

@@ -15,7 +15,18 @@ import trio
 
 from hive._files import open_regular
 from hive.agent._wire import RecordError, TurnRecord, TurnStart, decode_turn_record, encode
-from hive.sink import Batch, ContextUsage, JsonlFile, SystemInit, first_message, last_message
+from hive.sink import (
+    Batch,
+    ContextUsage,
+    JsonlFile,
+    ResultMessage,
+    SessionCost,
+    SystemInit,
+    TurnCost,
+    first_message,
+    structured,
+    typed_lines,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +97,10 @@ class TurnLog:
         """Append a turn's start or end line."""
         await self.write(encode(record))
 
-    def turn_sink(self, on_usage: Callable[[ContextUsage], None]) -> TurnSink:
-        """A sink for one turn's stream into this log; ``on_usage`` is told each context usage."""
-        return TurnSink(self, on_usage)
+    def turn_sink(self, on_usage: Callable[[ContextUsage], None], cost: SessionCost) -> TurnSink:
+        """A sink for one turn's stream into this log; ``on_usage`` is told each context usage,
+        and ``cost`` is the session's cost before the turn (its results are measured from it)."""
+        return TurnSink(self, on_usage, TurnCost(cost))
 
     async def aclose(self) -> None:
         """Close the log's file."""
@@ -98,10 +110,12 @@ class TurnLog:
 @attrs.define(eq=False)
 class TurnSink:
     """The Sink of one turn: its lines go to the log as they come; what the harness must know
-    of the turn (whether its result came, its context usage) is kept."""
+    of the turn (whether its result came, its context usage, its cost) is kept."""
 
     log: TurnLog
     on_usage: Callable[[ContextUsage], None]
+    cost: TurnCost
+    """What the turn's results say it cost, and the session's cost after them."""
     saw_result: bool = False
     """Whether the turn's ``result`` line came: then it started and ended."""
     usage: ContextUsage | None = None
@@ -115,8 +129,11 @@ class TurnSink:
             init = first_message(batch, b'"init"', "system/init")
             if init is not None and isinstance(init[1], SystemInit):
                 self.session_id = init[1].session_id
-        if not self.saw_result and last_message(batch, b'"result"', "result") is not None:
-            self.saw_result = True
+        for _, _, obj in typed_lines(batch, {"result": b'"result"'}):
+            result = structured(obj)
+            if isinstance(result, ResultMessage):
+                self.saw_result = True
+                self.cost.result(result.session_id, result.total_cost_usd)
         await self.log.write(batch.data)
 
     async def context_usage(self, usage: ContextUsage) -> None:

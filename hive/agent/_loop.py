@@ -72,7 +72,7 @@ from hive.agent._wire import (
     TurnStart,
 )
 from hive.runtime import HiveRuntimeError, IdleTimeout, Runtime, SessionNotFound, TurnOutcome
-from hive.sink import ContextUsage
+from hive.sink import ContextUsage, SessionCost
 from hive.wake import AgentRequest, AgentState, AgentStatus, Compact, Prompt, Refused, Status, Wake
 
 log = logging.getLogger(__name__)
@@ -136,6 +136,9 @@ class Harness:
     running: TurnStart | None = None
     """The start of the turn (or compaction) running; None once its end is ``last``."""
     context: ContextUsage | None = None
+    cost: SessionCost = attrs.field(factory=SessionCost)
+    """The session's cost so far, as its agent last reported it: each turn's cost is measured
+    from it (a restarted harness takes it from the session file)."""
     _changed: trio.Event = attrs.field(factory=trio.Event)
     _observed: trio.Event = attrs.field(factory=trio.Event)
     _written: trio.Event = attrs.field(factory=trio.Event)
@@ -189,7 +192,7 @@ class Harness:
             self._apply(CompactAsked(by))
 
     def status(self) -> AgentStatus:
-        last, running = self.last, self.running
+        last, running, cost = self.last, self.running, self.cost
         return AgentStatus(
             state=_STATES[self.state.phase],
             session_id=self.runtime.session_id,
@@ -204,6 +207,11 @@ class Harness:
             last_kind=last.kind if last else None,
             last_started=last.started if last else None,
             last_ended=last.ended if last else None,
+            last_cost_usd=last.cost_usd if last else None,
+            last_tokens=dict(last.tokens) if last else {},
+            session_cost_usd=cost.usd
+            if cost.session_id and cost.session_id == self.runtime.session_id
+            else None,
             context_used=self.context.used if self.context else None,
             context_size=self.context.size if self.context and self.context.size else None,
             compact_pending=bool(self.state.compact),
@@ -286,7 +294,7 @@ class Harness:
     async def _turn(self, items: tuple[Item, ...]) -> None:
         start = await self._start("turn", items)
         number, started = start.turn, start.started
-        sink = self.log.turn_sink(self._usage)
+        sink = self.log.turn_sink(self._usage, self.cost)
         prompt = render_prompt(items, self.budget)
         ending: _Ending | None = None
         telemetry.queue_depth(self.state.waiting())
@@ -297,6 +305,7 @@ class Harness:
                 number=number,
                 trigger=", ".join(dict.fromkeys(i.sender for i in items)),
                 links=[i.traceparent for i in items if i.traceparent],
+                cost=self.cost,
             ) as trace:
                 ending = await self._run(prompt, sink, trace)
         finally:
@@ -345,11 +354,13 @@ class Harness:
             context_used=sink.usage.used if sink.usage else None,
             context_size=sink.usage.size if sink.usage and sink.usage.size else None,
             tokens=dict(outcome.tokens) if outcome else {},
+            cost_usd=sink.cost.usd,
+            session_cost_usd=sink.cost.session.usd,
         )
         if ending.error:
             log.warning("turn %d: %s: %s", number, ending.outcome, ending.error)
+        self._keep_session(sink)  # first: a turn in the log is never measured again after a restart
         await self.log.record(record)
-        self._keep_session(sink)
         self._apply(TurnEnded(ending.delivered))
         if not ending.delivered:
             self._ended(record)
@@ -378,12 +389,17 @@ class Harness:
     async def _compact(self, by: tuple[str, ...]) -> None:
         start = await self._start("compact", by=", ".join(by))
         number, started = start.turn, start.started
-        sink = self.log.turn_sink(self._usage)
+        sink = self.log.turn_sink(self._usage, self.cost)
         error: str | None = None
         outcome: Outcome = "stopped"
         try:
             with telemetry.traced_turn(
-                self.name, provider=self.provider, number=number, trigger=", ".join(by), kind="compact"
+                self.name,
+                provider=self.provider,
+                number=number,
+                trigger=", ".join(by),
+                kind="compact",
+                cost=self.cost,
             ) as trace:
                 await self.runtime.compact(trace.sink(sink))
             outcome = "completed"
@@ -406,11 +422,13 @@ class Harness:
                     session_id=self.runtime.session_id,
                     context_used=sink.usage.used if sink.usage else None,
                     context_size=sink.usage.size if sink.usage and sink.usage.size else None,
+                    cost_usd=sink.cost.usd,
+                    session_cost_usd=sink.cost.session.usd,
                 )
                 if error:
                     log.warning("compaction %d failed: %s", number, error)
-                await self.log.record(record)
                 self._keep_session(sink)
+                await self.log.record(record)
                 if outcome != "stopped":  # a stopped one is owed still: a restart runs it
                     try:
                         await self.queue.append([Compacted()])
@@ -425,10 +443,11 @@ class Harness:
         self.context = usage
 
     def _keep_session(self, sink: TurnSink) -> None:
-        """Keep the runtime's session for a restart; if a turn stopped early left it none, the
-        one the turn's stream named (claude resumes an interrupted session)."""
+        """Keep the runtime's session and its cost so far for a restart; if a turn stopped early
+        left it none, the one the turn's stream named (claude resumes an interrupted session)."""
+        self.cost = sink.cost.session
         try:
-            self.sessions.save(self.runtime.session_id or sink.session_id)
+            self.sessions.save(self.runtime.session_id or sink.session_id, self.cost)
         except OSError as exc:
             log.error("could not keep the session id in %s: %s", self.sessions.path, exc)  # noqa: TRY400
 
@@ -475,6 +494,7 @@ async def open_harness(
                 state_dir,
                 turns=tail.turns,
                 last=tail.last,
+                cost=sessions.cost,
                 **options,
             )
         finally:

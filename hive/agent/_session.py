@@ -1,4 +1,5 @@
-"""The session to resume, ``<state>/session``: kept across restarts of the harness."""
+"""The session to resume, ``<state>/session``, and what it has cost so far: kept across restarts
+of the harness (a resumed session's next turn is measured from that cost, not counted whole)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import attrs
 
 from hive._files import read_regular, write_atomic
 from hive.agent._wire import RecordError, SessionFile, decode_session, encode
+from hive.sink import SessionCost
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +22,8 @@ class SessionStore:
     path: Path
     backend: str
     _saved: str | None = None
+    cost: SessionCost = attrs.field(factory=SessionCost)
+    """The saved session's cost so far (that of no session until one is loaded or saved)."""
 
     def load(self) -> str | None:
         """The session to resume, if one was saved for this backend."""
@@ -41,24 +45,30 @@ class SessionStore:
             )
             return None
         self._saved = saved.session_id
+        self.cost = SessionCost(saved.session_id, saved.cost_usd)
         return saved.session_id
 
-    def save(self, session_id: str | None) -> None:
-        """Keep ``session_id`` (None: forget it) if it changed; written by temp file + rename."""
-        if session_id == self._saved:
+    def save(self, session_id: str | None, cost: SessionCost) -> None:
+        """Keep ``session_id`` (None: forget it) and its ``cost`` so far (a cost of another
+        session: nothing yet) if either changed; written by temp file + rename."""
+        kept = cost if cost.session_id == session_id else SessionCost(session_id)
+        if session_id == self._saved and kept == self.cost:
             return
         if session_id is None:
             self.path.unlink(missing_ok=True)
         else:
-            write_atomic(self.path, encode(SessionFile(self.backend, session_id)), durable=False)
-        self._saved = session_id
+            write_atomic(self.path, encode(SessionFile(self.backend, session_id, kept.usd)), durable=False)
+        self._saved, self.cost = session_id, kept
 
 
-def saved_session(path: Path) -> str | None:
-    """The session id kept at ``path``, whatever its backend; None if there is none or it
-    cannot be read (blocking)."""
+def saved_session(path: Path) -> SessionCost | None:
+    """The session kept at ``path``, whatever its backend, and its cost so far; None if there is
+    none or it cannot be read (blocking)."""
     try:
         data = read_regular(path)
-        return None if data is None else decode_session(data).session_id
+        if data is None:
+            return None
+        saved = decode_session(data)
     except (OSError, RecordError):
         return None
+    return SessionCost(saved.session_id, saved.cost_usd)

@@ -126,6 +126,12 @@ class TurnRecord:
     agent said."""
     tokens: dict[str, Any] = attrs.field(factory=dict)
     """The turn's token counts as the agent reported them (input, output, cache reads, ...)."""
+    cost_usd: float = 0.0
+    """What the turn cost, in USD: how much its session's cost grew over it (the agents report
+    a session's cost so far, not a turn's; see `hive.sink.SessionCost`)."""
+    session_cost_usd: float = 0.0
+    """What the session (``session_id``) had cost after the turn, in USD, as the agent said: the
+    sum of its turns' ``cost_usd``."""
     type: Literal["hive"] = "hive"
 
 
@@ -136,6 +142,9 @@ class TurnRecord:
 class SessionFile:
     backend: str
     session_id: str
+    cost_usd: float = 0.0
+    """What the session had cost after its last turn, as the agent said: the next turn's cost is
+    measured from it, after a restart too."""
 
 
 converter = strict_converter()

@@ -28,6 +28,9 @@ def describe_status(status: AgentStatus, now: float) -> list[str]:
         of = f" of {size:,} ({status.context_used / size:.0%})" if size else ""
         lines.append(f"context: {status.context_used:,} tokens{of}")
     lines.append(f"last ended: {_last(status, now)}")
+    spent = _spent(status)
+    if spent:
+        lines.append(f"cost: {spent}")
     if status.last_error:
         lines.append(f"last error: {status.last_error}")
     return lines
@@ -54,8 +57,7 @@ def _doing(status: AgentStatus, now: float) -> str:
 def _last(status: AgentStatus, now: float) -> str:
     if status.last_turn is None:
         return "none yet"
-    what = "compaction" if status.last_kind == "compact" else "turn"
-    text = f"{what} {status.last_turn}, {status.last_stop_reason or '?'}"
+    text = f"{_kind(status)} {status.last_turn}, {status.last_stop_reason or '?'}"
     started, ended = status.last_started, status.last_ended
     if ended is not None:
         text += f", at {clock(ended, now)} ({span(now - ended)} ago)"
@@ -66,3 +68,26 @@ def _last(status: AgentStatus, now: float) -> str:
 
 def _count(n: int, thing: str) -> str:
     return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
+def _spent(status: AgentStatus) -> str:
+    """What the last turn cost (and its tokens) and what its session has, where they are known."""
+    parts = []
+    if status.last_cost_usd is not None:
+        tokens = status.last_tokens
+        into = sum(v for k, v in tokens.items() if k.endswith("input_tokens") and isinstance(v, int))
+        out = tokens.get("output_tokens")
+        counts = f" ({into:,} tokens in, {out:,} out)" if tokens and isinstance(out, int) else ""
+        parts.append(f"{usd(status.last_cost_usd)} the last {_kind(status)}{counts}")
+    if status.session_cost_usd is not None:
+        parts.append(f"{usd(status.session_cost_usd)} the session so far")
+    return "; ".join(parts)
+
+
+def _kind(status: AgentStatus) -> str:
+    return "compaction" if status.last_kind == "compact" else "turn"
+
+
+def usd(amount: float) -> str:
+    """An amount of USD as a person reads it: cents, down to the hundredth of a cent."""
+    return f"${amount:,.4f}"

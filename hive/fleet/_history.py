@@ -63,8 +63,8 @@ def objects(lines: list[bytes]) -> list[dict[str, Any]]:
 
 def turn_points(path: Path, turns: int = TURNS) -> list[TurnPoint]:
     """The last ``turns`` turns ended in the turn log at ``path``, oldest first (its last
-    `TAIL_BYTES` read). A turn's cost and tokens are its result line's (the stream's last
-    ``result`` before the turn's record)."""
+    `TAIL_BYTES` read). A turn's cost is its record's ``cost_usd``; its tokens are its record's,
+    else its result line's (the stream's last ``result`` before the turn's record)."""
     history = History(turns)
     history.feed(read_tail(path)[0])
     return history.points
@@ -94,7 +94,7 @@ class History:
 def _point(record: dict[str, Any], result: dict[str, Any]) -> TurnPoint:
     usage = record.get("tokens") or result.get("usage") or {}
     tokens = sum(v for k, v in usage.items() if k in ("input_tokens", "output_tokens") and _count(v))
-    cost = result.get("total_cost_usd")
+    cost = record.get("cost_usd")  # the result's total_cost_usd is the session's so far, not the turn's
     return TurnPoint(
         turn=record["turn"],
         ended=float(record.get("ended") or 0),

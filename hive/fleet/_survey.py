@@ -77,6 +77,13 @@ class AgentView:
     """When that turn ended (Unix time)."""
     last_error: str | None = None
     """What went wrong in that turn, if it did not complete."""
+    last_cost_usd: float | None = None
+    """What that turn cost, in USD (the turn log's ``cost_usd``)."""
+    last_tokens: dict[str, Any] = attrs.field(factory=dict)
+    """That turn's token counts as the agent reported them (the turn log's ``tokens``)."""
+    session_cost_usd: float | None = None
+    """What its session has cost so far, in USD, as the agent last said (its turns' costs add up
+    to it)."""
 
     @property
     def context_fraction(self) -> float | None:
@@ -140,6 +147,9 @@ async def survey(state_dir: Path) -> AgentView:
         last_outcome=status.last_stop_reason or view.last_outcome,
         last_ended=status.last_ended or view.last_ended,
         last_error=status.last_error if status.last_turn is not None else view.last_error,
+        last_cost_usd=status.last_cost_usd if status.last_turn is not None else view.last_cost_usd,
+        last_tokens=status.last_tokens if status.last_turn is not None else view.last_tokens,
+        session_cost_usd=status.session_cost_usd,
     )
 
 
@@ -185,12 +195,15 @@ def _read_files(state_dir: Path) -> dict[str, Any]:
                 context_used=last.context_used,
                 context_size=last.context_size,
                 session_id=last.session_id,
+                last_cost_usd=last.cost_usd,
+                last_tokens=dict(last.tokens),
             )
     with contextlib.suppress(OSError, ValueError):
         found["queued"] = queued_messages(state_dir / QUEUE)
     session = saved_session(state_dir / SESSION)
     if session is not None:
-        found["session_id"] = session
+        found["session_id"] = session.session_id
+        found["session_cost_usd"] = session.usd
     found["tasks_running"] = sum(1 for state in _task_states(state_dir) if not state.final)
     store = TaskStore(state_dir)
     with contextlib.suppress(OSError):

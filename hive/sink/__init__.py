@@ -24,6 +24,7 @@ __all__ = [
     "MemorySink",
     "MessageError",
     "ResultMessage",
+    "SessionCost",
     "Sink",
     "StreamEvent",
     "StreamMessage",
@@ -33,6 +34,7 @@ __all__ = [
     "ThinkingBlock",
     "ToolResultBlock",
     "ToolUseBlock",
+    "TurnCost",
     "UnknownBlock",
     "UnknownMessage",
     "Usage",
@@ -80,7 +82,7 @@ if TYPE_CHECKING:
         UserMessage,
     )
     from hive.sink._sink import FanOut, JsonlFile, JsonlSink, MemorySink, Sink
-    from hive.sink._usage import ContextUsage
+    from hive.sink._usage import ContextUsage, SessionCost, TurnCost
     from hive.sink._wire import (
         MessageError,
         converter,

@@ -49,6 +49,8 @@ class TurnEnd:
     """The tail of the result text (the agent's, or what went wrong)."""
     errors: list[str] = attrs.field(factory=list)
     tokens: dict[str, Any] = attrs.field(factory=dict)
+    cost_usd: float = 0.0
+    """What the turn cost, in USD: how much its session's cost grew (`hive.sink.SessionCost`)."""
     context_used: int | None = None
     context_size: int | None = None
     told: bool = False
@@ -74,3 +76,6 @@ class SessionRecord:
     """Agent processes of an ended turn that may still be running (an interrupted claude
     exiting, one that ignored SIGINT); emptied once they have exited."""
     last: TurnEnd | None = None
+    cost_usd: float = 0.0
+    """What the session has cost so far, in USD, as its agent last said: the next turn's cost is
+    measured from it."""

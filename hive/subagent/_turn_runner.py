@@ -36,7 +36,7 @@ from hive.runtime import (
     TurnOutcome,
     open_runtime,
 )
-from hive.sink import JsonlSink
+from hive.sink import JsonlSink, SessionCost, TurnCost
 from hive.subagent import _slots
 from hive.subagent._agents import Host, TurnAgent
 from hive.subagent._ledger import Ledger
@@ -167,7 +167,8 @@ class TurnRunner:
                 out = JsonlSink.to_path(log_path)
             except OSError as exc:
                 raise _Failed(f"cannot open the turn log {log_path}: {exc}") from None
-            turn.sink = TurnSink(out)
+            before = SessionCost(record.session_id, record.cost_usd)
+            turn.sink = TurnSink(out, TurnCost(before))
             config = self._config(launch.caller, record)
             try:
                 with self.host.watching(lambda agent: self._spawned(live, agent)):
@@ -180,6 +181,7 @@ class TurnRunner:
                                 provider="anthropic" if launch.spec.backend is Backend.CLAUDE else "acp",
                                 number=live.number,
                                 trigger="caller",
+                                cost=before,
                             ) as trace,
                         ):
                             turn.outcome = await runtime.run(launch.prompt, trace.sink(turn.sink))
@@ -221,6 +223,9 @@ class TurnRunner:
         session_id = (outcome.session_id if outcome else None) or (sink.session_id if sink else None)
         if session_id is not None:
             record.session_id = session_id
+        if sink is not None:
+            spent = sink.cost.session
+            record.cost_usd = spent.usd if spent.session_id == record.session_id else 0.0
         record.current, record.last = None, end
         record.agents = [AgentPid(a.pid, self.host.start_time(a), signalled=a.signalled) for a in alive]
         self.ledger.save(record)

@@ -20,7 +20,17 @@ import time
 import attrs
 
 from hive.runtime import TurnOutcome
-from hive.sink import Batch, ContextUsage, ResultMessage, Sink, SystemInit, first_message, last_message
+from hive.sink import (
+    Batch,
+    ContextUsage,
+    ResultMessage,
+    Sink,
+    SystemInit,
+    TurnCost,
+    first_message,
+    structured,
+    typed_lines,
+)
 from hive.subagent._records import Current, TurnEnd
 
 TAIL_CHARS = 4000
@@ -36,9 +46,11 @@ def tail(text: str | None, limit: int = TAIL_CHARS) -> str | None:
 @attrs.define(eq=False)
 class TurnSink:
     """Passes the stream on to ``out`` (the turn log) and keeps what the turn's end is told from:
-    the session id (from the init line), the last result line and the context usage."""
+    the session id (from the init line), the last result line, the context usage and the turn's
+    cost (measured from its session's before it)."""
 
     out: Sink
+    cost: TurnCost = attrs.field(factory=TurnCost)
     session_id: str | None = None
     result: ResultMessage | None = None
     usage: ContextUsage | None = None
@@ -51,10 +63,12 @@ class TurnSink:
             found = first_message(batch, b'"init"', "system/init")
             if found is not None and isinstance(found[1], SystemInit):
                 self.session_id = found[1].session_id
-        message = last_message(batch, b'"result"', "result")
-        if isinstance(message, ResultMessage):
-            self.result = message
-            self.session_id = self.session_id or message.session_id
+        for _, _, obj in typed_lines(batch, {"result": b'"result"'}):
+            message = structured(obj)
+            if isinstance(message, ResultMessage):
+                self.result = message
+                self.session_id = self.session_id or message.session_id
+                self.cost.result(message.session_id, message.total_cost_usd)
 
     async def context_usage(self, usage: ContextUsage) -> None:
         self.usage = usage
@@ -79,6 +93,8 @@ def end_of(
         started_at=current.started_at,
         ended_at=time.time(),
     )
+    if sink is not None:
+        end.cost_usd = sink.cost.usd
     usage = outcome.usage if outcome is not None else (sink.usage if sink is not None else None)
     if usage is not None:
         end.context_used, end.context_size = usage.used, usage.size or None

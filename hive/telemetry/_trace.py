@@ -11,7 +11,7 @@ from hive.telemetry._state import active
 
 if TYPE_CHECKING:
     from hive.runtime import TurnOutcome
-    from hive.sink import Sink
+    from hive.sink import SessionCost, Sink
 
 
 class Trace(Protocol):
@@ -48,13 +48,15 @@ def traced_turn(
     kind: str = "turn",
     links: Sequence[str] = (),
     parent: str | None = None,
+    cost: SessionCost | None = None,
 ) -> Iterator[Trace]:
     """The trace of one turn of ``agent`` (`NO_TRACE` where nothing is exported): the span
     ``invoke_agent <agent>``, current while the turn runs, its ``TRACEPARENT`` in the
     environment of every agent the turn spawns. ``trigger``: who the messages it carries came
     from; ``links``: the ``traceparent`` of the spans that caused it (the bash tasks whose wakes
     it carries); ``parent``: the ``traceparent`` it runs under, if any; ``kind``: ``turn`` or
-    ``compact``."""
+    ``compact``; ``cost``: the session's cost before the turn, from which the turn's cost is
+    measured (None: nothing counted of its session yet)."""
     telemetry = active()
     if telemetry is None:
         yield NO_TRACE
@@ -70,5 +72,6 @@ def traced_turn(
         kind=kind,
         links=links,
         parent=parent,
+        cost=cost,
     ) as turn:
         yield turn

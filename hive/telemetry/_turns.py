@@ -29,10 +29,12 @@ from hive.sink import (
     ContextUsage,
     MessageError,
     ResultMessage,
+    SessionCost,
     SystemInit,
     SystemMessage,
     ToolResultBlock,
     ToolUseBlock,
+    TurnCost,
     UserMessage,
     parse_line,
 )
@@ -67,7 +69,10 @@ class TurnTrace:
     outcome: str | None = None
     """``hive.turn.outcome`` once the turn has ended."""
     result: ResultMessage | None = None
-    """The stream's result line: its tokens and cost go to the metrics."""
+    """The stream's result line: its tokens go to the metrics."""
+    cost: TurnCost = attrs.field(factory=TurnCost)
+    """What the turn's result lines say it cost, measured from its session's cost before it
+    (the results say what the session has cost so far)."""
     _tools: dict[str, Span] = attrs.field(factory=dict)
 
     def sink(self, inner: Sink) -> Sink:
@@ -161,20 +166,13 @@ class TurnTrace:
         span = self.span
         if result.session_id:
             span.set_attribute("gen_ai.conversation.id", result.session_id)
-        usage = result.usage
-        for key, attribute in (
-            ("input_tokens", "gen_ai.usage.input_tokens"),
-            ("output_tokens", "gen_ai.usage.output_tokens"),
-            ("cache_read_input_tokens", "gen_ai.usage.cache_read.input_tokens"),
-            ("cache_creation_input_tokens", "gen_ai.usage.cache_creation.input_tokens"),
-        ):
-            value = usage.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                span.set_attribute(attribute, value)
+        for attribute, value in _token_attributes(result.usage).items():
+            span.set_attribute(attribute, value)
         if result.stop_reason:
             span.set_attribute("gen_ai.response.finish_reasons", [result.stop_reason])
-        if result.total_cost_usd:
-            span.set_attribute("hive.turn.cost_usd", result.total_cost_usd)
+        self.cost.result(result.session_id, result.total_cost_usd)
+        if self.cost.usd:
+            span.set_attribute("hive.turn.cost_usd", self.cost.usd)
 
     # -- the end ----------------------------------------------------------------------------------
 
@@ -215,12 +213,42 @@ class TurnTrace:
         result = self.result
         if result is None:
             return
-        for key, kind in (("input_tokens", "input"), ("output_tokens", "output")):
-            value = result.usage.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                instruments.token_usage.record(value, {**attributes, "gen_ai.token.type": kind})
-        if result.total_cost_usd:
-            instruments.turn_cost.add(result.total_cost_usd, {"gen_ai.agent.name": self.agent})
+        tokens = _token_attributes(result.usage)
+        for attribute, kind in (
+            ("gen_ai.usage.input_tokens", "input"),
+            ("gen_ai.usage.output_tokens", "output"),
+        ):
+            if attribute in tokens:
+                instruments.token_usage.record(tokens[attribute], {**attributes, "gen_ai.token.type": kind})
+        if self.cost.usd:
+            instruments.turn_cost.add(self.cost.usd, {"gen_ai.agent.name": self.agent})
+
+
+def _token_attributes(usage: dict[str, Any]) -> dict[str, int]:
+    """The GenAI conventions' token attributes of a result's ``usage``: the input tokens count
+    the cached ones too (claude's ``input_tokens`` leaves out the cache reads and writes, which
+    are also given on their own)."""
+    counts = {
+        key: value
+        for key, value in usage.items()
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    }
+    found = {
+        attribute: counts[key]
+        for key, attribute in (
+            ("output_tokens", "gen_ai.usage.output_tokens"),
+            ("cache_read_input_tokens", "gen_ai.usage.cache_read.input_tokens"),
+            ("cache_creation_input_tokens", "gen_ai.usage.cache_creation.input_tokens"),
+        )
+        if key in counts
+    }
+    if "input_tokens" in counts:
+        found["gen_ai.usage.input_tokens"] = (
+            counts["input_tokens"]
+            + counts.get("cache_read_input_tokens", 0)
+            + counts.get("cache_creation_input_tokens", 0)
+        )
+    return found
 
 
 @attrs.define(eq=False)
@@ -254,6 +282,7 @@ def start_turn(
     kind: str,
     links: Sequence[str],
     parent: str | None,
+    cost: SessionCost | None,
 ) -> Iterator[TurnTrace]:
     """The span of one turn (see `hive.telemetry._trace.traced_turn`)."""
     from opentelemetry import trace as api
@@ -284,7 +313,9 @@ def start_turn(
         links=[Link(c) for c in map(context_of, links) if c is not None],
     )
     telemetry.ids.clear()
-    turn = TurnTrace(telemetry, span, agent, provider, time.perf_counter())
+    turn = TurnTrace(
+        telemetry, span, agent, provider, time.perf_counter(), cost=TurnCost(cost or SessionCost())
+    )
     context = span.get_span_context()
     added = {"TRACEPARENT": traceparent(context.trace_id, context.span_id)}
     if context.trace_state:
