@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups, shared_daemon, short_tmp_dir
 from tests.helpers.listener import AgentListener
@@ -21,6 +22,13 @@ from tests.helpers.listener import AgentListener
 # forever for what every stop promises. A handler, unlike an ignored signal, is not inherited.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# One Hypothesis profile for the suite: no deadline per example. The suite runs on loaded
+# laptops and on two busy cores in CI, where an example's time says nothing about the code; a
+# deadline there fails a test by chance. (A test's own `fail_after` still guards against a hang.)
+settings.register_profile("hive", deadline=None)
+settings.load_profile("hive")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
