@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +32,16 @@ from opentelemetry.trace import StatusCode
 from fixtures import fake_claude
 from hive import telemetry
 from hive.agent._model import Arrived, ItemKind, Phase
+from hive.bash._launch import DaemonProcess
 from hive.runtime import AgentUnavailable, StopReason, TurnOutcome, added_environment
 from hive.sink import Batch, MemorySink
 from hive.telemetry import PresetIds, TelemetryError
+from hive.telemetry._setup import FLUSH_MILLIS
+from hive.wake import Wake, send_wake
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.claude_fake import FakeClaude
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.harness import claude_env, installed_fake, running_agent, scratch_root
 from tests.helpers.listener import AgentListener
 from tests.helpers.tools import serving_tools
 
@@ -492,6 +499,115 @@ async def test_hive_run_exports_its_turn_over_otlp_and_claude_runs_under_it(shor
     given = start["env"]["TRACEPARENT"]
     assert given == f"00-{turn.trace_id.hex()}-{turn.span_id.hex()}-01"
     assert "/v1/metrics" in {path for path, _ in receiver.requests}
+
+
+async def test_hive_runs_console_exports_go_to_stderr_and_its_stdout_stays_stream_json(
+    short_tmp: Path,
+) -> None:
+    fake = FakeClaude(short_tmp).install()
+    fake.script([{"replay": "02_tool_turn_with_partial_messages.jsonl"}])
+    with trio.fail_after(GUARD):
+        done = await trio.run_process(
+            [sys.executable, "-m", "hive.cli", "run", "--name", "shown", "list the files"],
+            env={
+                **_without_otel(),
+                **dict(fake.env()),
+                "HIVE_CLAUDE_COMMAND": str(fake.executable),
+                "OTEL_TRACES_EXPORTER": "console",
+                "OTEL_METRICS_EXPORTER": "console",
+            },
+            cwd=short_tmp,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    fake.cleanup()
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines[-1]["type"] == "result"
+    assert b'"name": "invoke_agent shown"' in done.stderr
+    assert b'"name": "gen_ai.client.operation.duration"' in done.stderr
+
+
+# -- an unreachable collector: every exit within the documented bound --------------------------------
+
+EXIT_MARGIN = 3.0
+"""What a process may take beyond the flush's bound to exit (the guard of the bound; not a measure)."""
+
+
+@contextmanager
+def hanging_collector() -> Iterator[dict[str, str]]:
+    """The environment of an OTLP exporter whose collector accepts connections and never
+    answers (a listening socket nobody accepts on: the kernel completes each connection and
+    takes the request, and no reply ever comes)."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(64)
+        yield {
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_METRICS_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{listening.getsockname()[1]}",
+        }
+
+
+async def exited_within_the_bound(process: trio.Process | DaemonProcess) -> int:
+    """``process``'s exit status, once it exits: within the flush's bound (and a margin)."""
+    with trio.fail_after(FLUSH_MILLIS / 1000 + EXIT_MARGIN):
+        return await process.wait()
+
+
+def _without_otel() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACE"))}
+
+
+async def test_hive_run_exits_within_the_bound_after_its_result_with_a_collector_that_never_answers(
+    short_tmp: Path,
+) -> None:
+    fake = FakeClaude(short_tmp).install()
+    fake.script([{"replay": "02_tool_turn_with_partial_messages.jsonl"}])
+    with hanging_collector() as otel, open(short_tmp / "run.err", "wb") as err, trio.fail_after(GUARD):
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "hive.cli", "run", "list the files"],
+            env={**_without_otel(), **dict(fake.env()), "HIVE_CLAUDE_COMMAND": str(fake.executable), **otel},
+            cwd=short_tmp,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+        assert process.stdout is not None
+        async with process.stdout:
+            output = b""
+            while b'"type":"result"' not in output:
+                data = await process.stdout.receive_some()
+                assert data, (short_tmp / "run.err").read_text()
+                output += data
+            assert await exited_within_the_bound(process) == 0
+    fake.cleanup()
+
+
+async def test_hive_agent_exits_within_the_bound_on_sigint_with_a_collector_that_never_answers() -> None:
+    with scratch_root("hive-o-") as root, installed_fake(root) as fake, hanging_collector() as otel:
+        fake.script([{"default_turn": True}])
+        with trio.fail_after(GUARD):
+            async with running_agent(root, {**claude_env(fake), **otel}) as agent:
+                await send_wake(agent.socket, Wake("bash-task-x", "x ended"))
+                await agent.hive_line()
+                agent.process.send_signal(signal.SIGINT)
+                assert await exited_within_the_bound(agent.process) == 0, agent.stderr()
+
+
+async def test_hive_bash_daemon_exits_within_the_bound_on_sigint_with_a_collector_that_never_answers(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemon = DaemonHandle.under(short_tmp)
+    with hanging_collector() as otel, trio.fail_after(GUARD):
+        for name, value in otel.items():
+            monkeypatch.setenv(name, value)
+        async with daemon.running(agent=False, stop=False) as process:
+            async with daemon.session() as session:
+                done = await session.call_tool("run", {"cmd": "true", "name": "t", "wait_seconds": 5})
+                assert not done.is_error, done.content
+            process.send_signal(signal.SIGINT)
+            assert await exited_within_the_bound(process) == 0, daemon.stderr_text()
 
 
 def test_where_nothing_is_exported_nothing_of_it_is_imported() -> None:
