@@ -166,6 +166,21 @@ async def test_a_claude_turn_is_an_invoke_agent_span_with_a_child_per_tool_call(
         )
 
 
+async def test_a_text_only_turn_names_the_model_that_answered(exported: Exported) -> None:
+    # The answer's model, not the init line's, and from a turn with no tool call.
+    text = _sample("01_text_turn.jsonl").data.replace(
+        b'"role":"assistant","model":"claude-sonnet-4-5"', b'"role":"assistant","model":"claude-sonnet-4-5-x"'
+    )
+    assert b'"claude-sonnet-4-5-x"' in text and b'"type":"tool_use"' not in text
+    await _turn([Batch(text)], _outcome())
+    (turn,) = exported.named("invoke_agent builder")
+    attributes = _attributes(turn)
+    assert (attributes["gen_ai.request.model"], attributes["gen_ai.response.model"]) == (
+        "claude-sonnet-4-5",
+        "claude-sonnet-4-5-x",
+    )
+
+
 async def test_a_tool_call_whose_result_is_an_error_or_never_comes_is_an_error_span(
     exported: Exported,
 ) -> None:
@@ -281,10 +296,13 @@ async def test_the_harness_links_a_turn_to_the_spans_of_the_wakes_it_carries(
     first, compaction = exported.named("invoke_agent a1")
     assert _attributes(first)["hive.turn.trigger"] == "bash-task-b"
     assert [(link.context.trace_id, link.context.span_id) for link in first.links] == [(0x1234, 0x5678)]
-    assert (_attributes(compaction)["hive.turn.kind"], _attributes(compaction)["hive.turn.trigger"]) == (
+    compacted = _attributes(compaction)
+    assert (compacted["hive.turn.kind"], compacted["hive.turn.trigger"], compacted["hive.turn.outcome"]) == (
         "compact",
         "operator",
+        "completed",
     )
+    assert compaction.status.status_code is StatusCode.UNSET
     wakes = {p.attributes["hive.wake.source"]: p.value for p in exported.points("hive.wakes")}
     assert wakes == {"bash": 1}
     (depth,) = exported.points("hive.queue.depth")

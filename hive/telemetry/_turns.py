@@ -7,8 +7,8 @@ The span is the current one while the turn runs, and the agents the turn spawns 
 ``TRACEPARENT`` (`hive.runtime.agent_environment`): claude's own spans nest under it.
 
 The stream is read as it passes to the turn's sink: only the lines that can matter (a
-``system`` init, an assistant's tool use, a tool result, the result) are parsed, found by a
-byte search of the batch. This module is imported only where telemetry is exported
+``system`` init, an assistant's tool use, a tool result, the result, a model the span has not
+named yet) are parsed, found by a byte search of the batch. This module is imported only where telemetry is exported
 (`hive.telemetry._trace`).
 """
 
@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 _MATTERS = (b'"init"', b'"tool_use"', b'"tool_result"', b'"result"', b"compact_boundary")
 """What a line that can change the span holds (a line spelt with escapes is parsed anyway)."""
+_MODEL = b'"model":"'
+"""How the stream names a model: a line naming one other than the answer's so far is parsed."""
 
 
 @attrs.define(eq=False)
@@ -69,6 +71,8 @@ class TurnTrace:
     result: ResultMessage | None = None
     """The stream's result line: its tokens and cost go to the metrics."""
     _tools: dict[str, Span] = attrs.field(factory=dict)
+    _answered_by: bytes | None = None
+    """``gen_ai.response.model`` as the stream spells it (``"model":"<name>"``), once set."""
 
     def sink(self, inner: Sink) -> Sink:
         """``inner``, its batches seen on the way to keep the span up to date."""
@@ -92,14 +96,21 @@ class TurnTrace:
     def observe(self, batch: Batch) -> None:
         """Update the span from a batch of the stream: only the lines that can matter are parsed."""
         data = batch.data
-        if not any(mark in data for mark in _MATTERS) and b"\\u" not in data:
+        if not self._matters(data):
             return
         for line in batch.lines():
-            if any(mark in line for mark in _MATTERS) or b"\\u" in line:
+            if self._matters(line):
                 try:
                     self._message(parse_line(line))
                 except MessageError:
                     continue
+
+    def _matters(self, data: bytes) -> bool:
+        """Whether ``data`` (a batch, or a line of it) holds what can change the span."""
+        if any(mark in data for mark in _MATTERS) or b"\\u" in data:
+            return True
+        named = data.count(_MODEL)
+        return named > 0 and (self._answered_by is None or named > data.count(self._answered_by))
 
     def _message(self, message: object) -> None:
         span = self.span
@@ -119,6 +130,7 @@ class TurnTrace:
             case AssistantMessage(message=api):
                 if api.model and api.model != "<synthetic>":
                     span.set_attribute("gen_ai.response.model", api.model)
+                    self._answered_by = _MODEL + api.model.encode() + b'"'
                 for block in api.content:
                     if isinstance(block, ToolUseBlock):
                         self._tool_started(block)
@@ -179,10 +191,15 @@ class TurnTrace:
     # -- the end ----------------------------------------------------------------------------------
 
     def finish(self, error: BaseException | None = None) -> None:
-        """End the tool spans still open, then the turn's span, and record the turn's metrics."""
+        """End the tool spans still open, then the turn's span, and record the turn's metrics. A
+        turn that neither raised nor was told `ended` (a compaction: it has no outcome of its
+        own to tell) completed."""
         for call_id in list(self._tools):
             self._tool_ended(call_id, error=True, why="the turn ended before the tool's result")
         span = self.span
+        if error is None and self.outcome is None:
+            self.outcome = "completed"
+            span.set_attribute("hive.turn.outcome", self.outcome)
         if error is not None:
             cancelled = type(error).__name__ == "Cancelled"
             self.outcome = "stopped" if cancelled else "failed"
