@@ -519,6 +519,34 @@ async def test_hive_run_exports_its_turn_over_otlp_and_claude_runs_under_it(shor
     assert "/v1/metrics" in {path for path, _ in receiver.requests}
 
 
+async def test_a_bash_task_started_in_a_turn_is_in_the_turns_trace_and_its_wake_still_links_the_next(
+    daemon: DaemonHandle, agent: AgentListener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's TRACEPARENT (in the environment of the agent, so of the relay the agent spawns)
+    goes with the run call to the real daemon, whose task span is its child there."""
+    turn_trace, turn_span = 0xFEED, 0xBEEF
+    receiver = Receiver()
+    with trio.fail_after(GUARD):
+        async with trio.open_nursery() as nursery, agent.serving():
+            await nursery.start(receiver.serve)
+            monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+            monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{receiver.port}")
+            async with daemon.running() as process:
+                monkeypatch.setenv("TRACEPARENT", telemetry.traceparent(turn_trace, turn_span))
+                async with daemon.session() as session:
+                    done = await session.call_tool(
+                        "run", {"cmd": "true", "name": "in-turn", "wait_seconds": 0}
+                    )
+                    assert not done.is_error, done.content
+                    (wake,) = await agent.wait_for(1)
+                process.send_signal(signal.SIGINT)
+                await process.wait()
+            nursery.cancel_scope.cancel()
+    (task,) = [s for s in receiver.spans() if s.name == "execute_tool bash"]
+    assert (int(task.trace_id.hex(), 16), int(task.parent_span_id.hex(), 16)) == (turn_trace, turn_span)
+    assert wake.traceparent == f"00-{task.trace_id.hex()}-{task.span_id.hex()}-01"
+
+
 async def test_hive_runs_console_exports_go_to_stderr_and_its_stdout_stays_stream_json(
     short_tmp: Path,
 ) -> None:

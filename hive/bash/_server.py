@@ -31,7 +31,11 @@ def make_mcp_server(tools: BashTools) -> Server[Any]:
     """The MCP server of the bash tools."""
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        result = await tools.call(params.name, params.arguments)
+        # The span the client made the call in (the relay names the agent's turn), where it says.
+        traceparent = params.meta.get("traceparent") if params.meta else None
+        result = await tools.call(
+            params.name, params.arguments, traceparent=traceparent if isinstance(traceparent, str) else None
+        )
         if result.delivered is not None:
             # The end it carries is told only if this answer reaches a client still there. The
             # connection's receipts come with each request, as the SDK carries a transport's

@@ -36,7 +36,7 @@ from hive.sink import (
     UserMessage,
     parse_line,
 )
-from hive.telemetry._ids import parse_traceparent, traceparent
+from hive.telemetry._ids import remote_context, traceparent
 from hive.telemetry._setup import Telemetry
 
 if TYPE_CHECKING:
@@ -274,13 +274,7 @@ def start_turn(
 ) -> Iterator[TurnTrace]:
     """The span of one turn (see `hive.telemetry._trace.traced_turn`)."""
     from opentelemetry import trace as api
-    from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
-
-    def context_of(value: str) -> SpanContext | None:
-        ids = parse_traceparent(value)
-        if ids is None:
-            return None
-        return SpanContext(ids[0], ids[1], is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    from opentelemetry.trace import Link, NonRecordingSpan, SpanKind
 
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
@@ -292,13 +286,13 @@ def start_turn(
         attributes["hive.turn.number"] = number
     if trigger:
         attributes["hive.turn.trigger"] = trigger
-    parent_context = context_of(parent) if parent else None
+    parent_context = remote_context(parent) if parent else None
     span = telemetry.tracer.start_span(
         f"invoke_agent {agent}",
         context=api.set_span_in_context(NonRecordingSpan(parent_context)) if parent_context else None,
         kind=SpanKind.CLIENT,
         attributes=attributes,
-        links=[Link(c) for c in map(context_of, links) if c is not None],
+        links=[Link(c) for c in map(remote_context, links) if c is not None],
     )
     telemetry.ids.clear()
     turn = TurnTrace(telemetry, span, agent, provider, time.perf_counter())
