@@ -71,7 +71,7 @@ class Telemetry:
         """Export the spans ended so far now, waiting at most `FLUSH_MILLIS` (blocking); whether
         it was done in time."""
         done: list[bool] = []
-        return _within(FLUSH_MILLIS / 1000, lambda: done.append(self._flush())) and all(done)
+        return _within(FLUSH_MILLIS / 1000, lambda: done.append(self._flush())) and done == [True]
 
 
 def _within(seconds: float, work: Callable[[], object]) -> bool:
