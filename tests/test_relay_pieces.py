@@ -72,6 +72,38 @@ def test_any_json_is_read_into_messages_or_errors(value: object) -> None:
         assert len(read) == 1
 
 
+TURN = "00-0000000000000000000000000000feed-000000000000beef-01"
+
+
+def test_a_tool_call_naming_no_span_goes_in_the_turns_and_one_naming_its_own_keeps_it() -> None:
+    def sent(message: dict[str, Any]) -> Any:
+        (read,) = read_client_line(line(message))
+        assert isinstance(read, ClientMessage)
+        return json.loads(read.in_trace(TURN).line)
+
+    call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "run", "arguments": {}}}
+    assert sent(call) == {**call, "params": {**call["params"], "_meta": {"traceparent": TURN}}}
+    own = {**call, "params": {**call["params"], "_meta": {"traceparent": "00-1-2-01", "progressToken": 1}}}
+    assert sent(own) == own
+    progress = {**call, "params": {**call["params"], "_meta": {"progressToken": 1}}}
+    assert sent(progress)["params"]["_meta"] == {"progressToken": 1, "traceparent": TURN}
+    for other in (
+        {**call, "method": "tools/list"},
+        {**call, "params": [1]},
+        {**call, "params": {"_meta": 3}},
+    ):
+        assert sent(other) == other
+
+
+@given(json_values)
+def test_any_message_in_a_trace_is_still_a_message_with_its_id_and_method(value: object) -> None:
+    for item in read_client_line(line(value)):
+        if isinstance(item, ClientMessage):
+            traced = item.in_trace(TURN)
+            assert (traced.request_id, traced.method) == (item.request_id, item.method)
+            assert isinstance(json.loads(traced.line), dict)
+
+
 # -- Owed ---------------------------------------------------------------------------------------------
 
 

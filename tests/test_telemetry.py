@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +32,16 @@ from opentelemetry.trace import StatusCode
 from fixtures import fake_claude
 from hive import telemetry
 from hive.agent._model import Arrived, ItemKind, Phase
+from hive.bash._launch import DaemonProcess
 from hive.runtime import AgentUnavailable, StopReason, TurnOutcome, added_environment
 from hive.sink import Batch, MemorySink, SessionCost
 from hive.telemetry import PresetIds, TelemetryError
+from hive.telemetry._setup import FLUSH_MILLIS
+from hive.wake import Wake, send_wake
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.claude_fake import FakeClaude
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.harness import claude_env, installed_fake, running_agent, scratch_root
 from tests.helpers.listener import AgentListener
 from tests.helpers.tools import serving_tools
 
@@ -186,6 +193,21 @@ async def test_a_turns_cost_and_tokens_are_its_own_and_its_input_counts_the_cach
     assert used == {"input": 543 * 3 + 1, "output": 7 * 3 + 1}
 
 
+async def test_a_text_only_turn_names_the_model_that_answered(exported: Exported) -> None:
+    # The answer's model, not the init line's, and from a turn with no tool call.
+    text = _sample("01_text_turn.jsonl").data.replace(
+        b'"role":"assistant","model":"claude-sonnet-4-5"', b'"role":"assistant","model":"claude-sonnet-4-5-x"'
+    )
+    assert b'"claude-sonnet-4-5-x"' in text and b'"type":"tool_use"' not in text
+    await _turn([Batch(text)], _outcome())
+    (turn,) = exported.named("invoke_agent builder")
+    attributes = _attributes(turn)
+    assert (attributes["gen_ai.request.model"], attributes["gen_ai.response.model"]) == (
+        "claude-sonnet-4-5",
+        "claude-sonnet-4-5-x",
+    )
+
+
 async def test_a_tool_call_whose_result_is_an_error_or_never_comes_is_an_error_span(
     exported: Exported,
 ) -> None:
@@ -301,10 +323,13 @@ async def test_the_harness_links_a_turn_to_the_spans_of_the_wakes_it_carries(
     first, compaction = exported.named("invoke_agent a1")
     assert _attributes(first)["hive.turn.trigger"] == "bash-task-b"
     assert [(link.context.trace_id, link.context.span_id) for link in first.links] == [(0x1234, 0x5678)]
-    assert (_attributes(compaction)["hive.turn.kind"], _attributes(compaction)["hive.turn.trigger"]) == (
+    compacted = _attributes(compaction)
+    assert (compacted["hive.turn.kind"], compacted["hive.turn.trigger"], compacted["hive.turn.outcome"]) == (
         "compact",
         "operator",
+        "completed",
     )
+    assert compaction.status.status_code is StatusCode.UNSET
     wakes = {p.attributes["hive.wake.source"]: p.value for p in exported.points("hive.wakes")}
     assert wakes == {"bash": 1}
     (depth,) = exported.points("hive.queue.depth")
@@ -519,6 +544,143 @@ async def test_hive_run_exports_its_turn_over_otlp_and_claude_runs_under_it(shor
     given = start["env"]["TRACEPARENT"]
     assert given == f"00-{turn.trace_id.hex()}-{turn.span_id.hex()}-01"
     assert "/v1/metrics" in {path for path, _ in receiver.requests}
+
+
+async def test_a_bash_task_started_in_a_turn_is_in_the_turns_trace_and_its_wake_still_links_the_next(
+    daemon: DaemonHandle, agent: AgentListener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's TRACEPARENT (in the environment of the agent, so of the relay the agent spawns)
+    goes with the run call to the real daemon, whose task span is its child there."""
+    turn_trace, turn_span = 0xFEED, 0xBEEF
+    receiver = Receiver()
+    with trio.fail_after(GUARD):
+        async with trio.open_nursery() as nursery, agent.serving():
+            await nursery.start(receiver.serve)
+            monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+            monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{receiver.port}")
+            async with daemon.running() as process:
+                monkeypatch.setenv("TRACEPARENT", telemetry.traceparent(turn_trace, turn_span))
+                async with daemon.session() as session:
+                    done = await session.call_tool(
+                        "run", {"cmd": "true", "name": "in-turn", "wait_seconds": 0}
+                    )
+                    assert not done.is_error, done.content
+                    (wake,) = await agent.wait_for(1)
+                process.send_signal(signal.SIGINT)
+                await process.wait()
+            nursery.cancel_scope.cancel()
+    (task,) = [s for s in receiver.spans() if s.name == "execute_tool bash"]
+    assert (int(task.trace_id.hex(), 16), int(task.parent_span_id.hex(), 16)) == (turn_trace, turn_span)
+    assert wake.traceparent == f"00-{task.trace_id.hex()}-{task.span_id.hex()}-01"
+
+
+async def test_hive_runs_console_exports_go_to_stderr_and_its_stdout_stays_stream_json(
+    short_tmp: Path,
+) -> None:
+    fake = FakeClaude(short_tmp).install()
+    fake.script([{"replay": "02_tool_turn_with_partial_messages.jsonl"}])
+    with trio.fail_after(GUARD):
+        done = await trio.run_process(
+            [sys.executable, "-m", "hive.cli", "run", "--name", "shown", "list the files"],
+            env={
+                **_without_otel(),
+                **dict(fake.env()),
+                "HIVE_CLAUDE_COMMAND": str(fake.executable),
+                "OTEL_TRACES_EXPORTER": "console",
+                "OTEL_METRICS_EXPORTER": "console",
+            },
+            cwd=short_tmp,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    fake.cleanup()
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines[-1]["type"] == "result"
+    assert b'"name": "invoke_agent shown"' in done.stderr
+    assert b'"name": "gen_ai.client.operation.duration"' in done.stderr
+
+
+# -- an unreachable collector: every exit within the documented bound --------------------------------
+
+EXIT_MARGIN = 3.0
+"""What a process may take beyond the flush's bound to exit (the guard of the bound; not a measure)."""
+
+
+@contextmanager
+def hanging_collector() -> Iterator[dict[str, str]]:
+    """The environment of an OTLP exporter whose collector accepts connections and never
+    answers (a listening socket nobody accepts on: the kernel completes each connection and
+    takes the request, and no reply ever comes)."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(64)
+        yield {
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_METRICS_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{listening.getsockname()[1]}",
+        }
+
+
+async def exited_within_the_bound(process: trio.Process | DaemonProcess) -> int:
+    """``process``'s exit status, once it exits: within the flush's bound (and a margin)."""
+    with trio.fail_after(FLUSH_MILLIS / 1000 + EXIT_MARGIN):
+        return await process.wait()
+
+
+def _without_otel() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACE"))}
+
+
+async def test_hive_run_exits_within_the_bound_after_its_result_with_a_collector_that_never_answers(
+    short_tmp: Path,
+) -> None:
+    fake = FakeClaude(short_tmp).install()
+    fake.script([{"replay": "02_tool_turn_with_partial_messages.jsonl"}])
+    with hanging_collector() as otel, open(short_tmp / "run.err", "wb") as err, trio.fail_after(GUARD):
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "hive.cli", "run", "list the files"],
+            env={**_without_otel(), **dict(fake.env()), "HIVE_CLAUDE_COMMAND": str(fake.executable), **otel},
+            cwd=short_tmp,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+        assert process.stdout is not None
+        async with process.stdout:
+            output = b""
+            while b'"type":"result"' not in output:
+                data = await process.stdout.receive_some()
+                assert data, (short_tmp / "run.err").read_text()
+                output += data
+            assert await exited_within_the_bound(process) == 0
+    fake.cleanup()
+
+
+async def test_hive_agent_exits_within_the_bound_on_sigint_with_a_collector_that_never_answers() -> None:
+    with scratch_root("hive-o-") as root, installed_fake(root) as fake, hanging_collector() as otel:
+        fake.script([{"default_turn": True}])
+        with trio.fail_after(GUARD):
+            async with running_agent(root, {**claude_env(fake), **otel}) as agent:
+                await send_wake(agent.socket, Wake("bash-task-x", "x ended"))
+                await agent.hive_line()
+                agent.process.send_signal(signal.SIGINT)
+                assert await exited_within_the_bound(agent.process) == 0, agent.stderr()
+
+
+async def test_hive_bash_daemon_exits_within_the_bound_on_sigint_with_a_collector_that_never_answers(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemon = DaemonHandle.under(short_tmp)
+    with hanging_collector() as otel, trio.fail_after(GUARD):
+        for name, value in otel.items():
+            monkeypatch.setenv(name, value)
+        async with daemon.running(agent=False, stop=False) as process:
+            async with daemon.session() as session:
+                done = await session.call_tool("run", {"cmd": "true", "name": "t", "wait_seconds": 5})
+                assert not done.is_error, done.content
+            process.send_signal(signal.SIGINT)
+            assert await exited_within_the_bound(process) == 0, daemon.stderr_text()
 
 
 def test_where_nothing_is_exported_nothing_of_it_is_imported() -> None:

@@ -32,7 +32,11 @@ def make_mcp_server(tools: BashTools) -> Server[Any]:
     """The MCP server of the bash tools."""
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        result = await tools.call(params.name, params.arguments)
+        # The span the client made the call in (the relay names the agent's turn), where it says.
+        traceparent = params.meta.get("traceparent") if params.meta else None
+        result = await tools.call(
+            params.name, params.arguments, traceparent=traceparent if isinstance(traceparent, str) else None
+        )
         if result.delivered is not None:
             # The end it carries is told only if this answer reaches the agent itself, still
             # there. An observer (the CLI, `hive web`) never settles it: the agent is still woken.

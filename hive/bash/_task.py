@@ -34,6 +34,9 @@ class Task:
     """The wake for this task's end, composed once when it ends."""
     trace: TaskTrace | None = None
     """Its span, from its start (or its re-adoption) to its end, where telemetry is exported."""
+    parent: str | None = None
+    """The ``traceparent`` its ``run`` call came with (the turn's): its span's parent. Not kept
+    on disk: a task a restarted daemon adopts starts a trace of its own."""
 
     @property
     def id(self) -> str:

@@ -223,10 +223,12 @@ class TaskManager:
         timeout_secs: float | None = None,
         notify_on: str | None = None,
         notify_max: int | None = None,
+        traceparent: str | None = None,
     ) -> tuple[Task, Task | None]:
         """Start a task; returns it and, if a name was reused, the previous task when its end
         had not reached the agent yet. The caller holds both: its answer reports the previous
-        end too, and releases the previous task as told only if it reached a connected client."""
+        end too, and releases the previous task as told only if it reached a connected client.
+        ``traceparent``: the span the call was made in (the task's span is its child)."""
         task_id = self._new_id(name)
         previous = self.tasks.get(task_id)
         line = self.line
@@ -245,7 +247,7 @@ class TaskManager:
         )
         # Registered, and its place taken (to run, or in line), before anything awaits: the
         # name is held from here on, and the order of callers is the order of the line.
-        task = Task(record)
+        task = Task(record, parent=traceparent)
         self.register(task)
         if waits:
             line.join(task, saved=False)
@@ -502,7 +504,7 @@ class TaskManager:
         # The outer nursery holds a stop sequence, which outlives the wrapper's exit (lingering
         # members of the group still get their grace); the deadline ends with the wrapper.
         if task.trace is None:
-            task.trace = telemetry.task_started(task.id, task.record.started_at or self.clock())
+            task.trace = telemetry.task_started(task.id, task.record.started_at or self.clock(), task.parent)
         async with trio.open_nursery() as stoppers:
             task.supervisor = stoppers
             if task.record.stop_reason is not None:

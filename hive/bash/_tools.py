@@ -6,6 +6,7 @@ Nothing here knows MCP: each tool takes the raw arguments and returns a :class:`
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -403,9 +404,12 @@ class BashTools:
     manager: TaskManager
     clock: Callable[[], float] = time.time
 
-    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
-        """Run tool ``name``; a caller's mistake comes back as an error result, never an exception."""
-        handler = self._handlers().get(name)
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | None, *, traceparent: str | None = None
+    ) -> ToolResult:
+        """Run tool ``name``; a caller's mistake comes back as an error result, never an exception.
+        ``traceparent``: the span the call was made in (a task `run` starts is its child)."""
+        handler = self._handlers(traceparent).get(name)
         if handler is None:
             return _error(
                 f"unknown tool {name!r}; the bash tools are {', '.join(t.name for t in TOOLS)}",
@@ -419,10 +423,13 @@ class BashTools:
         except BashError as exc:
             return _error(str(exc), type(exc).__name__)
 
-    def _handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[ToolResult]]]:
-        return {"run": self.run, "status": self.status, "stop": self.stop, "list": self.list}
+    def _handlers(
+        self, traceparent: str | None
+    ) -> dict[str, Callable[[dict[str, Any]], Awaitable[ToolResult]]]:
+        run = functools.partial(self.run, traceparent=traceparent)
+        return {"run": run, "status": self.status, "stop": self.stop, "list": self.list}
 
-    async def run(self, args: dict[str, Any]) -> ToolResult:
+    async def run(self, args: dict[str, Any], *, traceparent: str | None = None) -> ToolResult:
         cmd = _check_cmd(args["cmd"])
         timeout: float | None = args.get("timeout_secs")
         wait: float = args["wait_seconds"]
@@ -436,7 +443,12 @@ class BashTools:
 
         # `start` holds the task for this call: released here, or once the answer is written.
         task, previous = await self.manager.start(
-            cmd, name=name, timeout_secs=timeout, notify_on=notify_on, notify_max=notify_max
+            cmd,
+            name=name,
+            timeout_secs=timeout,
+            notify_on=notify_on,
+            notify_max=notify_max,
+            traceparent=traceparent,
         )
         try:
             await self.manager.wait(task, wait)

@@ -22,6 +22,9 @@ that is not there:
   with a JSON-RPC error (``-32003``) carrying that reason, and never retries.
 - A line that is not JSON gets a ``-32700`` error (id null) from the relay and goes no
   further; a JSON-RPC batch is relayed as its messages, one line each, and answered so.
+- Under a ``TRACEPARENT`` (the agent's turn's span, which the agent's MCP servers inherit), a
+  ``tools/call`` that names no span of its own goes with that one in its ``_meta.traceparent``:
+  a task it starts is a span of the turn's trace (`ClientMessage.in_trace`).
 
 It exits when stdin ends and every request relayed to the daemon has been answered (or has
 timed out): with status 0 if it is then connected to the daemon (or never needed one), 1 if
@@ -153,6 +156,18 @@ class ClientMessage:
     def line(self) -> bytes:
         """The message as a line to the daemon."""
         return self.raw + b"\n" if self.raw is not None else _line(self.message)
+
+    def in_trace(self, traceparent: str) -> ClientMessage:
+        """This message, made in the span ``traceparent`` names if it is a ``tools/call`` that
+        names none (in its ``_meta.traceparent``)."""
+        params = self.message.get("params")
+        if self.method != "tools/call" or not isinstance(params, dict):
+            return self
+        meta = params.get("_meta", {})
+        if not isinstance(meta, dict) or "traceparent" in meta:
+            return self
+        params = {**params, "_meta": {**meta, "traceparent": traceparent}}
+        return ClientMessage({**self.message, "params": params}, None)
 
     @property
     def cancelled(self) -> object:
@@ -476,9 +491,11 @@ class _Relay:
     """Moves lines between the client and the daemon; the pieces above decide what each line is
     and what the relay answers when the daemon does not."""
 
-    def __init__(self, path: str, reply_timeout: float) -> None:
+    def __init__(self, path: str, reply_timeout: float, traceparent: str | None = None) -> None:
         self.path = path
         self.reply_timeout = reply_timeout
+        self.traceparent = traceparent
+        """The span the agent's calls are made in (its turn's), where its environment names one."""
         self.client = _Client()
         self.daemon = _Daemon(path)
         self.owed = Owed(reply_timeout)
@@ -547,6 +564,8 @@ class _Relay:
                 self._client_message(message)
 
     def _client_message(self, message: ClientMessage) -> None:
+        if self.traceparent:
+            message = message.in_trace(self.traceparent)
         request_id, method = message.request_id, message.method
         self.handshake.note(message)
         if request_id is not None and self.daemon.sock is None:
@@ -693,6 +712,7 @@ the socket and why it cannot be reached. Each later request tries again: once th
 the relay replays the client's initialize to it and relays from there, with no new relay needed.
 A request the daemon leaves unanswered for the reply timeout gets a JSON-RPC error (-32001); a
 daemon that refuses this relay's uid makes every request a JSON-RPC error (-32003) saying why.
+Under a TRACEPARENT, a tools/call naming no span of its own is sent in that one (_meta.traceparent).
 
 Exit status, once stdin ends and every relayed request is answered: 0 if connected to the daemon
 (or no request needed it), 1 if the daemon was unreachable, went away or refused the relay."""
@@ -722,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _relay(args: argparse.Namespace) -> int:
-    return _Relay(args.socket or default_socket(), args.reply_timeout).run()
+    return _Relay(args.socket or default_socket(), args.reply_timeout, os.environ.get("TRACEPARENT")).run()
 
 
 if __name__ == "__main__":

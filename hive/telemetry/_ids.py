@@ -1,13 +1,17 @@
 """Trace and span ids, and the W3C ``traceparent`` that names them: what an agent's environment,
-a wake and a link carry. Standard library only (``secrets`` is imported where ids are drawn)."""
+a wake, a link and a bash ``run`` call carry. Standard library only (``secrets`` is imported
+where ids are drawn, OpenTelemetry where a span's parent or link is made of a ``traceparent``)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from hive.telemetry._state import wanted
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
 
 
 def traceparent(trace_id: int, span_id: int) -> str:
@@ -25,6 +29,17 @@ def parse_traceparent(value: str) -> tuple[int, int] | None:
     except ValueError:
         return None
     return (trace_id, span_id) if trace_id and span_id else None
+
+
+def remote_context(value: str) -> SpanContext | None:
+    """The span a ``traceparent`` names, as another process's (a parent, a link); None for one
+    that is not well formed."""
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    ids = parse_traceparent(value)
+    if ids is None:
+        return None
+    return SpanContext(ids[0], ids[1], is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
 
 
 def new_ids() -> tuple[int, int]:

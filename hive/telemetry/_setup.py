@@ -10,7 +10,9 @@ reads ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``.
 Where nothing is to be exported, nothing of OpenTelemetry is imported and `active` is None:
 the callers skip every span and measurement, and a turn costs what it did without them.
 Exports run in the SDK's own threads (a batch of spans, a metric reading a minute), so a slow
-or unreachable collector never holds a turn up; it is logged once (`_OnceHandler`).
+or unreachable collector never holds a turn up; it is logged once (`_OnceHandler`). The last
+exports at a stop are waited for `FLUSH_MILLIS` in all (`_within`), however long the exporters'
+own timeouts; the console exporters write to stderr, never into a program's output.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("hive.telemetry")
 
 FLUSH_MILLIS = 5000
-"""How long a clean stop waits for the last exports."""
+"""How long a clean stop waits for the last exports, in all."""
 
 
 class TelemetryError(BadInput):
@@ -55,13 +59,30 @@ class Telemetry:
     _flush: Callable[[], bool]
 
     def shutdown(self) -> None:
-        """Export what is left (for at most `FLUSH_MILLIS`) and stop the exporters (blocking)."""
-        self._stop()
+        """Export what is left and stop the exporters, waiting at most `FLUSH_MILLIS` (blocking);
+        what is not exported by then is dropped."""
+        if not _within(FLUSH_MILLIS / 1000, self._stop):
+            log.warning(
+                "telemetry: the last exports did not finish within %d s; what was left is dropped",
+                FLUSH_MILLIS // 1000,
+            )
 
     def flush(self) -> bool:
         """Export the spans ended so far now, waiting at most `FLUSH_MILLIS` (blocking); whether
         it was done in time."""
-        return self._flush()
+        done: list[bool] = []
+        return _within(FLUSH_MILLIS / 1000, lambda: done.append(self._flush())) and done == [True]
+
+
+def _within(seconds: float, work: Callable[[], object]) -> bool:
+    """Do ``work`` in a thread of its own, waiting for it at most ``seconds``; whether it was done.
+    The SDK bounds neither a flush nor an exporter's request by the time it is given: a
+    collector that never answers holds ``work``, not the caller (nor the process's exit: the
+    thread is a daemon)."""
+    thread = threading.Thread(target=work, name="hive-telemetry-stop", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return not thread.is_alive()
 
 
 def install(
@@ -159,11 +180,16 @@ def configure(service: str, environ: Mapping[str, str] = os.environ) -> Telemetr
         resource = resource.merge(Resource({SERVICE_NAME: service}))
     protocol = _protocol(environ)
     ids = PresetIds()
-    tracer_provider = TracerProvider(resource=resource, id_generator=ids)  # type: ignore[arg-type]
+    # Not stopped at exit by the SDK (without a bound): by `Telemetry.shutdown`.
+    tracer_provider = TracerProvider(
+        resource=resource,
+        id_generator=ids,  # type: ignore[arg-type]
+        shutdown_on_exit=False,
+    )
     for name in traces:
         tracer_provider.add_span_processor(BatchSpanProcessor(_exporter("traces", name, protocol)))
     readers = [PeriodicExportingMetricReader(_exporter("metrics", name, protocol)) for name in metrics]
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     _log_export_failures_once()
     return install(tracer_provider, meter_provider, ids)
 
@@ -189,7 +215,7 @@ def _exporter(signal: str, name: str, protocol: str) -> Any:
     """The exporter ``name`` (otlp or console) for ``signal`` (traces or metrics)."""
     variable, console, otlp = _EXPORTERS[signal]
     if name == "console":
-        return _new("opentelemetry." + console)
+        return _new("opentelemetry." + console, out=sys.stderr)
     if name != "otlp":
         raise TelemetryError(f"{variable}={name!r}: hive exports {signal} with otlp or console (or none)")
     # grpc's exporters are not in hive[otel].
@@ -200,10 +226,10 @@ def _exporter(signal: str, name: str, protocol: str) -> Any:
         raise _no_exporter(protocol) from None
 
 
-def _new(path: str) -> Any:
-    """An instance, made with no arguments, of the class at ``path`` (``module.Class``)."""
+def _new(path: str, **arguments: Any) -> Any:
+    """An instance, made with ``arguments``, of the class at ``path`` (``module.Class``)."""
     module, name = path.rsplit(".", 1)
-    return getattr(importlib.import_module(module), name)()
+    return getattr(importlib.import_module(module), name)(**arguments)
 
 
 class _OnceHandler(logging.Handler):

@@ -1,7 +1,9 @@
 """A bash task as a span: ``execute_tool bash``, from its start to its end, and the task metrics.
 
-The span's ``traceparent`` rides in the task's wake (`hive.wake.Wake.traceparent`), and the
-harness links the turn that carries the wake to it: which task woke which turn.
+The span is in the trace of the turn whose ``run`` call started it, a child of the span the
+call names (its ``_meta.traceparent``: the relay adds the turn's, `hive.bash.relay`). Its own
+``traceparent`` rides in the task's wake (`hive.wake.Wake.traceparent`), and the harness links
+the turn that carries the wake to it: which task woke which turn.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from hive.telemetry._ids import traceparent
+from hive.telemetry._ids import remote_context, traceparent
 from hive.telemetry._state import active
 
 if TYPE_CHECKING:
@@ -32,15 +34,19 @@ class TaskTrace:
         return traceparent(context.trace_id, context.span_id)
 
 
-def task_started(task_id: str, started_at: float) -> TaskTrace | None:
-    """The span of a task that started at ``started_at`` (Unix time); None where nothing is exported."""
+def task_started(task_id: str, started_at: float, parent: str | None = None) -> TaskTrace | None:
+    """The span of a task that started at ``started_at`` (Unix time), a child of the span the
+    ``traceparent`` ``parent`` names (the turn that started it), if any; None where nothing is
+    exported."""
     telemetry = active()
     if telemetry is None:
         return None
-    from opentelemetry.trace import SpanKind
+    from opentelemetry.trace import NonRecordingSpan, SpanKind, set_span_in_context
 
+    parent_context = remote_context(parent) if parent else None
     span = telemetry.tracer.start_span(
         "execute_tool bash",
+        context=set_span_in_context(NonRecordingSpan(parent_context)) if parent_context else None,
         kind=SpanKind.INTERNAL,
         start_time=int(started_at * _NANOS),
         attributes={

@@ -7,8 +7,8 @@ The span is the current one while the turn runs, and the agents the turn spawns 
 ``TRACEPARENT`` (`hive.runtime.agent_environment`): claude's own spans nest under it.
 
 The stream is read as it passes to the turn's sink: only the lines that can matter (a
-``system`` init, an assistant's tool use, a tool result, the result) are parsed, found by a
-byte search of the batch. This module is imported only where telemetry is exported
+``system`` init, an assistant's tool use, a tool result, the result, a model the span has not
+named yet) are parsed, found by a byte search of the batch. This module is imported only where telemetry is exported
 (`hive.telemetry._trace`).
 """
 
@@ -38,7 +38,7 @@ from hive.sink import (
     UserMessage,
     parse_line,
 )
-from hive.telemetry._ids import parse_traceparent, traceparent
+from hive.telemetry._ids import remote_context, traceparent
 from hive.telemetry._setup import Telemetry
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 
 _MATTERS = (b'"init"', b'"tool_use"', b'"tool_result"', b'"result"', b"compact_boundary")
 """What a line that can change the span holds (a line spelt with escapes is parsed anyway)."""
+_MODEL = b'"model":"'
+"""How the stream names a model: a line naming one other than the answer's so far is parsed."""
 
 
 @attrs.define(eq=False)
@@ -74,6 +76,8 @@ class TurnTrace:
     """What the turn's result lines say it cost, measured from its session's cost before it
     (the results say what the session has cost so far)."""
     _tools: dict[str, Span] = attrs.field(factory=dict)
+    _answered_by: bytes | None = None
+    """``gen_ai.response.model`` as the stream spells it (``"model":"<name>"``), once set."""
 
     def sink(self, inner: Sink) -> Sink:
         """``inner``, its batches seen on the way to keep the span up to date."""
@@ -97,14 +101,21 @@ class TurnTrace:
     def observe(self, batch: Batch) -> None:
         """Update the span from a batch of the stream: only the lines that can matter are parsed."""
         data = batch.data
-        if not any(mark in data for mark in _MATTERS) and b"\\u" not in data:
+        if not self._matters(data):
             return
         for line in batch.lines():
-            if any(mark in line for mark in _MATTERS) or b"\\u" in line:
+            if self._matters(line):
                 try:
                     self._message(parse_line(line))
                 except MessageError:
                     continue
+
+    def _matters(self, data: bytes) -> bool:
+        """Whether ``data`` (a batch, or a line of it) holds what can change the span."""
+        if any(mark in data for mark in _MATTERS) or b"\\u" in data:
+            return True
+        named = data.count(_MODEL)
+        return named > 0 and (self._answered_by is None or named > data.count(self._answered_by))
 
     def _message(self, message: object) -> None:
         span = self.span
@@ -124,6 +135,7 @@ class TurnTrace:
             case AssistantMessage(message=api):
                 if api.model and api.model != "<synthetic>":
                     span.set_attribute("gen_ai.response.model", api.model)
+                    self._answered_by = _MODEL + api.model.encode() + b'"'
                 for block in api.content:
                     if isinstance(block, ToolUseBlock):
                         self._tool_started(block)
@@ -177,10 +189,15 @@ class TurnTrace:
     # -- the end ----------------------------------------------------------------------------------
 
     def finish(self, error: BaseException | None = None) -> None:
-        """End the tool spans still open, then the turn's span, and record the turn's metrics."""
+        """End the tool spans still open, then the turn's span, and record the turn's metrics. A
+        turn that neither raised nor was told `ended` (a compaction: it has no outcome of its
+        own to tell) completed."""
         for call_id in list(self._tools):
             self._tool_ended(call_id, error=True, why="the turn ended before the tool's result")
         span = self.span
+        if error is None and self.outcome is None:
+            self.outcome = "completed"
+            span.set_attribute("hive.turn.outcome", self.outcome)
         if error is not None:
             cancelled = type(error).__name__ == "Cancelled"
             self.outcome = "stopped" if cancelled else "failed"
@@ -286,13 +303,7 @@ def start_turn(
 ) -> Iterator[TurnTrace]:
     """The span of one turn (see `hive.telemetry._trace.traced_turn`)."""
     from opentelemetry import trace as api
-    from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
-
-    def context_of(value: str) -> SpanContext | None:
-        ids = parse_traceparent(value)
-        if ids is None:
-            return None
-        return SpanContext(ids[0], ids[1], is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    from opentelemetry.trace import Link, NonRecordingSpan, SpanKind
 
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
@@ -304,13 +315,13 @@ def start_turn(
         attributes["hive.turn.number"] = number
     if trigger:
         attributes["hive.turn.trigger"] = trigger
-    parent_context = context_of(parent) if parent else None
+    parent_context = remote_context(parent) if parent else None
     span = telemetry.tracer.start_span(
         f"invoke_agent {agent}",
         context=api.set_span_in_context(NonRecordingSpan(parent_context)) if parent_context else None,
         kind=SpanKind.CLIENT,
         attributes=attributes,
-        links=[Link(c) for c in map(context_of, links) if c is not None],
+        links=[Link(c) for c in map(remote_context, links) if c is not None],
     )
     telemetry.ids.clear()
     turn = TurnTrace(
