@@ -123,6 +123,7 @@ async def test_the_token_in_the_url_becomes_a_cookie_and_the_fleet_shows(short_t
     assert page.status_code == 200
     assert '<a href="/agent/alpha">alpha</a>' in page.text and '<a href="/agent/beta">beta</a>' in page.text
     assert "25%" in page.text and "failed at " in page.text
+    assert "<th>session</th>" in page.text and "<td>s-8</td>" in page.text, "hive ls's session column"
     assert "http://" not in page.text.replace(base, ""), "the page fetches nothing from elsewhere"
     assert [a["name"] for a in fleet] == ["alpha", "beta"]
     assert fleet[0]["history"] == [{"turn": 7, "ended": 1060.0, "tokens": 0, "cost": 0.0}]

@@ -111,18 +111,19 @@ def fleet_rows(agents: list[dict[str, Any]], now: float) -> str:
         rows.append(
             f'<tr data-agent="{escape(view.name)}"><td><a href="/agent/{_url(view.name)}">{escape(view.name)}</a></td>'
             f'<td class="{harness_class}">{escape(view.harness)}</td><td>{escape(_cell_doing(view, now))}</td>'
-            f"<td>{view.queued}</td><td>{_bar(view)}</td><td>{view.tasks_running}</td><td>{view.loose_ends}</td>"
+            f"<td>{view.queued}</td><td>{_bar(view)}</td><td>{escape(view.session_start)}</td>"
+            f"<td>{view.tasks_running}</td><td>{view.loose_ends}</td>"
             f"<td>{view.subagents_running}</td><td>{escape(last)}</td><td>{_chart(data.get('history', []))}</td></tr>"
         )
-    return "".join(rows) or '<tr><td colspan="10" class="muted">no agents found</td></tr>'
+    return "".join(rows) or '<tr><td colspan="11" class="muted">no agents found</td></tr>'
 
 
 def fleet_page(agents: list[dict[str, Any]], now: float) -> str:
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>hive fleet</title>
 <style>{STYLE}</style></head><body>
 <h1>hive: the fleet <span class="muted" id="updated">({len(agents)} agents)</span></h1>
-<table><thead><tr><th>agent</th><th>harness</th><th>doing</th><th>queue</th><th>context</th><th>tasks</th>
-<th>loose ends</th><th>subagents</th><th>last turn</th><th>last 50 turns: tokens, cost</th></tr></thead>
+<table><thead><tr><th>agent</th><th>harness</th><th>doing</th><th>queue</th><th>context</th><th>session</th>
+<th>tasks</th><th>loose ends</th><th>subagents</th><th>last turn</th><th>last 50 turns: tokens, cost</th></tr></thead>
 <tbody id="fleet">{fleet_rows(agents, now)}</tbody></table>
 <script>{LIVE}
 live("/events", {{
