@@ -5,6 +5,7 @@ and the forms (a prompt to a running harness, a task stopped through a real bash
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,13 +13,18 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx2
+import pytest
 import trio
+import trio.testing
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
+from hive._unix import open_unix_listener
 from hive.agent._wire import TurnRecord, encode
 from hive.cli._web import WebSettingError, read_token
-from hive.fleet._web import Fleet, make_app
+from hive.fleet import _survey
+from hive.fleet._web import HEARTBEAT, Fleet, _agent_updates, _fleet_updates, make_app
+from hive.wake import AgentRequest, AgentStatus, serve_agent_socket
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate
@@ -123,6 +129,7 @@ async def test_the_token_in_the_url_becomes_a_cookie_and_the_fleet_shows(short_t
     assert page.status_code == 200
     assert '<a href="/agent/alpha">alpha</a>' in page.text and '<a href="/agent/beta">beta</a>' in page.text
     assert "25%" in page.text and "failed at " in page.text
+    assert "<th>session</th>" in page.text and "<td>s-8</td>" in page.text, "hive ls's session column"
     assert "http://" not in page.text.replace(base, ""), "the page fetches nothing from elsewhere"
     assert [a["name"] for a in fleet] == ["alpha", "beta"]
     assert fleet[0]["history"] == [{"turn": 7, "ended": 1060.0, "tokens": 42, "cost": 0.125}]
@@ -152,6 +159,98 @@ async def test_the_fleet_page_is_updated_when_an_agents_files_change(short_tmp: 
     assert (agent["last_outcome"], agent["turn"]) == ("completed", 8)
     assert agent["history"][-1] == {"turn": 8, "ended": 1130.0, "tokens": 5, "cost": 0.25}
     assert "completed at " in second["rows"]
+
+
+async def test_a_running_turns_elapsed_time_advances_on_the_heartbeat(
+    short_tmp: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """No file changes: the fleet's row and the agent's page show the turn's time go on, each
+    heartbeat (the test's clock jumps to it; the pages' clock says how long the turn has run)."""
+    mock_clock.rate = 1  # the guard runs on time; each heartbeat comes at once by a jump
+    busy = short_tmp / "busy"
+    busy.mkdir()
+    wall = [1000.0]
+    fleet = Fleet((short_tmp,), TOKEN, now=lambda: wall[0])
+
+    async def in_a_turn(request: AgentRequest) -> AgentStatus:
+        return AgentStatus(state="turn", turns=3, running_turn=3, running_since=1000.0)
+
+    sent, received = trio.open_memory_channel[tuple[str, Any]](math.inf)
+
+    async def emit(event: str, data: Any) -> None:
+        sent.send_nowait((event, data))
+
+    async def shown(wanted: str) -> str:
+        while True:
+            event, data = await received.receive()
+            if event == wanted:
+                return cast("str", data["rows"] if event == "fleet" else data["summary"])
+
+    async def heartbeat() -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        wall[0] += HEARTBEAT
+        mock_clock.jump(HEARTBEAT)
+
+    with trio.fail_after(GUARD):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_agent_socket, busy / "agent.sock", in_a_turn)
+            nursery.start_soon(_fleet_updates, fleet, emit)
+            assert "turn 3 for 0.0 s" in await shown("fleet")
+            await heartbeat()
+            assert "turn 3 for 5.0 s" in await shown("fleet")
+            nursery.cancel_scope.cancel()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_agent_socket, busy / "agent.sock", in_a_turn)
+            nursery.start_soon(_agent_updates, fleet, busy, emit)
+            assert "turn 3 for 5.0 s" in await shown("agent")
+            await heartbeat()
+            assert "turn 3 for 10 s" in await shown("agent")
+            nursery.cancel_scope.cancel()
+
+
+async def test_an_agent_that_does_not_answer_delays_no_other_agents_update(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stopped_agent(short_tmp / "quiet")
+    mute = short_tmp / "mute"
+    mute.mkdir()
+    waiting: set[trio.SocketStream] = set()
+    asked, questions = trio.open_memory_channel[trio.SocketStream](math.inf)
+
+    async def never_answer(stream: trio.SocketStream) -> None:
+        waiting.add(stream)
+        asked.send_nowait(stream)
+        async with stream:
+            while await stream.receive_some():
+                pass
+        waiting.discard(stream)
+
+    with trio.fail_after(GUARD):
+        async with open_unix_listener(mute / "agent.sock") as listener, trio.open_nursery() as nursery:
+            nursery.start_soon(trio.serve_listeners, never_answer, [listener])
+            async with web(short_tmp) as base, events_of(base, "/events") as events:
+                _, first = await events.next()
+                assert [(a["name"], a["harness"]) for a in first["agents"]] == [
+                    ("mute", "not answering"),
+                    ("quiet", "stopped"),
+                ]
+                # From now on the mute agent holds each question longer than the test waits.
+                monkeypatch.setattr(_survey, "ASK_SECONDS", GUARD * 2)
+                while True:
+                    try:
+                        questions.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+                ended = TurnRecord(turn=8, kind="turn", started=1100.0, ended=1130.0)
+                with open(short_tmp / "quiet" / "turns.jsonl", "ab") as file:
+                    file.write(encode(ended))
+                await questions.receive()  # the mute agent is asked again
+                while True:
+                    _, data = await events.next()
+                    if data["agents"][1]["last_outcome"] == "completed":
+                        break
+                assert waiting, "the update came while a question to the mute agent was open"
+            nursery.cancel_scope.cancel()
 
 
 async def test_a_prompt_from_the_page_reaches_the_running_harness_and_its_turn_streams(

@@ -97,7 +97,7 @@ def row(view: AgentView, now: float) -> tuple[str, ...]:
         doing,
         str(view.queued),
         context,
-        view.session_id[:8] if view.session_id else "-",
+        view.session_start,
         str(view.tasks_running),
         str(view.loose_ends),
         str(view.subagents_running),

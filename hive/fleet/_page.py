@@ -28,6 +28,28 @@ form{display:inline}textarea{width:40em;height:4em}.muted{color:#888}
 section{margin:1.2em 0}
 """
 
+LIVE = """
+// The page's stream, open only while the page is shown: a hidden page, or one kept in the
+// back/forward cache, lets its connection go (a browser opens six to a server over HTTP/1.1,
+// and each stream holds one), and opens a new one when it is shown again.
+function live(url, handlers) {
+  let source = null;
+  const open = () => {
+    if (source !== null || document.visibilityState === "hidden") return;
+    source = new EventSource(url);
+    for (const [name, handle] of Object.entries(handlers)) source.addEventListener(name, handle);
+  };
+  const close = () => {
+    if (source !== null) source.close();
+    source = null;
+  };
+  addEventListener("pagehide", close);
+  addEventListener("pageshow", open);
+  document.addEventListener("visibilitychange", () => (document.visibilityState === "hidden" ? close : open)());
+  open();
+}
+"""
+
 
 def _cell_doing(view: AgentView, now: float) -> str:
     if view.state is None:
@@ -89,25 +111,27 @@ def fleet_rows(agents: list[dict[str, Any]], now: float) -> str:
         rows.append(
             f'<tr data-agent="{escape(view.name)}"><td><a href="/agent/{_url(view.name)}">{escape(view.name)}</a></td>'
             f'<td class="{harness_class}">{escape(view.harness)}</td><td>{escape(_cell_doing(view, now))}</td>'
-            f"<td>{view.queued}</td><td>{_bar(view)}</td><td>{view.tasks_running}</td><td>{view.loose_ends}</td>"
+            f"<td>{view.queued}</td><td>{_bar(view)}</td><td>{escape(view.session_start)}</td>"
+            f"<td>{view.tasks_running}</td><td>{view.loose_ends}</td>"
             f"<td>{view.subagents_running}</td><td>{escape(last)}</td><td>{_chart(data.get('history', []))}</td></tr>"
         )
-    return "".join(rows) or '<tr><td colspan="10" class="muted">no agents found</td></tr>'
+    return "".join(rows) or '<tr><td colspan="11" class="muted">no agents found</td></tr>'
 
 
 def fleet_page(agents: list[dict[str, Any]], now: float) -> str:
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>hive fleet</title>
 <style>{STYLE}</style></head><body>
 <h1>hive: the fleet <span class="muted" id="updated">({len(agents)} agents)</span></h1>
-<table><thead><tr><th>agent</th><th>harness</th><th>doing</th><th>queue</th><th>context</th><th>tasks</th>
-<th>loose ends</th><th>subagents</th><th>last turn</th><th>last 50 turns: tokens, cost</th></tr></thead>
+<table><thead><tr><th>agent</th><th>harness</th><th>doing</th><th>queue</th><th>context</th><th>session</th>
+<th>tasks</th><th>loose ends</th><th>subagents</th><th>last turn</th><th>last 50 turns: tokens, cost</th></tr></thead>
 <tbody id="fleet">{fleet_rows(agents, now)}</tbody></table>
-<script>
-const events = new EventSource("/events");
-events.addEventListener("fleet", e => {{
-  const data = JSON.parse(e.data);
-  document.getElementById("fleet").innerHTML = data.rows;
-  document.getElementById("updated").textContent = "(" + data.agents.length + " agents, live)";
+<script>{LIVE}
+live("/events", {{
+  fleet: e => {{
+    const data = JSON.parse(e.data);
+    document.getElementById("fleet").innerHTML = data.rows;
+    document.getElementById("updated").textContent = "(" + data.agents.length + " agents, live)";
+  }},
 }});
 </script></body></html>"""
 
@@ -136,12 +160,9 @@ def agent_page(
 <section><h2>turns</h2><pre id="log">{escape(chr(10).join(log))}</pre></section>
 <section><h2>running tasks</h2><div id="tasks">{task_list(view.name, tasks)}</div></section>
 <section id="others">{others(found)}</section>
-<script>
+<script>{LIVE}
 const log = document.getElementById("log");
-const events = new EventSource("/agent/{url}/events");
 const show = lines => {{ log.textContent += lines.join("\\n") + "\\n"; log.scrollTop = log.scrollHeight; }};
-events.addEventListener("reset", e => {{ log.textContent = ""; show(JSON.parse(e.data)); }});
-events.addEventListener("log", e => show(JSON.parse(e.data)));
 // The forms post in the background: the page stays, and the turn they start comes live.
 document.addEventListener("submit", event => {{
   const form = event.target;
@@ -149,11 +170,15 @@ document.addEventListener("submit", event => {{
   fetch(form.action, {{method: "POST", body: new URLSearchParams(new FormData(form))}})
     .then(r => r.ok ? form.reset() : r.text().then(text => alert(text)));
 }});
-events.addEventListener("agent", e => {{
-  const data = JSON.parse(e.data);
-  document.getElementById("agent").innerHTML = data.summary;
-  document.getElementById("tasks").innerHTML = data.task_list;
-  document.getElementById("others").innerHTML = data.others;
+live("/agent/{url}/events", {{
+  reset: e => {{ log.textContent = ""; show(JSON.parse(e.data)); }},
+  log: e => show(JSON.parse(e.data)),
+  agent: e => {{
+    const data = JSON.parse(e.data);
+    document.getElementById("agent").innerHTML = data.summary;
+    document.getElementById("tasks").innerHTML = data.task_list;
+    document.getElementById("others").innerHTML = data.others;
+  }},
 }});
 </script></body></html>"""
 

@@ -92,6 +92,11 @@ class AgentView:
             return None
         return self.context_used / self.context_size
 
+    @property
+    def session_start(self) -> str:
+        """Its session's first 8 characters, as the fleet's tables show it (``-``: none)."""
+        return self.session_id[:8] if self.session_id else "-"
+
 
 def is_state_dir(path: Path) -> bool:
     """Whether ``path`` looks like an agent's state directory (its socket, turn log or queue)."""

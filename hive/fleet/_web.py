@@ -45,14 +45,16 @@ from hive._inotify import IN_CLOSE_WRITE, IN_CREATE, IN_DELETE, IN_MODIFY, IN_MO
 from hive.agent import LogRenderer, read_appended
 from hive.bash import TaskStore, read_tail
 from hive.fleet import _page
-from hive.fleet._history import TAIL_BYTES, Histories, objects
+from hive.fleet._history import TAIL_BYTES, Histories, TurnPoint, objects
 from hive.fleet._history import read_tail as log_tail
 from hive.fleet._survey import (
     AGENT_SOCKET,
     BASH_SOCKET,
     TURN_LOG,
+    AgentView,
     socket_of,
     state_dirs,
+    survey,
     survey_all,
 )
 
@@ -72,6 +74,8 @@ class Fleet:
     token: str
     histories: Histories = attrs.field(factory=Histories, eq=False)
     """Each agent's last turns, read once and then followed (see `Histories`)."""
+    now: Callable[[], float] = attrs.field(default=time.time, eq=False)
+    """The time (Unix time) the pages' clocks are read at."""
 
     def agents(self) -> dict[str, Path]:
         """Each agent's state dir, by name (the first of a name found)."""
@@ -106,7 +110,7 @@ def make_app(fleet: Fleet) -> Starlette:
 
     async def index(request: Request) -> Response:
         views = await _fleet_state(fleet)
-        return HTMLResponse(_page.fleet_page(views, time.time()))
+        return HTMLResponse(_page.fleet_page(views, fleet.now()))
 
     async def fleet_json(request: Request) -> Response:
         return JSONResponse(await _fleet_state(fleet))
@@ -122,13 +126,13 @@ def make_app(fleet: Fleet) -> Starlette:
         tasks = await trio.to_thread.run_sync(_running_tasks, state_dir)
         others = await trio.to_thread.run_sync(_others, state_dir)
         lines, _ = await trio.to_thread.run_sync(log_tail, state_dir / TURN_LOG, TAIL_BYTES)
-        return HTMLResponse(_page.agent_page(views[0], _render(lines), tasks, others, time.time()))
+        return HTMLResponse(_page.agent_page(views[0], _render(lines), tasks, others, fleet.now()))
 
     async def agent_events(request: Request) -> Response:
         state_dir = fleet.agents().get(request.path_params["name"])
         if state_dir is None:
             return PlainTextResponse("no such agent", status_code=404)
-        return EventStream(partial(_agent_updates, state_dir))
+        return EventStream(partial(_agent_updates, fleet, state_dir))
 
     async def prompt(request: Request) -> Response:
         state_dir = fleet.agents().get(request.path_params["name"])
@@ -220,10 +224,11 @@ async def _fleet_state(fleet: Fleet) -> list[dict[str, Any]]:
     paths = list(fleet.agents().values())
     views = await survey_all(paths)
     histories = await trio.to_thread.run_sync(lambda: [fleet.histories.points(p / TURN_LOG) for p in paths])
-    return [
-        {**attrs.asdict(view), "history": [attrs.asdict(p) for p in history]}
-        for view, history in zip(views, histories, strict=True)
-    ]
+    return [_with_history(view, history) for view, history in zip(views, histories, strict=True)]
+
+
+def _with_history(view: AgentView, history: list[TurnPoint]) -> dict[str, Any]:
+    return {**attrs.asdict(view), "history": [attrs.asdict(p) for p in history]}
 
 
 def _render(lines: list[bytes]) -> list[str]:
@@ -338,21 +343,80 @@ async def _next_change(watcher: Inotify) -> None:
         watcher.drain()
 
 
+@attrs.define
+class _Asking:
+    """The fleet's agents, each asked on its own (`survey`, and its history read), its latest
+    answer kept: an agent that does not answer holds up none of the others' updates."""
+
+    fleet: Fleet
+    nursery: trio.Nursery
+    order: list[Path] = attrs.field(factory=list)
+    """The agents, as the fleet lists them when they were last asked."""
+    latest: dict[Path, dict[str, Any]] = attrs.field(factory=dict)
+    answered: trio.Event = attrs.field(factory=trio.Event)
+    """Set when an agent has answered since `next_answer` was last awaited."""
+    _again: dict[Path, bool] = attrs.field(factory=dict)
+    """The agents being asked, each with whether it is to be asked again once it has answered
+    (its files changed meanwhile)."""
+
+    def ask_all(self) -> None:
+        self.order = list(self.fleet.agents().values())
+        for path in self.order:
+            if path in self._again:
+                self._again[path] = True
+            else:
+                self._again[path] = False
+                self.nursery.start_soon(self._ask, path)
+
+    async def _ask(self, path: Path) -> None:
+        while True:
+            view = await survey(path)
+            history = await trio.to_thread.run_sync(self.fleet.histories.points, path / TURN_LOG)
+            self.latest[path] = _with_history(view, history)
+            self.answered.set()
+            if not self._again[path]:
+                del self._again[path]
+                return
+            self._again[path] = False
+
+    async def next_answer(self) -> None:
+        await self.answered.wait()
+        self.answered = trio.Event()
+
+    def state(self) -> list[dict[str, Any]]:
+        return [self.latest[path] for path in self.order if path in self.latest]
+
+
 async def _fleet_updates(fleet: Fleet, emit: Emit) -> None:
-    """The fleet (``fleet``) now, then whenever it changes."""
+    """The fleet (``fleet``) once each agent has answered, then whenever one answers anew (its
+    files changed, or a heartbeat passed) and what the page shows changed: its state, or the
+    time a running turn has taken."""
     paths = list(fleet.agents().values())
     dirs = [d for p in paths for d in (p, p / "bash-tasks", p / "mcp-loose-ends", p / "subagents")]
     with _watching(dirs) as watcher:
-        last = None
-        while True:
-            state = await _fleet_state(fleet)
-            if state != last:
-                last, now = state, time.time()
-                await emit("fleet", {"agents": state, "rows": _page.fleet_rows(state, now), "now": now})
-            await _next_change(watcher)
+        async with trio.open_nursery() as nursery:
+            asking = _Asking(fleet, nursery)
+            asking.ask_all()
+            while any(path not in asking.latest for path in asking.order):
+                await asking.next_answer()
+            nursery.start_soon(_ask_on_change, asking, watcher)
+            last = None
+            while True:
+                state, now = asking.state(), fleet.now()
+                shown = (state, _page.fleet_rows(state, now))
+                if shown != last:
+                    last = shown
+                    await emit("fleet", {"agents": state, "rows": shown[1], "now": now})
+                await asking.next_answer()
 
 
-async def _agent_updates(state_dir: Path, emit: Emit) -> None:
+async def _ask_on_change(asking: _Asking, watcher: Inotify) -> None:
+    while True:
+        await _next_change(watcher)
+        asking.ask_all()
+
+
+async def _agent_updates(fleet: Fleet, state_dir: Path, emit: Emit) -> None:
     """The log's end rendered (``reset``: it replaces what the page shows), then its lines
     rendered as they are appended (``log``), and the agent's view and running tasks whenever its
     files change (``agent``)."""
@@ -379,13 +443,15 @@ async def _agent_updates(state_dir: Path, emit: Emit) -> None:
             tasks = await trio.to_thread.run_sync(_running_tasks, state_dir)
             others = await trio.to_thread.run_sync(_others, state_dir)
             state = {"agent": attrs.asdict(views[0]), "tasks": tasks, **others}
-            if state != last:
-                last, now = state, time.time()
+            now = fleet.now()
+            summary = _page.agent_summary(views[0], now)  # a running turn's time moves on
+            if (state, summary) != last:
+                last = (state, summary)
                 await emit(
                     "agent",
                     {
                         **state,
-                        "summary": _page.agent_summary(views[0], now),
+                        "summary": summary,
                         "task_list": _page.task_list(state_dir.name, tasks),
                         "others": _page.others(others),
                         "now": now,

@@ -40,23 +40,61 @@ def chromium_path() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-class Page:
-    """One page target: commands answered by id, events waited for by name."""
+class _Browser:
+    """The browser's protocol connection: commands answered by id, events handed to the waiters
+    of their page (its session) and name."""
 
     def __init__(self, stream: trio.SocketStream, ws: WSConnection) -> None:
-        self._stream, self._ws = stream, ws
-        self._ids = itertools.count(1)
-        self._answers: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
-        self._events: dict[str, list[trio.MemorySendChannel[dict[str, Any]]]] = {}
+        self.stream, self.ws = stream, ws
+        self.ids = itertools.count(1)
+        self.answers: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
+        self.events: dict[tuple[str | None, str], list[trio.MemorySendChannel[dict[str, Any]]]] = {}
         self._text = ""
 
+    async def read(self) -> None:
+        """Hand each answer and event to its waiter, until the connection closes."""
+        while True:
+            data = await self.stream.receive_some()
+            if not data:
+                return
+            self.ws.receive_data(data)
+            for event in self.ws.events():
+                if isinstance(event, Ping):
+                    await self.stream.send_all(self.ws.send(event.response()))
+                elif isinstance(event, CloseConnection):
+                    return
+                elif isinstance(event, Message) and isinstance(event, TextMessage):
+                    self._text += event.data
+                    if event.message_finished:
+                        message, self._text = json.loads(self._text), ""
+                        self._deliver(message)
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        if "id" in message:
+            waiter = self.answers.pop(message["id"], None)
+            if waiter is not None:
+                waiter.send_nowait(message)
+            return
+        for waiter in self.events.get((message.get("sessionId"), message.get("method", "")), []):
+            waiter.send_nowait(message.get("params", {}))
+
+
+class Page:
+    """One page target (the first, or a tab opened with `open_tab`): its commands, and its
+    events waited for by name."""
+
+    def __init__(self, browser: _Browser, session: str | None = None) -> None:
+        self._browser, self._session = browser, session
+
     async def send(self, method: str, **params: Any) -> dict[str, Any]:
-        number = next(self._ids)
+        browser = self._browser
+        number = next(browser.ids)
         send, receive = trio.open_memory_channel[dict[str, Any]](1)
-        self._answers[number] = send
-        await self._stream.send_all(
-            self._ws.send(TextMessage(json.dumps({"id": number, "method": method, "params": params})))
-        )
+        browser.answers[number] = send
+        command: dict[str, Any] = {"id": number, "method": method, "params": params}
+        if self._session is not None:
+            command["sessionId"] = self._session
+        await browser.stream.send_all(browser.ws.send(TextMessage(json.dumps(command))))
         answer = await receive.receive()
         if "error" in answer:
             raise RuntimeError(f"{method}: {answer['error']}")
@@ -67,11 +105,12 @@ class Page:
     async def expecting(self, event: str) -> AsyncIterator[trio.MemoryReceiveChannel[dict[str, Any]]]:
         """Inside the block, the ``event``s that come (subscribe before what sets them off)."""
         send, receive = trio.open_memory_channel[dict[str, Any]](math.inf)
-        self._events.setdefault(event, []).append(send)
+        waiters = self._browser.events.setdefault((self._session, event), [])
+        waiters.append(send)
         try:
             yield receive
         finally:
-            self._events[event].remove(send)
+            waiters.remove(send)
 
     async def navigate(self, url: str) -> None:
         """Load ``url`` and wait for its load event."""
@@ -88,32 +127,14 @@ class Page:
             raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    async def read(self) -> None:
-        """Hand each answer and event to its waiter, until the connection closes."""
-        while True:
-            data = await self._stream.receive_some()
-            if not data:
-                return
-            self._ws.receive_data(data)
-            for event in self._ws.events():
-                if isinstance(event, Ping):
-                    await self._stream.send_all(self._ws.send(event.response()))
-                elif isinstance(event, CloseConnection):
-                    return
-                elif isinstance(event, Message) and isinstance(event, TextMessage):
-                    self._text += event.data
-                    if event.message_finished:
-                        message, self._text = json.loads(self._text), ""
-                        self._deliver(message)
-
-    def _deliver(self, message: dict[str, Any]) -> None:
-        if "id" in message:
-            waiter = self._answers.pop(message["id"], None)
-            if waiter is not None:
-                waiter.send_nowait(message)
-            return
-        for waiter in self._events.get(message.get("method", ""), []):
-            waiter.send_nowait(message.get("params", {}))
+    async def open_tab(self) -> Page:
+        """A new tab (blank), driven over this page's connection."""
+        target = await self.send("Target.createTarget", url="about:blank")
+        attached = await self.send("Target.attachToTarget", targetId=target["targetId"], flatten=True)
+        tab = Page(self._browser, attached["sessionId"])
+        await tab.send("Page.enable")
+        await tab.send("Runtime.enable")
+        return tab
 
 
 @asynccontextmanager
@@ -141,9 +162,10 @@ async def open_page(root: Path) -> AsyncIterator[Page]:
         await stream.send_all(ws.send(Request(host=parts.netloc, target=parts.path)))
         while not any(isinstance(e, AcceptConnection) for e in _events_of(ws, await stream.receive_some())):
             pass
-        page = Page(stream, ws)
+        browser = _Browser(stream, ws)
+        page = Page(browser)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(page.read)
+            nursery.start_soon(browser.read)
             await page.send("Page.enable")
             await page.send("Runtime.enable")
             yield page
