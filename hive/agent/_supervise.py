@@ -110,19 +110,35 @@ async def supervise(
 
 @attrs.define(eq=False)
 class Supervision:
-    """What the harness knows of a daemon it supervises: its health (for ``status``), and its
-    outage file (``hive._outage``), there only while it is down."""
+    """A daemon the harness supervises: its health (for ``status``), its outage file
+    (``hive._outage``, there only while it is down), and the supervision itself (:meth:`run`)."""
 
+    name: str
+    """The daemon as the log names it: ``hive-bash-daemon``, ``subagent daemon``."""
     what: str
     """What the daemon is to the agent: ``bash daemon``, ``subagent daemon``."""
     outage_file: Path
     meanwhile: str
     """What the agent is to do meanwhile, the outage's last words."""
+    on_running: Callable[[int], None] = lambda pid: None
+    """Called with the pid of each start, once it is ready."""
     health: DaemonHealth | None = None
+
+    async def run(  # noqa: ASYNC128 - supervise() calls task_status.started()
+        self, start: Start, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """:func:`supervise` the daemon ``start`` starts, until cancelled; started with its first pid."""
+        self.clear()  # one a harness that died left
+        try:
+            await supervise(self.name, start, self.report, task_status=task_status)
+        finally:
+            self.clear()
 
     def report(self, health: DaemonHealth) -> None:
         """The daemon's health changed: kept for ``status``, and said in the outage file."""
         self.health = health
+        if health.pid is not None:
+            self.on_running(health.pid)
         if health.state == "running":
             self.clear()
             return
