@@ -77,6 +77,23 @@ class AgentView:
     """When that turn ended (Unix time)."""
     last_error: str | None = None
     """What went wrong in that turn, if it did not complete."""
+    bash_daemon: str | None = None
+    """The bash daemon its harness supervises (``--with-bash-daemon``): ``running`` or ``down``
+    (the harness is starting it again); None where the harness started none."""
+    subagent_daemon: str | None = None
+    """The subagent daemon its harness supervises (``--subagents``), likewise."""
+
+    @property
+    def down(self) -> list[str]:
+        """The daemons its harness supervises that are down now."""
+        found = (("bash daemon", self.bash_daemon), ("subagent daemon", self.subagent_daemon))
+        return [what for what, state in found if state == "down"]
+
+    @property
+    def harness_says(self) -> str:
+        """``harness``, with the daemons it is starting again: ``running (bash daemon down)``."""
+        down = self.down
+        return f"{self.harness} ({', '.join(down)} down)" if down else self.harness
 
     @property
     def context_fraction(self) -> float | None:
@@ -140,6 +157,8 @@ async def survey(state_dir: Path) -> AgentView:
         last_outcome=status.last_stop_reason or view.last_outcome,
         last_ended=status.last_ended or view.last_ended,
         last_error=status.last_error if status.last_turn is not None else view.last_error,
+        bash_daemon=status.bash_daemon.state if status.bash_daemon else None,
+        subagent_daemon=status.subagent_daemon.state if status.subagent_daemon else None,
     )
 
 
