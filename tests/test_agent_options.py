@@ -194,9 +194,11 @@ def test_subagents_add_the_subagent_server_waking_this_agent(tmp_path: Path) -> 
     assert isinstance(subagent, StdioServer)
     assert subagent.name == "subagent" and subagent.allow_all_tools
     # The daemon is the harness's, which says where it tells its outages (the server starts none).
-    assert subagent.args[-4:] == (
+    assert subagent.args[-6:] == (
         "--state-dir",
         str(tmp_path),
+        "--socket",
+        str(tmp_path / "subagent.sock"),
         "--outage-file",
         str(tmp_path / "subagent-daemon-down"),
     )

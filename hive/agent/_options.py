@@ -310,15 +310,27 @@ def _program(script: str, module: str) -> tuple[str, list[str]]:
     return (str(path), []) if path.exists() else (sys.executable, ["-m", module])
 
 
+SUBAGENT_SOCKET = "subagent.sock"
+"""The subagent daemon's socket in the state dir (hive-subagent-mcp's default too)."""
+
+
 def subagent_server(state_dir: Path, agent_socket: Path, outage_file: Path) -> StdioServer:
     """Subagents as the agent's MCP server ``subagent``: hive-subagent-mcp, every tool allowed,
     waking this agent socket when a subagent's turn ends unseen, on the daemon the harness
-    supervises (``outage_file``: it starts none of its own)."""
+    supervises at ``<state_dir>/subagent.sock`` (``outage_file``: it starts none of its own)."""
     command, args = _program("hive-subagent-mcp", "hive.subagent.server")
     return StdioServer(
         "subagent",
         command,
-        (*args, "--state-dir", str(state_dir), "--outage-file", str(outage_file)),
+        (
+            *args,
+            "--state-dir",
+            str(state_dir),
+            "--socket",
+            str(state_dir / SUBAGENT_SOCKET),
+            "--outage-file",
+            str(outage_file),
+        ),
         (("HIVE_AGENT_SOCKET", str(agent_socket)),),
         allow_all_tools=True,
     )

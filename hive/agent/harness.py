@@ -37,7 +37,14 @@ from hive._state_dir import StateDirLock
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
 from hive.agent._loop import Harness, open_harness
 from hive.agent._model import Phase
-from hive.agent._options import Options, OptionsError, parse_options, relay_server, subagent_server
+from hive.agent._options import (
+    SUBAGENT_SOCKET,
+    Options,
+    OptionsError,
+    parse_options,
+    relay_server,
+    subagent_server,
+)
 from hive.agent._orphans import (
     AGENTS_FILE,
     DAEMON_FILE,
@@ -73,8 +80,6 @@ LOOSE_ENDS = "mcp-loose-ends"
 BASH_OUTAGE = "bash-daemon-down"
 SUBAGENT_OUTAGE = "subagent-daemon-down"
 """The outage files (``hive._outage``) of the daemons it supervises, there while one is down."""
-SUBAGENT_SOCKET = "subagent.sock"
-"""The subagent daemon's socket in the state dir, where hive-subagent-mcp looks by default."""
 
 
 def lock_state_dir(state_dir: Path) -> StateDirLock:
