@@ -43,9 +43,13 @@ on claude the built-in Bash tool is disallowed. Each turn's stream and what it c
 resumed after a restart.
 
 SIGINT or SIGTERM stops it: the running turn is stopped the SIGINT way, the turn log written,
-the sockets removed, a bash daemon it started sent SIGINT; exit status 0. A second signal stops
-waiting for the agent's own end of the turn. Exit status 2: it could not start (a bad setting,
-an agent that cannot be started or is refused, a socket or state directory in use)."""
+the sockets removed, each daemon it started (--with-bash-daemon, --subagents) sent SIGINT; exit
+status 0. A second signal stops waiting for the agent's own end of the turn. Exit status 2: it
+could not start (a bad setting, an agent that cannot be started or is refused, a socket or state
+directory in use).
+
+A daemon it started that ends is started again after a backoff (0.5 s doubling to 30 s); while it
+is down, `hive agent status` says so, and so do the agent's calls to it."""
 
 
 class OptionsError(HarnessError, BadInput):
