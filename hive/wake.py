@@ -46,6 +46,7 @@ __all__ = [
     "AgentState",
     "AgentStatus",
     "Compact",
+    "DaemonHealth",
     "LineCut",
     "LineReader",
     "LineTooLong",
@@ -125,6 +126,25 @@ session, or waiting to retry a turn that could not start."""
 
 
 @attrs.frozen
+class DaemonHealth:
+    """A daemon the harness started and supervises (``--with-bash-daemon``, ``--subagents``)."""
+
+    state: Literal["running", "down"]
+    """``running``; or ``down``: it exited (or did not start), and the harness starts it again
+    at ``restart_at``."""
+    since: float
+    """When it entered this state (Unix time)."""
+    pid: int | None = None
+    """Its pid, while it runs."""
+    restarts: int = 0
+    """How many times it has been started again since the harness started."""
+    last_exit: str | None = None
+    """How it last ended (``killed by SIGKILL``, ``exited with status 1``, ``did not start: ...``)."""
+    restart_at: float | None = None
+    """While down: when the harness starts it again (Unix time)."""
+
+
+@attrs.frozen
 class AgentStatus:
     """The harness's answer to ``status``."""
 
@@ -170,6 +190,10 @@ class AgentStatus:
     session_cost_usd: float | None = None
     """What the session has cost so far, in USD, as its agent last said: its turns' costs add
     up to it."""
+    bash_daemon: DaemonHealth | None = None
+    """The bash daemon the harness supervises (``--with-bash-daemon``; None: it started none)."""
+    subagent_daemon: DaemonHealth | None = None
+    """The subagent daemon the harness supervises (``--subagents``)."""
 
 
 @attrs.frozen

@@ -20,7 +20,7 @@ from hive.agent._render import LogRenderer, render_log
 from hive.cli import build_parser, main
 from hive.cli._agent import _agent_socket, prompt_text
 from hive.cli._agent_status import describe_status
-from hive.wake import AgentStatus
+from hive.wake import AgentStatus, DaemonHealth
 
 SUBCOMMANDS = ("status", "prompt", "compact", "log")
 OVER_SOCKET = ("status", "prompt", "compact")
@@ -394,3 +394,23 @@ def test_status_says_what_the_last_turn_cost_and_the_session_so_far() -> None:
         NOW,
     )
     assert lines[-1] == "cost: $0.0123 the last turn (41,200 tokens in, 310 out); $0.4567 the session so far"
+
+
+def test_status_says_a_supervised_daemon_is_down_and_when_it_is_started_again() -> None:
+    lines = describe_status(
+        status(
+            bash_daemon=DaemonHealth(
+                "down", NOW - 3, restarts=1, last_exit="killed by SIGKILL", restart_at=NOW + 1
+            ),
+            subagent_daemon=DaemonHealth(
+                "running", NOW - 60, 4242, restarts=1, last_exit="exited with status 1"
+            ),
+        ),
+        NOW,
+    )
+    assert (
+        lines[-2]
+        == "bash daemon: DOWN since 09:59:57 (killed by SIGKILL); hive-agent starts it again in 1.0 s"
+    )
+    assert lines[-1] == "subagent daemon: running (pid 4242), started again 1 time, last exited with status 1"
+    assert not any("daemon" in line for line in describe_status(status(), NOW))

@@ -193,7 +193,15 @@ def test_subagents_add_the_subagent_server_waking_this_agent(tmp_path: Path) -> 
     subagent = config.mcp_servers[-1]
     assert isinstance(subagent, StdioServer)
     assert subagent.name == "subagent" and subagent.allow_all_tools
-    assert subagent.args[-2:] == ("--state-dir", str(tmp_path))
+    # The daemon is the harness's, which says where it tells its outages (the server starts none).
+    assert subagent.args[-6:] == (
+        "--state-dir",
+        str(tmp_path),
+        "--socket",
+        str(tmp_path / "subagent.sock"),
+        "--outage-file",
+        str(tmp_path / "subagent-daemon-down"),
+    )
     assert dict(subagent.env) == {"HIVE_AGENT_SOCKET": str(tmp_path / "agent.sock")}
     assert parse_options([], env={"HIVE_STATE_DIR": str(tmp_path), "HIVE_SUBAGENTS": "1"}).subagents
     assert not parse_options([], env={"HIVE_STATE_DIR": str(tmp_path)}).subagents

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -23,9 +24,10 @@ from hive.cli._ls import row
 from hive.cli._main import main
 from hive.fleet import ASK_SECONDS, AgentView, state_dirs, survey, survey_all
 from hive.fleet._history import TURNS, Histories, TurnPoint, turn_points
+from hive.fleet._page import agent_summary, fleet_rows
 from hive.subagent._records import Current, SessionRecord
 from hive.subagent._store import Store as SubagentStore
-from hive.wake import serve_agent_socket
+from hive.wake import AgentRequest, AgentStatus, DaemonHealth, serve_agent_socket
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 
 GUARD = 30
@@ -272,3 +274,22 @@ async def test_a_harness_that_holds_the_state_dir_but_whose_socket_is_elsewhere_
         assert lock_holder(short_tmp / "delta" / "agent.lock") == os.getpid()
         assert (await survey(short_tmp / "delta")).harness == "not answering"
     assert lock_holder(short_tmp / "delta" / "agent.lock") is None
+
+
+async def test_a_supervised_daemon_that_is_down_is_said_beside_the_harness(short_tmp: Path) -> None:
+    state_dir = short_tmp / "delta"
+    state_dir.mkdir()
+    down = DaemonHealth("down", 1000.0, restarts=2, last_exit="killed by SIGKILL", restart_at=1002.0)
+
+    async def handle(request: AgentRequest) -> AgentStatus | None:
+        return AgentStatus(state="idle", bash_daemon=down, subagent_daemon=DaemonHealth("running", 990.0, 42))
+
+    with trio.fail_after(GUARD):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_agent_socket, state_dir / "agent.sock", handle)
+            view = await survey(state_dir)
+            nursery.cancel_scope.cancel()
+    assert (view.bash_daemon, view.subagent_daemon) == ("down", "running")
+    assert row(view, now=1001.0)[1] == "running (bash daemon down)"
+    page = fleet_rows([attrs.asdict(view)], now=1001.0) + agent_summary(view, now=1001.0)
+    assert page.count("running (bash daemon down)") == 2

@@ -64,6 +64,7 @@ SHARED_LEAVES: dict[str, set[str]] = {
     "_arguments": {"_limits", "errors"},
     "_mcp_streams": set(),
     "_inotify": set(),
+    "_outage": set(),
 }
 """One mechanism each, for every part: they import nothing of hive above them, and nothing
 outside the standard library but ``_convert``'s cattrs, ``_inotify``'s Trio and ``_mcp_streams``'s Trio and MCP SDK
@@ -151,7 +152,10 @@ def imported_roots(path: Path, *, on_import: bool = False) -> set[str]:
     return {name if name.startswith("hive") else name.split(".")[0] for name in names} - {"__future__"}
 
 
-STDLIB_LEAVES = {"hive.errors", "hive._main", "hive._limits", "hive._lazy", "hive._arguments", "hive._flags"}
+STDLIB_LEAVES = {
+    *("hive.errors", "hive._main", "hive._limits", "hive._lazy", "hive._arguments", "hive._flags"),
+    "hive._outage",
+}
 """hive's modules that import nothing but the standard library (and one another): a program
 that must start in the time of a bare interpreter may still use them."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given
@@ -207,3 +208,18 @@ def test_the_stand_in_says_the_tools_changed_only_to_a_client_it_initialized() -
     stand_in = StandIn("/s")
     answer(stand_in, "tools/list")
     assert not stand_in.tools_changed()
+
+
+def test_while_the_harness_says_its_daemon_is_down_the_stand_in_says_that_instead(tmp_path: Path) -> None:
+    outage = tmp_path / "bash-daemon-down"
+    stand_in = StandIn("/run/bash.sock", str(outage))
+    assert (
+        "Start it with `hive-bash-daemon`"
+        in answer(stand_in, "tools/call", {"name": "run"})["result"]["content"][0]["text"]
+    )
+    outage.write_text("the bash daemon of this agent is down since 10:00:00 (killed by SIGKILL); ...\n")
+    called = answer(stand_in, "tools/call", {"name": "run"})["result"]
+    assert called["isError"] is True
+    assert called["content"][0]["text"] == outage.read_text().strip()
+    listed = answer(stand_in, "tools/list")["result"]["tools"][0]["description"]
+    assert "the bash daemon of this agent is down" in listed and "hive-bash-daemon`" not in listed

@@ -43,9 +43,13 @@ on claude the built-in Bash tool is disallowed. Each turn's stream and what it c
 resumed after a restart.
 
 SIGINT or SIGTERM stops it: the running turn is stopped the SIGINT way, the turn log written,
-the sockets removed, a bash daemon it started sent SIGINT; exit status 0. A second signal stops
-waiting for the agent's own end of the turn. Exit status 2: it could not start (a bad setting,
-an agent that cannot be started or is refused, a socket or state directory in use)."""
+the sockets removed, each daemon it started (--with-bash-daemon, --subagents) sent SIGINT; exit
+status 0. A second signal stops waiting for the agent's own end of the turn. Exit status 2: it
+could not start (a bad setting, an agent that cannot be started or is refused, a socket or state
+directory in use).
+
+A daemon it started that ends is started again after a backoff (0.5 s doubling to 30 s); while it
+is down, `hive agent status` says so, and so do the agent's calls to it."""
 
 
 class OptionsError(HarnessError, BadInput):
@@ -137,15 +141,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="if no hive-bash-daemon answers on the bash socket, start one as this program's child "
-        "on the same state directory (stopped with SIGINT when this program stops), so one command "
-        "runs a whole agent [HIVE_WITH_BASH_DAEMON=1]",
+        "on the same state directory (started again after a backoff if it ends; stopped with SIGINT "
+        "when this program stops), so one command runs a whole agent [HIVE_WITH_BASH_DAEMON=1]",
     )
     add(
         "--subagents",
         action="store_true",
         default=None,
         help="give the agent subagents: the MCP server `subagent` (hive-subagent-mcp on this state "
-        "directory, its turns' ends woken to this agent socket), every tool allowed [HIVE_SUBAGENTS=1]",
+        "directory, its turns' ends woken to this agent socket), every tool allowed; the subagent "
+        "daemon runs as this program's child, supervised and stopped as --with-bash-daemon's is "
+        "[HIVE_SUBAGENTS=1]",
     )
     add(
         "--permission",
@@ -308,20 +314,37 @@ def _program(script: str, module: str) -> tuple[str, list[str]]:
     return (str(path), []) if path.exists() else (sys.executable, ["-m", module])
 
 
-def subagent_server(state_dir: Path, agent_socket: Path) -> StdioServer:
+SUBAGENT_SOCKET = "subagent.sock"
+"""The subagent daemon's socket in the state dir (hive-subagent-mcp's default too)."""
+
+
+def subagent_server(state_dir: Path, agent_socket: Path, outage_file: Path) -> StdioServer:
     """Subagents as the agent's MCP server ``subagent``: hive-subagent-mcp, every tool allowed,
-    waking this agent socket when a subagent's turn ends unseen."""
+    waking this agent socket when a subagent's turn ends unseen, on the daemon the harness
+    supervises at ``<state_dir>/subagent.sock`` (``outage_file``: it starts none of its own)."""
     command, args = _program("hive-subagent-mcp", "hive.subagent.server")
     return StdioServer(
         "subagent",
         command,
-        (*args, "--state-dir", str(state_dir)),
+        (
+            *args,
+            "--state-dir",
+            str(state_dir),
+            "--socket",
+            str(state_dir / SUBAGENT_SOCKET),
+            "--outage-file",
+            str(outage_file),
+        ),
         (("HIVE_AGENT_SOCKET", str(agent_socket)),),
         allow_all_tools=True,
     )
 
 
-def relay_server(bash_socket: Path) -> StdioServer:
-    """The bash tools as the agent's MCP server ``bash``: hive-bash-mcp, every tool allowed."""
+def relay_server(bash_socket: Path, outage_file: Path | None = None) -> StdioServer:
+    """The bash tools as the agent's MCP server ``bash``: hive-bash-mcp, every tool allowed
+    (``outage_file``: where the harness says its daemon is down)."""
     command, args = _program("hive-bash-mcp", "hive.bash.relay")
-    return StdioServer(BASH, command, (*args, "--socket", str(bash_socket)), allow_all_tools=True)
+    args += ["--socket", str(bash_socket)]
+    if outage_file is not None:
+        args += ["--outage-file", str(outage_file)]
+    return StdioServer(BASH, command, tuple(args), allow_all_tools=True)

@@ -1,6 +1,6 @@
 """What a harness that died may have left running, and stopping it before starting again.
 
-Every agent and bash daemon the harness starts gets SIGINT from the kernel when the harness dies
+Every agent and daemon the harness starts gets SIGINT from the kernel when the harness dies
 (``hive.runtime._lifetime.die_with_parent``). One that is still running when the next harness
 starts on the same state dir (it ignored that SIGINT, or is still finishing) must not overlap
 the new one's: the harness records the pid and start time of each process it starts in a state
@@ -29,6 +29,7 @@ log = logging.getLogger("hive.agent")
 
 AGENTS_FILE = "agent-pids.json"
 DAEMON_FILE = "bash-daemon-pid.json"
+SUBAGENT_DAEMON_FILE = "subagent-daemon-pid.json"
 STOP_WITHIN = 30.0
 """How long a previous harness's process is given to exit after SIGINT."""
 

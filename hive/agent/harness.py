@@ -6,11 +6,14 @@ Its nursery stack, outermost first (so it is torn down innermost first):
 2. the runtime (an ACP agent is spawned and initialized here, and refused here if it cannot
    serve: the program exits 2 before it serves the agent socket);
 3. the harness: its queue file replayed, its turn log open;
-4. the agent socket, then (``--with-bash-daemon``) the bash daemon as a child, then the turn loop.
+4. the agent socket, then (``--with-bash-daemon``) the bash daemon and (``--subagents``) the
+   subagent daemon as children, each supervised (``hive.agent._supervise``: one that ends is
+   started again after a backoff, and while it is down the status and the agent's calls say
+   so), then the turn loop.
 
 SIGINT or SIGTERM stops the turn loop and the agent socket first, so that the running turn takes
 the runtime's stop path (SIGINT to the agent) while the runtime is still open; the turn's end is
-written to the turn log, the daemon gets SIGINT, the sockets are removed, then the runtime and
+written to the turn log, the daemons get SIGINT, the sockets are removed, then the runtime and
 the tools server close; the exit status is 0. A second signal cuts the wait for the agent's own
 end. A signal while it starts cancels the start (an ACP agent starting gets SIGINT).
 """
@@ -22,7 +25,6 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 
@@ -35,16 +37,25 @@ from hive._state_dir import StateDirLock
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
 from hive.agent._loop import Harness, open_harness
 from hive.agent._model import Phase
-from hive.agent._options import Options, OptionsError, parse_options, relay_server, subagent_server
+from hive.agent._options import (
+    SUBAGENT_SOCKET,
+    Options,
+    OptionsError,
+    parse_options,
+    relay_server,
+    subagent_server,
+)
 from hive.agent._orphans import (
     AGENTS_FILE,
     DAEMON_FILE,
+    SUBAGENT_DAEMON_FILE,
     AgentRecorder,
     ProcessRecord,
     Recorded,
     stop_previous,
 )
 from hive.agent._session import SessionStore
+from hive.agent._supervise import Supervision
 from hive.runtime import (
     Backend,
     Config,
@@ -55,7 +66,7 @@ from hive.runtime import (
     open_runtime,
     watching_agents,
 )
-from hive.wake import Refused, serve_agent_socket
+from hive.wake import AgentRequest, AgentStatus, Refused, serve_agent_socket
 
 log = logging.getLogger("hive.agent")
 
@@ -66,6 +77,9 @@ which claude's prompt, once its last argument, was cut to fit."""
 LOCK_FILE = "agent.lock"
 SESSION_FILE = "session"
 LOOSE_ENDS = "mcp-loose-ends"
+BASH_OUTAGE = "bash-daemon-down"
+SUBAGENT_OUTAGE = "subagent-daemon-down"
+"""The outage files (``hive._outage``) of the daemons it supervises, there while one is down."""
 
 
 def lock_state_dir(state_dir: Path) -> StateDirLock:
@@ -75,11 +89,14 @@ def lock_state_dir(state_dir: Path) -> StateDirLock:
 
 def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | None) -> Config:
     """The runtime's config: the bash relay and the hyperhive tools first, then the extra servers."""
-    own: tuple[McpServer, ...] = (relay_server(options.bash_socket),)
+    bash_outage = options.state_dir / BASH_OUTAGE if options.with_bash_daemon else None
+    own: tuple[McpServer, ...] = (relay_server(options.bash_socket, bash_outage),)
     if hyperhive is not None:
         own += (hyperhive,)
     if options.subagents:
-        own += (subagent_server(options.state_dir, options.agent_socket),)
+        own += (
+            subagent_server(options.state_dir, options.agent_socket, options.state_dir / SUBAGENT_OUTAGE),
+        )
     return attrs.evolve(
         options.turns,
         mcp_servers=(*own, *options.turns.mcp_servers),
@@ -89,8 +106,8 @@ def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | 
     )
 
 
-async def bash_daemon_silence(path: Path) -> str | None:
-    """Why no bash daemon answers on the socket ``path`` (None: one does)."""
+async def daemon_silence(path: Path) -> str | None:
+    """Why no daemon answers on the socket ``path`` (None: one does)."""
     try:
         stream = await trio.open_unix_socket(str(path))
     except OSError as exc:
@@ -102,7 +119,7 @@ async def bash_daemon_silence(path: Path) -> str | None:
 async def warn_without_bash_daemon(options: Options) -> None:
     """Warn if no bash daemon answers on the bash socket: every bash call of the agent fails
     until one does (the relay connects at the next call)."""
-    why = await bash_daemon_silence(options.bash_socket)
+    why = await daemon_silence(options.bash_socket)
     if why is not None:
         log.warning(
             "no hive-bash-daemon answers on %s (%s): the agent's bash tools fail until one does; start "
@@ -126,20 +143,66 @@ class Running:
     """Set to stop a harness that is ready."""
 
 
+def bash_supervision(options: Options, record: ProcessRecord) -> Supervision:
+    return Supervision(
+        "hive-bash-daemon",
+        "bash daemon",
+        options.state_dir / BASH_OUTAGE,
+        "Call again in a few seconds: the tasks it started keep running, and their ends reach you once "
+        "it is back.",
+        on_running=recording(record, "hive-bash-daemon"),
+    )
+
+
+def subagent_supervision(options: Options, record: ProcessRecord) -> Supervision:
+    return Supervision(
+        "subagent daemon",
+        "subagent daemon",
+        options.state_dir / SUBAGENT_OUTAGE,
+        "Call again in a few seconds: the subagents' sessions are kept.",
+        on_running=recording(record, "subagent daemon"),
+    )
+
+
+def recording(record: ProcessRecord, name: str) -> Callable[[int], None]:
+    """Each pid the daemon ``name`` runs as, kept in ``record`` (for a harness started after
+    this one dies)."""
+
+    def save(pid: int) -> None:
+        if (recorded := Recorded.of(pid, name)) is not None:
+            try:
+                record.save([recorded])
+            except OSError as exc:
+                log.warning("cannot record the %s's pid %d in %s: %s", name, pid, record.path, exc)
+
+    return save
+
+
 async def serve_agent(
     options: Options, spec: RuntimeSpec, running: Running, on_ready: Callable[[], None] = lambda: None
 ) -> None:
     """Run the whole agent until ``running.stop`` is set (or it is cancelled while starting)."""
     sessions = SessionStore(options.state_dir / SESSION_FILE, spec.backend.value)
     bash_daemon = ProcessRecord(options.state_dir / DAEMON_FILE)
-    # What a harness that died left running (its agents, its bash daemon) is stopped first.
+    subagent_daemon = ProcessRecord(options.state_dir / SUBAGENT_DAEMON_FILE)
+    # What a harness that died left running (its agents, its daemons) is stopped first.
     await stop_previous(ProcessRecord(options.state_dir / AGENTS_FILE))
     await stop_previous(bash_daemon)
+    await stop_previous(subagent_daemon)
+    bash = bash_supervision(options, bash_daemon)
+    subagents = subagent_supervision(options, subagent_daemon)
 
     async def agent_asks_to_compact() -> None:
         if running.harness is None:
             raise Refused("the harness is still starting")
         await running.harness.ask_compact("agent")
+
+    async def handle(request: AgentRequest) -> AgentStatus | None:
+        assert running.harness is not None
+        answer = await running.harness.handle(request)
+        if answer is None:
+            return None
+        return attrs.evolve(answer, bash_daemon=bash.health, subagent_daemon=subagents.health)
 
     async with trio.open_nursery() as tools:
         hyperhive = await tools.start(
@@ -163,36 +226,61 @@ async def serve_agent(
             trio.open_nursery() as serving,
         ):
             running.harness = harness
-            await serving.start(serve_agent_socket, options.agent_socket, harness.handle)
+            await serving.start(serve_agent_socket, options.agent_socket, handle)
             log.info("serving the agent socket %s (state in %s)", options.agent_socket, options.state_dir)
-            async with AsyncExitStack() as children:
-                if not options.with_bash_daemon:
-                    serving.start_soon(warn_without_bash_daemon, options)  # beside the start
-                elif await bash_daemon_silence(options.bash_socket) is not None:
-                    from hive.bash import running_daemon
+            if not options.with_bash_daemon:
+                serving.start_soon(warn_without_bash_daemon, options)  # beside the start
+            elif await daemon_silence(options.bash_socket) is not None:
+                from hive.bash import running_daemon
 
-                    daemon = [
-                        "--state-dir",
-                        str(options.state_dir),
-                        "--socket",
-                        str(options.bash_socket),
-                        "--agent-socket",
-                        str(options.agent_socket),
-                    ]
-                    process = await children.enter_async_context(
-                        running_daemon(daemon, preexec_fn=die_with_parent(signal.SIGINT))
-                    )
-                    if (recorded := Recorded.of(process.pid, "hive-bash-daemon")) is not None:
-                        bash_daemon.save([recorded])
-                    log.info("started hive-bash-daemon (pid %d) on %s", process.pid, options.bash_socket)
-                await serving.start(harness.serve)
-                running.ready = True
-                on_ready()
-                await running.stop.wait()
-                # The turn loop and the socket first: the running turn takes the runtime's stop
-                # path while the runtime is still open (its own tasks are not cancelled).
-                serving.cancel_scope.cancel()
+                daemon = [
+                    "--state-dir",
+                    str(options.state_dir),
+                    "--socket",
+                    str(options.bash_socket),
+                    "--agent-socket",
+                    str(options.agent_socket),
+                ]
+                start = partial(running_daemon, daemon, preexec_fn=die_with_parent(signal.SIGINT))
+                pid = await serving.start(bash.run, start)
+                log.info("started hive-bash-daemon (pid %d) on %s", pid, options.bash_socket)
+            if options.subagents:
+                await start_subagent_daemon(options, serving, subagents)
+            await serving.start(harness.serve)
+            running.ready = True
+            on_ready()
+            await running.stop.wait()
+            # The turn loop, the socket and the daemons first: the running turn takes the
+            # runtime's stop path while the runtime is still open (its own tasks are not
+            # cancelled); each daemon gets SIGINT.
+            serving.cancel_scope.cancel()
         tools.cancel_scope.cancel()
+
+
+async def start_subagent_daemon(options: Options, serving: trio.Nursery, supervision: Supervision) -> None:
+    """Start the subagent daemon as a supervised child, unless one already serves its socket."""
+    from hive.bash import running_daemon
+
+    socket = options.state_dir / SUBAGENT_SOCKET
+    if await daemon_silence(socket) is None:
+        log.warning(
+            "a subagent daemon that this hive-agent did not start serves %s: it is used, but not "
+            "supervised, and it outlives this hive-agent; stop it (SIGINT to the pid in %s) to have "
+            "hive-agent run its own",
+            socket,
+            options.state_dir / "subagent.lock",
+        )
+        return
+    args = ["--state-dir", str(options.state_dir), "--socket", str(socket)]
+    start = partial(
+        running_daemon,
+        args,
+        module="hive.subagent.daemon",
+        name="subagent daemon",
+        preexec_fn=die_with_parent(signal.SIGINT),
+    )
+    pid = await serving.start(supervision.run, start)
+    log.info("started the subagent daemon (pid %d) on %s", pid, socket)
 
 
 async def _main(options: Options, spec: RuntimeSpec) -> None:

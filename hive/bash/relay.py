@@ -8,7 +8,8 @@ that is not there:
   daemon it answers ``initialize`` itself (protocol version negotiated as the SDK does,
   ``tools`` capability, serverInfo ``bash``), ``ping``, ``tools/list`` (the four tool names,
   each with an open schema) and ``tools/call`` (a tool error, ``isError: true``, naming the
-  socket and the reason); any other request gets a JSON-RPC error saying the same. Every later
+  socket and the reason, or, while the ``--outage-file`` of the hive-agent that supervises the
+  daemon is there, that file's words); any other request gets a JSON-RPC error saying the same. Every later
   request tries the socket again, so a daemon that comes back is used by the same relay: the
   relay replays the client's ``initialize`` (and ``notifications/initialized``) to it, drops
   the daemon's answer to that, sends ``notifications/tools/list_changed`` if it had listed the
@@ -51,6 +52,7 @@ from hive import __version__
 from hive._flags import positive_seconds
 from hive._limits import MAX_WAIT, state_dir_path
 from hive._main import run_main
+from hive._outage import read_outage
 
 READ_SIZE = 65536
 REPLY_MARGIN = 15.0
@@ -306,8 +308,10 @@ class Handshake:
 class StandIn:
     """Answers the client's requests while no daemon can be reached (or one refused the relay)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, outage_file: str | None = None) -> None:
         self.path = path
+        self.outage_file = outage_file
+        """Where hive-agent, which supervises the daemon, says it is down (``hive._outage``)."""
         self.answered_initialize = False
         """It answered ``initialize``, advertising ``tools.listChanged``."""
         self.listed_tools = False
@@ -315,7 +319,7 @@ class StandIn:
 
     def answer(self, request_id: object, method: str, params: object, reason: str) -> bytes:
         """The line that answers the request, the daemon being unreachable for ``reason``."""
-        message = (
+        message = read_outage(self.outage_file) or (
             f"hive-bash-mcp cannot reach the bash daemon at {self.path}: {reason}. Start it with "
             "`hive-bash-daemon`, or point HIVE_BASH_SOCKET (or --socket) at its socket."
         )
@@ -491,7 +495,9 @@ class _Relay:
     """Moves lines between the client and the daemon; the pieces above decide what each line is
     and what the relay answers when the daemon does not."""
 
-    def __init__(self, path: str, reply_timeout: float, traceparent: str | None = None) -> None:
+    def __init__(
+        self, path: str, reply_timeout: float, traceparent: str | None = None, outage_file: str | None = None
+    ) -> None:
         self.path = path
         self.reply_timeout = reply_timeout
         self.traceparent = traceparent
@@ -500,7 +506,7 @@ class _Relay:
         self.daemon = _Daemon(path)
         self.owed = Owed(reply_timeout)
         self.handshake = Handshake()
-        self.stand_in = StandIn(path)
+        self.stand_in = StandIn(path, outage_file)
         self.log = _Log()
         self.reason = ""  # why the daemon is not reachable (empty: never tried, or connected)
         self.refused: str | None = None
@@ -738,11 +744,20 @@ def main(argv: list[str] | None = None) -> int:
         f"[{REPLY_TIMEOUT_ENV}; default {REPLY_TIMEOUT:g}: the longest wait a call may ask for, "
         f"{MAX_WAIT:g} s, plus {REPLY_MARGIN:g} s]",
     )
+    parser.add_argument(
+        "--outage-file",
+        default=None,
+        metavar="FILE",
+        help="where hive-agent, which supervises the daemon (--with-bash-daemon), says it is down: "
+        "while FILE is there, a call the daemon cannot answer gets FILE's words as its error",
+    )
     return run_main("hive-bash-mcp", lambda: _relay(parser.parse_args(argv)), interrupted=130)
 
 
 def _relay(args: argparse.Namespace) -> int:
-    return _Relay(args.socket or default_socket(), args.reply_timeout, os.environ.get("TRACEPARENT")).run()
+    return _Relay(
+        args.socket or default_socket(), args.reply_timeout, os.environ.get("TRACEPARENT"), args.outage_file
+    ).run()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from hive._when import clock, span
 
 if TYPE_CHECKING:
-    from hive.wake import AgentStatus
+    from hive.wake import AgentStatus, DaemonHealth
 
 
 def describe_status(status: AgentStatus, now: float) -> list[str]:
@@ -33,7 +33,22 @@ def describe_status(status: AgentStatus, now: float) -> list[str]:
         lines.append(f"cost: {spent}")
     if status.last_error:
         lines.append(f"last error: {status.last_error}")
+    for what, health in (("bash daemon", status.bash_daemon), ("subagent daemon", status.subagent_daemon)):
+        if health is not None:
+            lines.append(f"{what}: {describe_daemon(health, now)}")
     return lines
+
+
+def describe_daemon(health: DaemonHealth, now: float) -> str:
+    """A daemon the harness supervises, as ``hive agent status`` says it."""
+    if health.state == "running":
+        again = f", started again {_count(health.restarts, 'time')}, last {health.last_exit}"
+        return f"running (pid {health.pid}){again if health.restarts else ''}"
+    text = f"DOWN since {clock(health.since, now)} ({health.last_exit})"
+    if health.restart_at is not None:
+        when = "now" if health.restart_at <= now else f"in {span(health.restart_at - now)}"
+        text += f"; hive-agent starts it again {when}"
+    return text
 
 
 def _doing(status: AgentStatus, now: float) -> str:

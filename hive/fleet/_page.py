@@ -108,9 +108,11 @@ def fleet_rows(agents: list[dict[str, Any]], now: float) -> str:
             if view.last_error:
                 last += f": {view.last_error[:80]}"
         harness_class = {"running": "running", "stopped": "stopped"}.get(view.harness, "answering")
+        if view.down:
+            harness_class = "answering"
         rows.append(
             f'<tr data-agent="{escape(view.name)}"><td><a href="/agent/{_url(view.name)}">{escape(view.name)}</a></td>'
-            f'<td class="{harness_class}">{escape(view.harness)}</td><td>{escape(_cell_doing(view, now))}</td>'
+            f'<td class="{harness_class}">{escape(view.harness_says)}</td><td>{escape(_cell_doing(view, now))}</td>'
             f"<td>{view.queued}</td><td>{_bar(view)}</td><td>{escape(view.session_start)}</td>"
             f"<td>{view.tasks_running}</td><td>{view.loose_ends}</td>"
             f"<td>{view.subagents_running}</td><td>{escape(last)}</td><td>{_chart(data.get('history', []))}</td></tr>"
@@ -185,7 +187,7 @@ live("/agent/{url}/events", {{
 
 def agent_summary(view: AgentView, now: float) -> str:
     facts = [
-        ("harness", view.harness),
+        ("harness", view.harness_says),
         ("doing", _cell_doing(view, now)),
         ("queued", str(view.queued)),
         ("session", view.session_id or "-"),

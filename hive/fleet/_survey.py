@@ -84,6 +84,23 @@ class AgentView:
     session_cost_usd: float | None = None
     """What its session has cost so far, in USD, as the agent last said (its turns' costs add up
     to it)."""
+    bash_daemon: str | None = None
+    """The bash daemon its harness supervises (``--with-bash-daemon``): ``running`` or ``down``
+    (the harness is starting it again); None where the harness started none."""
+    subagent_daemon: str | None = None
+    """The subagent daemon its harness supervises (``--subagents``), likewise."""
+
+    @property
+    def down(self) -> list[str]:
+        """The daemons its harness supervises that are down now."""
+        found = (("bash daemon", self.bash_daemon), ("subagent daemon", self.subagent_daemon))
+        return [what for what, state in found if state == "down"]
+
+    @property
+    def harness_says(self) -> str:
+        """``harness``, with the daemons it is starting again: ``running (bash daemon down)``."""
+        down = self.down
+        return f"{self.harness} ({', '.join(down)} down)" if down else self.harness
 
     @property
     def context_fraction(self) -> float | None:
@@ -155,6 +172,8 @@ async def survey(state_dir: Path) -> AgentView:
         last_cost_usd=status.last_cost_usd if status.last_turn is not None else view.last_cost_usd,
         last_tokens=status.last_tokens if status.last_turn is not None else view.last_tokens,
         session_cost_usd=status.session_cost_usd,
+        bash_daemon=status.bash_daemon.state if status.bash_daemon else None,
+        subagent_daemon=status.subagent_daemon.state if status.subagent_daemon else None,
     )
 
 

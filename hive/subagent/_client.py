@@ -121,9 +121,10 @@ class Reply:
                 await stream.send_all(encode(Written(written)))
 
 
-async def request(state_dir: Path, socket: Path, call: Call) -> Reply:
-    """One tool call, answered by the daemon; :meth:`Reply.confirm` must follow if it asks."""
-    stream = await connect(state_dir, socket)
+async def request(state_dir: Path, socket: Path, call: Call, *, start: bool = True) -> Reply:
+    """One tool call, answered by the daemon (started first if none serves and ``start``);
+    :meth:`Reply.confirm` must follow if it asks."""
+    stream = await connect(state_dir, socket, start=start)
     held = False
     try:
         try:

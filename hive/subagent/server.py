@@ -27,6 +27,7 @@ from hive import __version__
 from hive._flags import positive_seconds
 from hive._main import run_main
 from hive._mcp import tool_result, tool_server
+from hive._outage import read_outage
 from hive._state_dir import default_state_dir
 from hive.subagent import _client
 from hive.subagent._errors import DaemonUnavailable
@@ -46,19 +47,24 @@ def caller_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def make_server(
-    state_dir: Path, socket: Path, caller: Caller, receipts: Receipts | None = None
+    state_dir: Path,
+    socket: Path,
+    caller: Caller,
+    receipts: Receipts | None = None,
+    outage_file: Path | None = None,
 ) -> Server[Any]:
     """The MCP server of the tools, each call sent to the daemon. An answer that shows turn ends
     tells them only once ``receipts`` reports it written to a client still there (without
-    ``receipts``, never: the ends are then told by wakes)."""
+    ``receipts``, never: the ends are then told by wakes). With ``outage_file`` the daemon is
+    hive-agent's to start: none is started here, and while that file is there a call the daemon
+    cannot answer gets its words (``hive._outage``)."""
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        call = Call(params.name, dict(params.arguments or {}), caller)
         try:
-            reply = await _client.request(
-                state_dir, socket, Call(params.name, dict(params.arguments or {}), caller)
-            )
+            reply = await _client.request(state_dir, socket, call, start=outage_file is None)
         except DaemonUnavailable as exc:
-            text = str(exc)
+            text = read_outage(outage_file) or str(exc)
             return tool_result(text, {"message": text, "error": "DaemonUnavailable"}, is_error=True)
         answer = reply.answer
         if answer.confirm:
@@ -72,10 +78,10 @@ def make_server(
     return tool_server("subagent", instructions=INSTRUCTIONS, tools=TOOLS, call_tool=call_tool)
 
 
-async def serve_stdio(state_dir: Path, socket: Path, caller: Caller) -> None:
+async def serve_stdio(state_dir: Path, socket: Path, caller: Caller, outage_file: Path | None = None) -> None:
     """Serve the tools on this process's stdin and stdout until the client goes away."""
     receipts = Receipts()
-    server = make_server(state_dir, socket, caller, receipts)
+    server = make_server(state_dir, socket, caller, receipts, outage_file)
     async with process_stdio() as (stdin, stdout), stdio_streams(stdin, stdout, receipts) as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -128,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop a subagent's turn when its agent sends nothing for S seconds "
         "[HIVE_SUBAGENT_IDLE_TIMEOUT; default: never]",
     )
+    parser.add_argument(
+        "--outage-file",
+        type=Path,
+        metavar="FILE",
+        help="the daemon is hive-agent's (--subagents), which supervises it: start none on first use, "
+        "and while FILE (where hive-agent says the daemon is down) is there, a call the daemon cannot "
+        "answer gets FILE's words as its error",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -158,7 +172,8 @@ def _run(argv: Sequence[str] | None) -> int:
         permission=args.permission,
         idle_timeout=idle,
     )
-    trio.run(serve_stdio, state_dir, socket, caller)
+    outage_file = args.outage_file.absolute() if args.outage_file else None
+    trio.run(serve_stdio, state_dir, socket, caller, outage_file)
     return 0
 
 
