@@ -36,13 +36,15 @@ class Counts:
     messages_lost: int
     messages_twice: int
     turns: int
+    faults: dict[str, int] = attrs.field(factory=dict)
+    """The faults injected, by kind."""
 
     def line(self) -> str:
         return (
             f"ends: {self.ends_lost} lost, {self.ends_twice} twice of {self.tasks}; "
             f"end times: {self.end_times_wrong} wrong; "
             f"messages: {self.messages_lost} lost, {self.messages_twice} twice of {self.messages}; "
-            f"{self.turns} turns"
+            f"{self.turns} turns; faults: {', '.join(f'{n} {k}' for k, n in sorted(self.faults.items())) or 'none'}"
         )
 
 
@@ -157,7 +159,8 @@ def verify(fleet: Fleet) -> tuple[Counts, list[str]]:
     left = tagged(fleet.tag)
     if left:
         problems.append(f"nothing_left: processes of the fleet outlived it: {_described(left)}")
-    counts = Counts(tasks, ends_lost, ends_twice, wrong_times, messages, lost, twice, _turns(fleet))
+    faults = dict(Counter(kind for _, kind, _ in fleet.operated.faults))
+    counts = Counts(tasks, ends_lost, ends_twice, wrong_times, messages, lost, twice, _turns(fleet), faults)
     return counts, problems
 
 
