@@ -261,3 +261,24 @@ async def test_a_harness_that_holds_the_state_dir_but_whose_socket_is_elsewhere_
         assert lock_holder(short_tmp / "delta" / "agent.lock") == os.getpid()
         assert (await survey(short_tmp / "delta")).harness == "not answering"
     assert lock_holder(short_tmp / "delta" / "agent.lock") is None
+
+
+@pytest.mark.parametrize("command", [["ls"], ["web", "--listen", "127.0.0.1:0"]])
+def test_a_dir_that_is_missing_or_no_directory_exits_2_saying_so(short_tmp: Path, command: list[str]) -> None:
+    (short_tmp / "file").write_text("")
+    for given, says in (
+        (short_tmp / "missing", "no such directory"),
+        (short_tmp / "file", "not a directory"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "hive.cli", *command, str(given)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=GUARD,
+        )
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        assert done.stdout == ""
+        assert (
+            done.stderr == f"hive: {given}: {says}; give agents' state directories, or directories of them\n"
+        )
