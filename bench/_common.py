@@ -207,7 +207,8 @@ class Daemon:
 
 @contextlib.contextmanager
 def running_daemon(root: Path, *extra: str, agent_socket: Path | None = None) -> Iterator[Daemon]:
-    """Run ``hive-bash-daemon`` with its state under ``root``; it is ready (READY=1) once this yields.
+    """Run ``hive-bash-daemon`` with its state under ``root`` and the flags ``extra``; it is ready
+    (READY=1) once this yields.
 
     On exit the daemon gets SIGINT, and any task it leaves running is killed with its group.
     """
@@ -215,6 +216,7 @@ def running_daemon(root: Path, *extra: str, agent_socket: Path | None = None) ->
     args = [str(DAEMON), "--state-dir", str(state), "--socket", str(sock), "--workdir", str(root)]
     if agent_socket is not None:
         args += ["--agent-socket", str(agent_socket)]
+    args += extra
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify, open(root / "daemon.err", "ab") as err:
         notify.bind(str(notify_path))
         notify.settimeout(0.1)

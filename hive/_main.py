@@ -23,12 +23,13 @@ of a bare interpreter, and ``hive run`` spawns its agent before it imports Trio.
 from __future__ import annotations
 
 import errno
+import signal
 import sys
 from collections.abc import Callable
 
 from hive.errors import HiveError, leaves
 
-__all__ = ["ACTIONABLE_ERRNOS", "describe", "exit_code_of", "run_main"]
+__all__ = ["ACTIONABLE_ERRNOS", "describe", "exit_code_of", "run_main", "take_sigint"]
 
 ACTIONABLE_ERRNOS = frozenset(
     {
@@ -125,3 +126,10 @@ def run_main(prog: str, body: Callable[[], int | None], *, interrupted: int | No
             raise
         return interrupted
     return 0 if status is None else status
+
+
+def take_sigint() -> None:
+    """Make SIGINT raise ``KeyboardInterrupt`` (in Trio: its own handling of it), as Ctrl-C does,
+    even in a process started with SIGINT ignored (as a shell starts ``cmd &``), which Python
+    leaves ignored. For a command that runs until it is stopped with SIGINT."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -1,16 +1,20 @@
 """``hive agent`` in-process (issue 22): the flags that find the agent, the prompt's sources and
-refusals, the status for a person, and the turn log as `log` and `log --follow` show it."""
+refusals, the status for a person, and the turn log as `log` and `log --follow` show it; and
+`log --follow` as a process, stopped by SIGINT."""
 
 from __future__ import annotations
 
 import argparse
 import io
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from hive._lines import MAX_LINE
 from hive._text_input import TextRefused
@@ -414,3 +418,38 @@ def test_status_says_a_supervised_daemon_is_down_and_when_it_is_started_again() 
     )
     assert lines[-1] == "subagent daemon: running (pid 4242), started again 1 time, last exited with status 1"
     assert not any("daemon" in line for line in describe_status(status(), NOW))
+
+
+LOG_FOLLOW = ("agent", "log", "--follow", "--state-dir")
+
+
+async def test_log_follow_started_with_sigint_ignored_still_stops_on_sigint(tmp_path: Path) -> None:
+    # A shell runs `cmd &` with SIGINT ignored, and a Python started so keeps ignoring it.
+    follower = await trio.lowlevel.open_process(
+        [
+            "sh",
+            "-c",
+            'trap "" INT; exec "$0" "$@"',
+            sys.executable,
+            "-m",
+            "hive.cli",
+            *LOG_FOLLOW,
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert follower.stdout is not None and follower.stderr is not None
+    async with follower.stdout, follower.stderr:
+        try:
+            with trio.fail_after(30):
+                told = b""
+                while not told.endswith(b"\n"):  # following: it waits for the first turn
+                    told += await follower.stderr.receive_some()
+                assert b"waiting for the first (Ctrl-C to stop)" in told
+                follower.send_signal(signal.SIGINT)
+                assert await follower.wait() == 0
+        finally:
+            if follower.returncode is None:  # it kept ignoring SIGINT
+                follower.send_signal(signal.SIGTERM)
+                await follower.wait()

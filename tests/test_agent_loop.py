@@ -40,7 +40,7 @@ from hive.agent._model import (
 )
 from hive.agent._prompt import render_prompt
 from hive.agent._queue import load, replay
-from hive.agent._wire import Added
+from hive.agent._wire import Added, TurnStart
 from hive.sink import ContextUsage
 from hive.wake import AgentStatus, Compact, Prompt, Refused, Status, Wake
 from tests.helpers.agent_loop import ScriptedRuntime, serving
@@ -198,8 +198,28 @@ def test_a_turn_that_could_not_start_keeps_its_messages_and_is_retried_after_a_g
         records = hive_lines(tmp_path)
         assert [r["outcome"] for r in records] == ["not started"] * 3 + ["completed"]
         assert [r["delivered"] for r in records] == [False] * 3 + [True]
+        # A turn that never started is no turn: each try is turn 1, until one starts.
+        assert [r["turn"] for r in records] == [1, 1, 1, 1]
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def test_after_a_restart_the_turn_that_never_started_is_tried_under_its_own_number(
+    tmp_path: Path,
+) -> None:
+    refusing = ScriptedRuntime()
+    async with serving(tmp_path, refusing) as harness:
+        await harness.handle(Wake("bash-task-a", "a ended"))
+        await refusing.next_prompt()
+        refusing.end("unavailable")
+        await harness.wait_state(lambda s: s.phase is Phase.BACKOFF)
+    runtime = ScriptedRuntime()
+    async with serving(tmp_path, runtime) as harness:
+        await runtime.next_prompt()
+        runtime.end()
+        await idle(harness)
+        assert harness.status().last_turn == 1
+    assert [(r["turn"], r["outcome"]) for r in hive_lines(tmp_path)] == [(1, "not started"), (1, "completed")]
 
 
 async def test_an_idle_turn_and_a_failure_after_the_result_carried_their_messages(short_tmp: Path) -> None:
@@ -514,11 +534,12 @@ async def _lockstep(root: Path, ops: list[tuple[Any, ...]], budget: int) -> None
                     elif op == "end" and model.phase is Phase.TURN:
                         (ending,) = args
                         delivered = ending in ("complete", "idle", "fail_after_result")
-                        number = harness.turns
+                        running = harness.running
+                        assert running is not None
                         runtime.end(ending)
                         model = advance(model, TurnEnded(delivered))
                         model = advance(model, Recorded()) if delivered else advance(model, RetryDue())
-                        await harness.wait_state(lambda s, n=number: _turn_over(harness, s, n))
+                        await harness.wait_state(lambda s, r=running: _turn_over(harness, s, r))
                     elif op == "compact":
                         model = advance(model, CompactAsked(args[0]))
                         await harness.ask_compact(args[0])
@@ -544,11 +565,12 @@ def _items(state: LoopState) -> list[tuple[Any, ...]]:
     return [(i.seq, i.kind, i.sender, i.body, i.end_id) for i in state.queued]
 
 
-def _turn_over(harness: Harness, state: LoopState, number: int) -> bool:
-    """Whether turn ``number`` has ended and been recorded (or put off for its retry)."""
-    ended = harness.last is not None and harness.last.turn >= number
+def _turn_over(harness: Harness, state: LoopState, running: TurnStart) -> bool:
+    """Whether the turn ``running`` has ended and been recorded (or put off for its retry, which
+    a turn that did not start numbers as it was)."""
+    ended = harness.last is not None and harness.last.turn >= running.turn
     settled = state.phase not in (Phase.RECORDING, Phase.BACKOFF)
-    return ended and settled and not (state.phase is Phase.TURN and harness.turns == number)
+    return ended and settled and harness.running is not running
 
 
 async def _settle(harness: Harness, runtime: ScriptedRuntime, model: LoopState, budget: int) -> LoopState:

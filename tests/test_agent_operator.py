@@ -155,9 +155,6 @@ async def test_the_operator_cli_over_a_running_agent(root: Path, fake: FakeClaud
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=CLEAN_ENV,
-                # A suite started in the background (`cmd &`) inherits SIGINT ignored, and a
-                # Python started so keeps ignoring it: the follower must take the SIGINT it is sent.
-                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
             assert follower.stdout is not None and follower.stderr is not None
             async with follower.stdout, follower.stderr:

@@ -250,3 +250,39 @@ async def test_hive_bash_tail_follow_prints_as_the_task_writes_and_ends_with_it(
             await tail.wait()
         await tail.stdout.aclose()
     assert seen == b"one\ntwo\n"
+
+
+async def test_hive_bash_tail_follow_started_with_sigint_ignored_still_stops_on_sigint(
+    served: DaemonHandle, short_tmp: Path
+) -> None:
+    gate = make_gate(short_tmp)
+    async with served.session() as session:
+        await call(session, "run", cmd=f"echo one; read x < {gate}", name="tail-held", wait_seconds=0)
+    argv = [
+        sys.executable,
+        "-m",
+        "hive.cli",
+        "bash",
+        "tail",
+        "-f",
+        "tail-held",
+        "--socket",
+        str(served.socket),
+    ]
+    # A shell runs `cmd &` with SIGINT ignored, and a Python started so keeps ignoring it.
+    ignoring = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
+    tail = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, preexec_fn=ignoring)
+    assert tail.stdout is not None
+    try:
+        with trio.fail_after(60):
+            seen = b""
+            while seen != b"one\n":
+                seen += await tail.stdout.receive_some()
+            tail.send_signal(signal.SIGINT)
+            assert await tail.wait() == 130
+    finally:
+        if tail.returncode is None:  # it kept ignoring SIGINT
+            tail.send_signal(signal.SIGTERM)
+            await tail.wait()
+        await tail.stdout.aclose()
+        await release_gate(gate)

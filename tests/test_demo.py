@@ -75,3 +75,20 @@ async def test_demo_runs_the_whole_loop_and_cleans_up(short_tmp: Path) -> None:
     assert list(await trio.Path(short_tmp).iterdir()) == []
     # ... nor hive-agent, its daemon, the demo agent, a relay, or the task.
     assert processes_mentioning(str(workdir)) == []
+
+
+async def test_a_within_of_no_time_is_refused_before_anything_starts() -> None:
+    for within in ("0", "-1"):
+        with trio.fail_after(30):
+            done = await trio.run_process(
+                [sys.executable, "-m", "hive.cli", "demo", "--within", within],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+        assert done.returncode == 2, done.stderr
+        assert done.stdout == b""
+        assert (
+            f"argument --within: {within!r} must be more than 0 seconds: give the seconds the demo may take"
+            in done.stderr.decode()
+        )

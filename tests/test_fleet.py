@@ -293,3 +293,24 @@ async def test_a_supervised_daemon_that_is_down_is_said_beside_the_harness(short
     assert row(view, now=1001.0)[1] == "running (bash daemon down)"
     page = fleet_rows([attrs.asdict(view)], now=1001.0) + agent_summary(view, now=1001.0)
     assert page.count("running (bash daemon down)") == 2
+
+
+@pytest.mark.parametrize("command", [["ls"], ["web", "--listen", "127.0.0.1:0"]])
+def test_a_dir_that_is_missing_or_no_directory_exits_2_saying_so(short_tmp: Path, command: list[str]) -> None:
+    (short_tmp / "file").write_text("")
+    for given, says in (
+        (short_tmp / "missing", "no such directory"),
+        (short_tmp / "file", "not a directory"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "hive.cli", *command, str(given)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=GUARD,
+        )
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        assert done.stdout == ""
+        assert (
+            done.stderr == f"hive: {given}: {says}; give agents' state directories, or directories of them\n"
+        )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -344,3 +346,23 @@ async def test_hive_web_prints_its_url_and_stops_on_sigint(short_tmp: Path) -> N
         process.send_signal(signal.SIGINT)
         assert await process.wait() == 0
     assert page.status_code == 200 and "alpha" in page.text
+
+
+def test_hive_web_on_a_taken_port_names_the_address_and_listen(short_tmp: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = subprocess.run(
+            [sys.executable, "-m", "hive.cli", "web", "--listen", address, str(short_tmp)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=GUARD,
+        )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"hive: cannot listen on {address}: the address is already in use (another server listens "
+        "there); give another HOST:PORT with --listen\n"
+    )

@@ -448,3 +448,38 @@ async def test_the_permission_flag_reaches_claude(fake: FakeClaude) -> None:
     assert start["options"]["permission_mode"] == "acceptEdits"
     bad = await hive_run(fake, "--permission", "yolo", "go")
     assert bad.returncode == 2 and b"invalid choice: 'yolo'" in bad.stderr
+
+
+ROOT_REFUSAL = "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="claude refuses to bypass permissions only as root")
+async def test_permission_allow_as_root_without_is_sandbox_exits_2_saying_to_set_it(fake: FakeClaude) -> None:
+    fake.script([{"default_turn": True}])
+    env = hive_env(fake)
+    env.pop("IS_SANDBOX", None)
+    with trio.fail_after(GUARD):
+        done = await trio.run_process(
+            [sys.executable, "-m", "hive.cli", "run", "--permission", "allow", "go"],
+            env=env,
+            cwd=fake.root,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == b""
+    (line,) = done.stderr.decode().splitlines()
+    assert line.startswith("hive: claude refuses to bypass permissions as root")
+    assert "set IS_SANDBOX=1 in its environment" in line
+
+
+async def test_an_acp_agent_refused_as_root_says_to_set_is_sandbox(short_tmp: Path) -> None:
+    agent = FakeAcp(short_tmp)
+    agent.script([{"crash": 1, "stderr": ROOT_REFUSAL}])
+    try:
+        done = await hive_run_acp(agent, "--permission", "allow", "go")
+    finally:
+        agent.cleanup()
+    assert done.returncode == 1
+    assert "set IS_SANDBOX=1 in its environment" in done.stderr.decode()

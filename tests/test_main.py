@@ -238,14 +238,15 @@ def test_hive_demo_that_fails_shows_the_agents_log_then_one_line(
 
     monkeypatch.setenv("TMPDIR", str(short_tmp))
     monkeypatch.setattr(demo, "running_daemon", never_ready)
-    with pytest.raises(SystemExit) as refused:
-        main(["demo", "--within", "-1"])
-    assert refused.value.code == 2
-    assert "'-1' is negative" in capsys.readouterr().err
-    assert main(["demo", "--within", "0"]) == 1
+    for within in ("-1", "0"):
+        with pytest.raises(SystemExit) as refused:
+            main(["demo", "--within", within])
+        assert refused.value.code == 2
+        assert f"{within!r} must be more than 0 seconds" in capsys.readouterr().err
+    assert main(["demo", "--within", "0.01"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("hive demo failed; hive-agent's log:\n")
-    assert err.endswith("hive: the demo's hive-agent did not finish its two turns within 0 s\n")
+    assert err.endswith("hive: the demo's hive-agent did not finish its two turns within 0.01 s\n")
 
     async def exits(*_: object) -> list[str]:
         raise DaemonFailedToStart("hive-agent exited with status 2 before it was ready")

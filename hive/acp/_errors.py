@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hive.runtime import HiveRuntimeError
+from hive.runtime import IS_SANDBOX_HINT, HiveRuntimeError, refused_as_root
 
 
 class AcpError(HiveRuntimeError):
@@ -38,6 +38,9 @@ class AgentExited(AcpError):
     def __init__(self, status: int | None, stderr_tail: str) -> None:
         how = f"exited with status {status}" if status is not None else "closed its output"
         tail = stderr_tail.strip()
-        super().__init__(f"the ACP agent {how}" + (f"; its stderr ends with: {tail[-2000:]}" if tail else ""))
+        hint = f"; {IS_SANDBOX_HINT}" if refused_as_root(tail) else ""
+        super().__init__(
+            f"the ACP agent {how}" + (f"; its stderr ends with: {tail[-2000:]}" if tail else "") + hint
+        )
         self.status = status
         self.stderr_tail = stderr_tail

@@ -39,7 +39,8 @@ class LogTail:
     """What a restarted harness takes over from the turn log."""
 
     turns: int = 0
-    """The number of the last turn (or compaction) started: the next is numbered on from it."""
+    """The number of the last turn (or compaction) started, less one where that turn did not
+    start: the next is numbered on from it."""
     last: TurnRecord | None = None
     """The end of the last turn (or compaction) that ended."""
 
@@ -85,7 +86,10 @@ class TurnLog:
                 except RecordError as exc:
                     log.warning("the turn log %s ends in a turn record hive cannot read: %s", path, exc)
                     return LogTail(turns or 0)
-                return LogTail(max(turns or 0, last.turn), last)
+                turns = max(turns or 0, last.turn)
+                if last.outcome == "not started" and turns == last.turn:
+                    turns -= 1  # its retry takes its number, as it would have without the restart
+                return LogTail(turns, last)
         return LogTail(turns or 0)
 
     async def write(self, data: bytes) -> None:

@@ -20,7 +20,8 @@ is cancelled (the harness stops)                 stopped        carried if the r
 ==============================================  =============  ==================================
 
 A failure is logged with its reason, and the loop goes on; the runtime respawns its agent
-for the next turn.
+for the next turn. A turn that did not start gives its number back: its retry is numbered as it
+was, so the turns are numbered as they ran (a refused agent's tries do not count up).
 """
 
 from __future__ import annotations
@@ -362,6 +363,8 @@ class Harness:
         self._keep_session(sink)  # first: a turn in the log is never measured again after a restart
         await self.log.record(record)
         self._apply(TurnEnded(ending.delivered))
+        if ending.outcome == "not started" and self.turns == number:
+            self.turns -= 1  # no turn ran: the next one (its retry) is numbered as this one was
         if not ending.delivered:
             self._ended(record)
             self._retry_delay = 0.0 if ending.retry_at_once else self._next_delay()

@@ -19,6 +19,7 @@ from hive.runtime import (
     Config,
     IdleKilled,
     Progress,
+    RefusedAsRoot,
     RuntimeSpec,
     SessionNotFound,
     StderrTail,
@@ -26,6 +27,7 @@ from hive.runtime import (
     TurnOutcome,
     TurnStopper,
     one_error,
+    refused_as_root,
     start_agent,
 )
 from hive.sink import (
@@ -208,6 +210,9 @@ class InfiniteSession:
             stop_reason = StopReason.EXITED
             with trio.move_on_after(EXIT_AFTER_EOF if turn.eof else 0):
                 await turn.agent.wait()
+                await turn.stderr.drained.wait()
+            if not turn.init_seen and refused_as_root(turn.stderr.text()):
+                raise RefusedAsRoot
             turn.result = await self._synthesize(turn, stop_reason, sink)
         return await self._conclude(turn, stop_reason, sink)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hive._limits import state_dir_path
 from hive._lines import MAX_LINE
+from hive._main import take_sigint
 from hive._text_input import TextTooLong, process_stdin, read_text
 from hive.cli._agent_status import describe_status
 from hive.errors import BadInput
@@ -267,11 +268,12 @@ def _agent_log(args: argparse.Namespace) -> int:
     path = _log_path(_state_dir(args))
     data = read_regular(path)
     if args.follow:
-        if not data:
-            print(f"hive: no turn in {path} yet; waiting for the first (Ctrl-C to stop)", file=sys.stderr)
         import trio
 
+        take_sigint()
         try:
+            if not data:
+                print(f"hive: no turn in {path} yet; waiting for the first (Ctrl-C to stop)", file=sys.stderr)
             trio.run(_follow_log, path, args.json)
         except KeyboardInterrupt:
             return 0

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from hive._limits import MAX_WAIT
+from hive._main import take_sigint
 from hive.cli._bash_answer import FAILED, exit_status, for_operator, tool_error_status
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ def offset_of_last_lines(path: str, size: int, count: int) -> int:
 
 def bash_tail(args: argparse.Namespace, call: Caller) -> int:
     """Print the task's output as ``args`` asks; ``call(args, tool, arguments)`` asks the daemon."""
+    if args.follow:
+        take_sigint()
     first = call(args, "status", {"id": args.id})
     if first is None or first.is_error:
         return _failed(first)

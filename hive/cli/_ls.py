@@ -56,9 +56,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 def _ls(args: argparse.Namespace) -> int:
     import trio
 
-    from hive.fleet import default_roots, state_dirs, survey_all
+    from hive.fleet import default_roots, given_roots, state_dirs, survey_all
 
-    roots = [d.absolute() for d in args.dirs] or default_roots()
+    roots = given_roots(args.dirs) or default_roots()
     views = trio.run(survey_all, state_dirs(roots))
     if args.json:
         for view in views:

@@ -39,7 +39,7 @@ timeout = seconds_flag(
     lambda value: "must be more than 0 seconds; leave --timeout out for none" if value <= 0 else None
 )
 demo_within = seconds_flag(
-    lambda value: "is negative; give the seconds the demo may take" if value < 0 else None
+    lambda value: "must be more than 0 seconds: give the seconds the demo may take" if value <= 0 else None
 )
 
 

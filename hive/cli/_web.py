@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import secrets
 import signal
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from hive.errors import BadInput
+from hive.errors import BadInput, StateBusy, leaves
 
 if TYPE_CHECKING:
     from hypercorn.typing import ASGIFramework
@@ -32,6 +33,22 @@ Each DIR is an agent's state directory, or a directory holding them, as for `hiv
 
 class WebSettingError(BadInput):
     """A flag of `hive web` that cannot be used; the message says which and why."""
+
+
+class ListenAddressTaken(StateBusy):
+    """Another server listens on the address `hive web` was to listen on."""
+
+
+def cannot_listen(address: str, exc: OSError) -> BadInput | StateBusy:
+    """The error `hive web` ends with when it cannot listen on ``address``: it names the
+    address and --listen."""
+    if exc.errno == errno.EADDRINUSE:
+        return ListenAddressTaken(
+            f"cannot listen on {address}: the address is already in use (another server listens "
+            "there); give another HOST:PORT with --listen"
+        )
+    why = exc.strerror or str(exc)
+    return WebSettingError(f"cannot listen on {address}: {why}; give another HOST:PORT with --listen")
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], help: str) -> None:
@@ -76,7 +93,7 @@ def _web(args: argparse.Namespace) -> int:
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
-    from hive.fleet import Fleet, default_roots, make_app
+    from hive.fleet import Fleet, default_roots, given_roots, make_app
 
     token_file = args.token_file or (
         Path(os.environ["HIVE_WEB_TOKEN_FILE"]) if os.environ.get("HIVE_WEB_TOKEN_FILE") else None
@@ -85,7 +102,7 @@ def _web(args: argparse.Namespace) -> int:
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit():
         raise WebSettingError(f"--listen {args.listen!r}: give HOST:PORT, e.g. {DEFAULT_LISTEN}")
-    roots = tuple(d.absolute() for d in args.dirs) or tuple(default_roots())
+    roots = tuple(given_roots(args.dirs) or default_roots())
     config = Config()
     config.bind = [args.listen]
     config.accesslog = None
@@ -102,15 +119,20 @@ def _web(args: argparse.Namespace) -> int:
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(stop_on_signal)
-                bound = await nursery.start(
-                    lambda task_status: serve(
-                        cast("ASGIFramework", make_app(Fleet(roots, token))),
-                        config,
-                        shutdown_trigger=stopped.wait,
-                        task_status=task_status,
-                        mode="asgi",
+                try:
+                    bound = await nursery.start(
+                        lambda task_status: serve(
+                            cast("ASGIFramework", make_app(Fleet(roots, token))),
+                            config,
+                            shutdown_trigger=stopped.wait,
+                            task_status=task_status,
+                            mode="asgi",
+                        )
                     )
-                )
+                except* OSError as failed:
+                    # Raised by hypercorn from within its nurseries, before it listens.
+                    first = next(exc for exc in leaves(failed) if isinstance(exc, OSError))
+                    raise cannot_listen(args.listen, first) from None
                 where = bound[0] if bound else f"http://{args.listen}"
                 print(f"hive web: {where}/?token={token}", flush=True)
                 await stopped.wait()

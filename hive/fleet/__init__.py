@@ -12,6 +12,7 @@ __all__ = [
     "AgentView",
     "Fleet",
     "default_roots",
+    "given_roots",
     "is_state_dir",
     "make_app",
     "state_dirs",
@@ -20,7 +21,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from hive.fleet._roots import default_roots
+    from hive.fleet._roots import default_roots, given_roots
     from hive.fleet._survey import ASK_SECONDS, AgentView, is_state_dir, state_dirs, survey, survey_all
     from hive.fleet._web import Fleet, make_app
 

@@ -27,6 +27,7 @@ __all__ = [
     "CompactionPolicy",
     "Config",
     "HiveRuntimeError",
+    "IS_SANDBOX_HINT",
     "HttpServer",
     "IdleKilled",
     "IdleTimeout",
@@ -34,6 +35,7 @@ __all__ = [
     "Permission",
     "Prestart",
     "Progress",
+    "RefusedAsRoot",
     "Runtime",
     "RuntimeSpec",
     "SentSignal",
@@ -53,6 +55,7 @@ __all__ = [
     "one_error",
     "open_runtime",
     "prestart",
+    "refused_as_root",
     "release_prestarted",
     "start_agent",
     "start_time",
@@ -72,15 +75,18 @@ if TYPE_CHECKING:
     )
     from hive.runtime._environment import added_environment, agent_environment
     from hive.runtime._errors import (
+        IS_SANDBOX_HINT,
         AgentRefused,
         AgentUnavailable,
         HiveRuntimeError,
         IdleKilled,
         IdleTimeout,
+        RefusedAsRoot,
         SessionNotFound,
         SpecError,
         TurnFailed,
         one_error,
+        refused_as_root,
     )
     from hive.runtime._lifetime import die_with_parent, start_time
     from hive.runtime._prestart import AgentCommand, Prestart, interrupt_unclaimed, prestart

@@ -37,6 +37,29 @@ class AgentRefused(HiveRuntimeError):
     """The agent answered, but cannot serve as a hive runtime (e.g. it lacks a capability)."""
 
 
+ROOT_REFUSAL_SIGN = "cannot be used with root/sudo privileges"
+"""What claude writes to stderr (and exits 1) when asked to bypass permissions as root without
+``IS_SANDBOX=1``; claude-agent-acp's claude child writes it the same way."""
+
+IS_SANDBOX_HINT = (
+    "claude refuses to bypass permissions as root (--permission allow): set IS_SANDBOX=1 in its "
+    "environment if it runs in a sandbox, or run the agent as another user"
+)
+"""What to do about that refusal: the words hive adds wherever it reports it."""
+
+
+def refused_as_root(stderr: str) -> bool:
+    """Whether an agent's stderr says it refused to bypass permissions as root."""
+    return ROOT_REFUSAL_SIGN in stderr
+
+
+class RefusedAsRoot(HiveRuntimeError):
+    """claude refused to bypass permissions because it runs as root without ``IS_SANDBOX=1``."""
+
+    def __init__(self) -> None:
+        super().__init__(IS_SANDBOX_HINT)
+
+
 class TurnFailed(HiveRuntimeError):
     """A turn could not be run at all (as opposed to a turn that ended in an error result)."""
 

@@ -233,6 +233,8 @@ class StderrTail:
 
     limit: int = 16 * 1024
     _data: bytearray = attrs.field(factory=bytearray)
+    drained: trio.Event = attrs.field(factory=trio.Event)
+    """Set once the stream has ended (or could no longer be read): the tail is all there is."""
 
     async def drain(self, stream: trio.abc.ReceiveStream) -> None:
         """Read ``stream`` to its end, keeping its last ``limit`` bytes."""
@@ -243,6 +245,8 @@ class StderrTail:
                     del self._data[: len(self._data) - self.limit]
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+        finally:
+            self.drained.set()
 
     def text(self) -> str:
         """What is kept, as text."""
