@@ -135,6 +135,7 @@ async def serve_hyperhive(
     ``shutdown_grace`` seconds (:data:`SHUTDOWN_GRACE` unless given) to finish before they are
     cancelled.
     """
+    log.debug("starting the hyperhive tools' HTTP server")
     await trio.to_thread.run_sync(_import_http_stack)
     import hypercorn.config
 
