@@ -1,7 +1,8 @@
 """A stop at any moment of ``hive-agent``'s start stops it (issue 38, item 11): SIGINT right after
-the spawn, once the state directory's lock is taken, while the hyperhive HTTP server starts. Each
-time the harness exits within its grace, having served nothing. The program is the installed
-``hive-agent`` (its console script), as a person or systemd starts it."""
+the spawn, while the harness's modules are imported, once the state directory's lock is taken,
+while the hyperhive HTTP server starts. Each time the harness exits within its grace, having
+served nothing. The program is the installed ``hive-agent`` (its console script), as a person or
+systemd starts it, or as a script's background job, which inherits SIGINT ignored."""
 
 from __future__ import annotations
 
@@ -39,6 +40,13 @@ async def at_once(root: Path, pid: int) -> None:
     """Right after the spawn: the interpreter is still starting."""
 
 
+async def while_it_imports(root: Path, pid: int) -> None:
+    """While the harness's modules are imported (PYTHONPROFILEIMPORTTIME: each import, as it
+    ends, on stderr): Trio is in, the rest (the runtime, the agent's modules) still to come."""
+    err = root / "agent.err"
+    await wait_until(lambda: " hive._state_dir\n" in err.read_text(), root)
+
+
 async def once_locked(root: Path, pid: int) -> None:
     """Once the harness holds its state directory's lock (its pid is written in it)."""
     lock = root / "state" / "agent.lock"
@@ -51,16 +59,28 @@ async def while_hyperhive_starts(root: Path, pid: int) -> None:
     await wait_until(lambda: "starting the hyperhive tools' HTTP server" in err.read_text(), root)
 
 
-@pytest.mark.parametrize("moment", [at_once, once_locked, while_hyperhive_starts])
+@pytest.mark.parametrize(
+    ("moment", "ignored"),
+    [
+        (at_once, False),
+        (while_it_imports, False),
+        (while_it_imports, True),
+        (once_locked, False),
+        (while_hyperhive_starts, False),
+    ],
+)
 async def test_sigint_at_any_moment_of_the_start_ends_the_harness_within_its_grace(
-    root: Path, fake: FakeClaude, moment: Callable[[Path, int], Awaitable[None]]
+    root: Path, fake: FakeClaude, moment: Callable[[Path, int], Awaitable[None]], ignored: bool
 ) -> None:
     fake.script([{"default_turn": True}])
     err = root / "agent.err"
+    command = [str(HIVE_AGENT), "--state-dir", str(root / "state"), "--log-level", "debug"]
+    if ignored:  # as `hive-agent ... &` in a script: bash starts its background jobs so
+        command = ["sh", "-c", 'trap "" INT && exec "$@"', "sh", *command]
     with trio.fail_after(GUARD), open(err, "wb") as stderr:
         process = await trio.lowlevel.open_process(
-            [str(HIVE_AGENT), "--state-dir", str(root / "state"), "--log-level", "debug"],
-            env={**os.environ, **claude_env(fake)},
+            command,
+            env={**os.environ, **claude_env(fake), "PYTHONPROFILEIMPORTTIME": "1"},
             stderr=stderr,
             cwd=root,
         )
