@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import argparse
 import gc
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import BinaryIO
 
 from hive import telemetry
 from hive._flags import compact_at, idle_timeout, setting, stop_grace
 from hive._limits import MAX_PROMPT_BYTES
+from hive._signals import recording_signals
 from hive._text_input import in_words, process_stdin, read_text
 from hive.runtime import (
     STOP_GRACE,
@@ -147,23 +144,6 @@ def prompt_from(args: argparse.Namespace, stdin: BinaryIO | None = None) -> str:
         blank="give the agent something to do",
         stdin=stdin if stdin is not None else process_stdin(),
     )
-
-
-@contextmanager
-def recording_signals() -> Iterator[list[signal.Signals]]:
-    """SIGINT and SIGTERM recorded, not acted on, inside the block (Trio's receiver, once
-    open, takes them over; it hands the handlers back when it closes)."""
-    received: list[signal.Signals] = []
-
-    def record(signum: int, frame: FrameType | None) -> None:
-        received.append(signal.Signals(signum))
-
-    previous = {signum: signal.signal(signum, record) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield received
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def run_turn(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import signal
 import subprocess
 import sys
@@ -16,7 +17,10 @@ from typing import Any
 import pytest
 import trio
 
+import hive.cli._agent as agent_cli
+import hive.cli._agent_start as agent_start
 from hive._lines import MAX_LINE
+from hive._state_dir import lock_state_dir
 from hive._text_input import TextRefused
 from hive._when import span
 from hive.agent._options import parse_options
@@ -154,8 +158,9 @@ def prompt_to_nowhere(tmp_path: Path, *argv: str) -> int:
 
 
 def test_a_prompt_over_the_sockets_cap_is_refused_with_the_cap_and_the_way(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(agent_cli, "SPAWN_WAIT", 0)  # no hive-agent is starting: none is waited for
     path = tmp_path / "prompt"
     path.write_bytes(b"x" * (MAX_LINE - 100))  # fits: sent (to no agent here)
     assert prompt_to_nowhere(tmp_path, "--file", str(path)) == 1
@@ -173,6 +178,18 @@ def test_a_prompt_over_the_sockets_cap_is_refused_with_the_cap_and_the_way(
     assert said.startswith("hive: the message is too long: its request to the agent socket would be 1,200,0")
     assert "at most 1,048,576 bytes (1 MiB) a request, JSON escapes counted" in said
     assert "put the text in a file the agent can read and send a message that names the file" in said
+
+
+def test_a_prompt_to_a_harness_that_holds_the_lock_but_serves_no_socket_says_so_after_the_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(agent_start, "STARTING_WAIT", 0.2)  # the bound, not a wait for anything
+    with lock_state_dir(tmp_path, "agent.lock", holder="hive-agent"):  # a harness, starting
+        assert main(["agent", "prompt", "--state-dir", str(tmp_path), "hello"]) == 1
+    said = capsys.readouterr().err
+    assert (
+        f"hive-agent (pid {os.getpid()}) holds {tmp_path} but did not serve {tmp_path / 'agent.sock'}" in said
+    )
 
 
 @pytest.mark.parametrize("words", [[""], ["   "], [" \n\t", ""], []])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -97,6 +99,33 @@ async def test_a_turn_carries_everything_queued_and_what_comes_during_it_waits(s
     # Nothing left to replay.
     records_on_disk, _ = load(short_tmp / "queue")
     assert replay(records_on_disk).queued == ()
+
+
+async def test_each_turn_is_one_line_of_the_harness_log_at_the_default_level(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 38, item 10: hive-agent in the foreground said nothing of its turns at its default level.
+    caplog.set_level(logging.INFO, logger="hive.agent")
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Wake("bash-task-a", "a ended"))
+            await runtime.next_prompt()
+            await harness.handle(Wake("bash-task-b", "b ended"))
+            await harness.handle(Prompt("and look at c"))
+            runtime.end()
+            await runtime.next_prompt()
+            runtime.end("fail_after_result")
+            await idle(harness)
+    turns = [(r.levelno, r.getMessage()) for r in caplog.records if r.getMessage().startswith("turn ")]
+    assert len(turns) == 2, turns
+    assert turns[0][0] == logging.INFO
+    assert re.fullmatch(
+        r"turn 1: carried 1 message \(from bash-task-a\); completed after \d+\.\d s", turns[0][1]
+    )
+    assert turns[1][0] == logging.WARNING
+    ended = r"turn 2: carried 2 messages \(from bash-task-b, operator\); failed after \d+\.\d s: "
+    assert re.match(ended, turns[1][1])
 
 
 async def test_a_repeated_end_is_acknowledged_and_dropped(short_tmp: Path) -> None:

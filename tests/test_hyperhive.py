@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
 
+import hive.agent._hyperhive as hyperhive_module
 import hive.agent._hyperhive_tools as tools_module
 from hive.agent._hyperhive import SHUTDOWN_GRACE, Hyperhive, hyperhive_server, serve_hyperhive
 from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
@@ -394,6 +395,49 @@ async def test_a_request_that_never_finishes_is_cancelled_after_the_grace(
     finally:
         blocked.release.set()
     assert took >= grace
+
+
+async def test_a_cancel_while_it_starts_ends_it_and_nothing_is_left_listening(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 38, item 11: hypercorn started shielded, waiting for a stop that its caller sets only
+    # once the start returned, so a cancel during the start (SIGINT to a starting hive-agent)
+    # hung it for good.
+    importing = trio.Event()
+    release = threading.Event()
+    token = trio.lowlevel.current_trio_token()
+    imports = hyperhive_module._import_http_stack
+
+    def slow_import() -> None:
+        trio.from_thread.run_sync(importing.set, trio_token=token)
+        release.wait()
+        imports()
+
+    async def compact() -> None:
+        pass
+
+    monkeypatch.setattr(hyperhive_module, "_import_http_stack", slow_import)
+    before = listening_ports()
+    try:
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                with trio.CancelScope() as start:
+
+                    async def stop_while_importing() -> None:
+                        await importing.wait()
+                        start.cancel()
+                        release.set()
+
+                    nursery.start_soon(stop_while_importing)
+                    await nursery.start(
+                        functools.partial(
+                            serve_hyperhive, loose_ends_dir=short_tmp / "mcp-loose-ends", on_compact=compact
+                        )
+                    )
+                assert start.cancelled_caught
+    finally:
+        release.set()
+    assert listening_ports() <= before
 
 
 async def test_importing_the_module_imports_neither_the_sdk_nor_hypercorn() -> None:

@@ -26,6 +26,7 @@ LEAVES = {
     "_flags",
     "_text_input",
     "_when",
+    "_signals",
 }
 """The shared mechanisms (hive/_*.py, hive/errors.py): each imports only leaves, and every part may import them."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
 from tests.helpers.claude_fake import FakeClaude
@@ -22,7 +23,10 @@ def test_the_readme_marks_its_runnable_blocks() -> None:
     assert all(blocks.values()), blocks
 
 
-async def test_the_quick_start_runs_as_written(short_tmp: Path) -> None:
+@pytest.mark.parametrize("pasted", [False, True], ids=["typed", "pasted"])
+async def test_the_quick_start_runs_as_written(short_tmp: Path, pasted: bool) -> None:
+    # Pasted as one block (issue 38, item 10), `hive agent prompt` comes while hive-agent starts:
+    # it waits for its socket, where it said "no agent socket".
     home = short_tmp  # a fresh HOME
     lines = readme_blocks()["quick-start"]
     assert [line for line in lines if line.startswith(INSTALL)] == lines[:1]
@@ -36,7 +40,7 @@ async def test_the_quick_start_runs_as_written(short_tmp: Path) -> None:
     with trio.fail_after(GUARD):
         async with open_terminal(home, env) as terminal:
             for line in lines[1:]:
-                status, printed = await terminal.type(line)
+                status, printed = await terminal.type(line, pasted=pasted)
                 seen.append((line, status, printed))
                 assert status == 0, seen
             assert await terminal.finish("wait %1") == 0, seen  # hive-agent's own exit status

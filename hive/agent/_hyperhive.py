@@ -135,6 +135,7 @@ async def serve_hyperhive(
     ``shutdown_grace`` seconds (:data:`SHUTDOWN_GRACE` unless given) to finish before they are
     cancelled.
     """
+    log.debug("starting the hyperhive tools' HTTP server")
     await trio.to_thread.run_sync(_import_http_stack)
     import hypercorn.config
 
@@ -161,16 +162,22 @@ async def serve_hyperhive(
 async def _serve_until_stopped(
     app: AsgiApp, config: Config, stop: trio.Event, *, task_status: trio.TaskStatus[list[str]]
 ) -> None:
-    """hypercorn, shielded from its caller's cancellation: it stops when ``stop`` is set, and is
-    cancelled if it has not stopped ``config.graceful_timeout`` seconds later."""
+    """hypercorn: cancelled at once while it starts (nobody has its address yet, so no request is
+    in flight); once it serves, shielded from its caller's cancellation: it stops when ``stop`` is
+    set, and is cancelled if it has not stopped ``config.graceful_timeout`` seconds later."""
     import hypercorn.trio
 
     serve = partial(
         hypercorn.trio.serve, cast("ASGIFramework", app), config, shutdown_trigger=stop.wait, mode="asgi"
     )
-    with trio.CancelScope(shield=True) as scope:
+    with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
-            task_status.started(await nursery.start(serve))
+            binds = await nursery.start(serve)
+            # A cancel that came as it bound is taken now: shielded, and with its caller's start
+            # cancelled (so `started` reaches nobody), it would wait for a `stop` never set.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            scope.shield = True
+            task_status.started(binds)
             await stop.wait()
             scope.deadline = trio.current_time() + config.graceful_timeout
     if scope.cancelled_caught:

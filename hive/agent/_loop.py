@@ -38,6 +38,7 @@ import attrs
 import trio
 
 from hive import telemetry
+from hive._when import span
 from hive.agent._log import TurnLog, TurnSink
 from hive.agent._model import (
     Admitted,
@@ -106,6 +107,21 @@ class _Ending:
     error: str | None = None
     retry_at_once: bool = False
     """Retry without the backoff: the session was lost, and the next turn starts a new one."""
+
+
+def _log_turn(record: TurnRecord, error: str | None) -> None:
+    """The turn's one line in the harness's log: its number, what it carried, how it ended
+    (a warning, with the error, when it did not end well)."""
+    senders = ", ".join(dict.fromkeys(item.sender for item in record.carried))
+    count = len(record.carried)
+    carried = (
+        f"carried {count} message{'' if count == 1 else 's'} (from {senders})" if count else "carried nothing"
+    )
+    line = f"turn {record.turn}: {carried}; {record.outcome} after {span(record.ended - record.started)}"
+    if error:
+        log.warning("%s: %s", line, error)
+    else:
+        log.info("%s", line)
 
 
 @attrs.define(eq=False)
@@ -358,9 +374,8 @@ class Harness:
             cost_usd=sink.cost.usd,
             session_cost_usd=sink.cost.session.usd,
         )
-        if ending.error:
-            log.warning("turn %d: %s: %s", number, ending.outcome, ending.error)
         self._keep_session(sink)  # first: a turn in the log is never measured again after a restart
+        _log_turn(record, ending.error)
         await self.log.record(record)
         self._apply(TurnEnded(ending.delivered))
         if ending.outcome == "not started" and self.turns == number:

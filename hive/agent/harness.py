@@ -15,7 +15,9 @@ SIGINT or SIGTERM stops the turn loop and the agent socket first, so that the ru
 the runtime's stop path (SIGINT to the agent) while the runtime is still open; the turn's end is
 written to the turn log, the daemons get SIGINT, the sockets are removed, then the runtime and
 the tools server close; the exit status is 0. A second signal cuts the wait for the agent's own
-end. A signal while it starts cancels the start (an ACP agent starting gets SIGINT).
+end. A signal while it starts cancels the start (an ACP agent starting gets SIGINT), at whatever
+moment it comes: from the program's first instruction (`hive.agent._entry`, before these imports)
+until Trio's receiver is open, SIGINT and SIGTERM are recorded (`hive._signals`), then acted on.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import trio
 
 from hive import _state_dir, sdnotify, telemetry
 from hive._main import run_main
+from hive._signals import recording_signals
 from hive._state_dir import StateDirLock
 from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
 from hive.agent._loop import Harness, open_harness
@@ -283,25 +286,29 @@ async def start_subagent_daemon(options: Options, serving: trio.Nursery, supervi
     log.info("started the subagent daemon (pid %d) on %s", pid, socket)
 
 
-async def _main(options: Options, spec: RuntimeSpec) -> None:
+async def _main(options: Options, spec: RuntimeSpec, early: list[signal.Signals]) -> None:
     running = Running()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as outer:
             serving = trio.CancelScope()
 
+            def stop(name: str) -> None:
+                if not running.stop.is_set() and not serving.cancel_called:
+                    log.info("%s: stopping%s", name, _what_stops(running))
+                    sdnotify.notify("STOPPING=1")
+                    if running.ready:
+                        running.stop.set()
+                    else:
+                        serving.cancel()  # while starting: the runtime's stop path
+                elif running.harness is not None:
+                    log.info("%s again: not waiting for the agent's own end of the turn", name)
+                    running.harness.runtime.canceller().cancel()
+
             async def stop_on_signals() -> None:
+                for came in early:  # those that came before the receiver was open
+                    stop(came.name)
                 async for signum in signals:
-                    name = signal.Signals(signum).name
-                    if not running.stop.is_set() and not serving.cancel_called:
-                        log.info("%s: stopping%s", name, _what_stops(running))
-                        sdnotify.notify("STOPPING=1")
-                        if running.ready:
-                            running.stop.set()
-                        else:
-                            serving.cancel()  # while starting: the runtime's stop path
-                    elif running.harness is not None:
-                        log.info("%s again: not waiting for the agent's own end of the turn", name)
-                        running.harness.runtime.canceller().cancel()
+                    stop(signal.Signals(signum).name)
 
             outer.start_soon(stop_on_signals)
             # Each agent the runtime spawns is recorded, for a harness started after this one dies.
@@ -332,12 +339,14 @@ def _ready() -> None:
     sdnotify.notify("READY=1")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``hive-agent``: serve one agent until SIGINT or SIGTERM; the exit status (README, "Exit status")."""
-    return run_main("hive-agent", partial(_run, argv))
+def main(argv: Sequence[str] | None = None, early: list[signal.Signals] | None = None) -> int:
+    """``hive-agent``: serve one agent until SIGINT or SIGTERM; the exit status (README, "Exit status").
+    ``early``: where the signals that came before this call are recorded (`hive.agent._entry`)."""
+    with recording_signals(early) as received:
+        return run_main("hive-agent", partial(_run, argv, received))
 
 
-def _run(argv: Sequence[str] | None) -> int:
+def _run(argv: Sequence[str] | None, early: list[signal.Signals]) -> int:
     options = parse_options(argv)
     spec = RuntimeSpec.from_env()
     spec.check_executable()  # a missing agent is a bad setting: exit 2 now, not at each turn
@@ -354,7 +363,7 @@ def _run(argv: Sequence[str] | None) -> int:
     lock = lock_state_dir(options.state_dir)
     try:
         with telemetry.exporting("hive-agent"):
-            trio.run(_main, options, spec)
+            trio.run(_main, options, spec, early)
     finally:
         lock.close()
     return 0

@@ -22,6 +22,7 @@ from hive._limits import state_dir_path
 from hive._lines import MAX_LINE
 from hive._main import take_sigint
 from hive._text_input import TextTooLong, process_stdin, read_text
+from hive.cli._agent_start import SPAWN_WAIT, STARTING_WAIT
 from hive.cli._agent_status import describe_status
 from hive.errors import BadInput
 
@@ -64,8 +65,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         "ended and how; the session, the queue, context usage",
         description="Ask hive-agent what it is doing: idle, in turn N (since when, carrying how many "
         "messages), compacting, or waiting to retry a turn that could not start; then its session, its "
-        "queue, context usage, and the last turn that ended (its number, how it ended, when). Exit "
-        "status 0 when it answered, 1 when no hive-agent could be asked.",
+        "queue, context usage, and the last turn that ended (its number, how it ended, when). A "
+        f"hive-agent that is starting (it holds the state directory's lock) is waited for, up to {STARTING_WAIT} "
+        "s. Exit status 0 when it answered, 1 when no hive-agent could be asked.",
     )
     status.add_argument(
         "--json", action="store_true", help="print the status as JSON (the agent socket's status object)"
@@ -79,7 +81,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         description="Send the agent a message; its next turn carries it. The words given are joined with "
         "one space: quote the message to keep its spacing. Linux limits one argument to 128 KiB: a "
         "longer message goes through - (stdin) or --file, up to the agent socket's 1 MiB a request "
-        "(JSON escapes counted). An empty or blank message is refused. Exit status 0 once hive-agent has "
+        "(JSON escapes counted). An empty or blank message is refused. "
+        f"{_WAITS} Exit status 0 once hive-agent has "
         "queued it, 1 when no hive-agent could be asked (or it refused), 2 for a message that cannot "
         "be sent (none, blank, too long, unreadable).",
     )
@@ -98,8 +101,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         over=over_socket,
         summary="compact the agent's session: at once when idle, else right after the running turn",
         description="Ask hive-agent to compact its agent's session: at once when idle, else right after "
-        "the running turn, before the next. Exit status 0 once it has the request, 1 when no "
-        "hive-agent could be asked.",
+        "the running turn, before the next. "
+        f"{_WAITS} Exit status 0 once it has the request, 1 when no hive-agent could be asked.",
     )
 
     log = command(
@@ -120,6 +123,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     log.add_argument("--json", action="store_true", help="print the log's lines as they are")
 
 
+_WAITS = (
+    f"A hive-agent that is starting is waited for: up to {SPAWN_WAIT} s for it to take the state "
+    f"directory's lock (it does once its imports are done), then up to {STARTING_WAIT} s for its socket."
+)
+
+
 def _state_dir_help() -> str:
     now = state_dir_path().replace("%", "%%")
     return (
@@ -138,30 +147,49 @@ def _agent_socket(args: argparse.Namespace) -> Path:
     return Path(args.socket or os.environ.get("HIVE_AGENT_SOCKET") or _state_dir(args) / "agent.sock")
 
 
-def _ask_agent(args: argparse.Namespace, request: AgentRequest) -> AgentReply | None:
-    """One request over the agent socket; None (said on stderr) when it cannot be asked."""
+def _ask_agent(
+    args: argparse.Namespace, request: AgentRequest, *, spawn_wait: float = 0
+) -> AgentReply | None:
+    """One request over the agent socket, once a hive-agent that is starting serves it
+    (`hive.cli._agent_start`; ``spawn_wait``: how long one may take to take the lock); None (said
+    on stderr) when it cannot be asked."""
     import trio
 
+    from hive.cli._agent_start import wait_started
     from hive.wake import AgentRequestError, open_agent_connection
 
     path = _agent_socket(args)
+    starting: list[int | None] = []
 
     async def ask() -> AgentReply:
+        try:
+            return await ask_once()
+        except (FileNotFoundError, ConnectionRefusedError):
+            starting.append(await wait_started(path, _state_dir(args), spawn_wait=spawn_wait))
+            return await ask_once()
+
+    async def ask_once() -> AgentReply:
         with trio.fail_after(30):
             async with open_agent_connection(path) as connection:
                 return await connection.request(request)
 
     try:
         reply = trio.run(ask)
-    except FileNotFoundError:
-        print(
-            f"hive: no agent socket at {path} (is hive-agent running there? give its --state-dir, "
-            "or its socket with --socket)",
-            file=sys.stderr,
-        )
-        return None
-    except ConnectionRefusedError:
-        print(f"hive: nothing listens on {path}: hive-agent is not running", file=sys.stderr)
+    except (FileNotFoundError, ConnectionRefusedError) as exc:
+        if starting and (pid := starting[0]) is not None:
+            print(
+                f"hive: hive-agent (pid {pid}) holds {_state_dir(args)} but did not serve {path} within "
+                f"{STARTING_WAIT} s of being asked (is its --agent-socket elsewhere? give it with --socket)",
+                file=sys.stderr,
+            )
+        elif isinstance(exc, FileNotFoundError):
+            print(
+                f"hive: no agent socket at {path} (is hive-agent running there? give its --state-dir, "
+                "or its socket with --socket)",
+                file=sys.stderr,
+            )
+        else:
+            print(f"hive: nothing listens on {path}: hive-agent is not running", file=sys.stderr)
         return None
     except trio.TooSlowError:
         print(f"hive: the agent socket {path} did not answer within 30 s", file=sys.stderr)
@@ -226,7 +254,7 @@ def _agent_prompt(args: argparse.Namespace) -> int:
     request = Prompt(text)
     if (size := len(encode(request)) - 1) > MAX_LINE:  # the newline is not counted
         raise _too_long(size)
-    if _ask_agent(args, request) is None:
+    if _ask_agent(args, request, spawn_wait=SPAWN_WAIT) is None:
         return 1
     print("queued: the agent's next turn carries it")
     return 0
@@ -235,7 +263,7 @@ def _agent_prompt(args: argparse.Namespace) -> int:
 def _agent_compact(args: argparse.Namespace) -> int:
     from hive.wake import Compact
 
-    if _ask_agent(args, Compact()) is None:
+    if _ask_agent(args, Compact(), spawn_wait=SPAWN_WAIT) is None:
         return 1
     print("compaction asked for: at once if the agent is idle, else right after its turn")
     return 0

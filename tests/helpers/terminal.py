@@ -62,12 +62,13 @@ class Terminal:
     buffer: bytearray = attrs.field(factory=bytearray)
     serial: int = 0
 
-    async def type(self, line: str) -> tuple[int, str]:
+    async def type(self, line: str, *, pasted: bool = False) -> tuple[int, str]:
         """Run ``line``: its exit status and what it printed (stdout and stderr). A line ending
-        in ``&``: 0 and nothing, once the program it started has said it is ready."""
+        in ``&``: 0 and nothing, once the program it started has said it is ready (``pasted``:
+        at once, as the lines of a block pasted whole follow one another)."""
         if line.endswith("&"):
             await self.script.send_all(f"{line}\n".encode())
-            while b"READY=1" not in (await self.notify.recv(4096)).split(b"\n"):
+            while not pasted and b"READY=1" not in (await self.notify.recv(4096)).split(b"\n"):
                 pass
             return 0, ""
         self.serial += 1
