@@ -31,6 +31,13 @@ from tests.scenario.checks import Counts, verify
 from tests.scenario.fleet import run_fleet, unmount
 
 
+def leaves(exc: BaseException) -> str:
+    """What went wrong, every leaf of an exception group said."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(leaves(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {str(exc)[:1500]}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="how long to run in all (default 30)")
@@ -48,7 +55,7 @@ def main() -> int:
             try:
                 fleet = trio.run(partial(run_fleet, seed, root, seconds=args.round_minutes * 60))
             except Exception as exc:
-                broken.append(f"seed {seed}: the round failed: {exc!r}")
+                broken.append(f"seed {seed}: the round failed: {leaves(exc)}")
                 print(broken[-1], flush=True)
                 seed += 1
                 continue

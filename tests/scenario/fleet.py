@@ -34,7 +34,7 @@ from hive.wake import Status, open_agent_connection
 from tests.scenario.plan import Action, AgentPlan, agent_plan, schedule
 
 TAG = "HIVE_SCENARIO_TAG"
-START_WITHIN = 60.0
+START_WITHIN = 180.0
 SETTLE_WITHIN = 120.0
 STOP_WITHIN = 60.0
 """Guards only: a harness's start, the fleet's settling once the schedule is over, a harness's
@@ -101,7 +101,7 @@ class AgentRun:
                 cwd=self.root,
             )
             process = self.process
-            with trio.fail_after(START_WITHIN):
+            with trio.move_on_after(START_WITHIN) as waited:
                 async with trio.open_nursery() as nursery:
 
                     async def exited() -> None:
@@ -114,6 +114,11 @@ class AgentRun:
                     while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
                         pass
                     nursery.cancel_scope.cancel()
+            if waited.cancelled_caught:
+                said = (self.root / "agent.err").read_text(errors="replace")[-2000:]
+                raise AssertionError(
+                    f"hive-agent {self.plan.name} did not say READY=1 within {START_WITHIN:g} s:\n{said}"
+                )
 
     async def kill(self) -> int | None:
         """SIGKILL the harness (what a crash or an OOM kill does) and wait for it."""
