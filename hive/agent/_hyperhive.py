@@ -136,7 +136,9 @@ async def serve_hyperhive(
     cancelled.
     """
     log.debug("starting the hyperhive tools' HTTP server")
-    await trio.to_thread.run_sync(_import_http_stack)
+    # A stop while the imports run (a second, or ten on a loaded machine) does not wait for them:
+    # the worker thread is left to finish on its own (a daemon thread: it holds no exit).
+    await trio.to_thread.run_sync(_import_http_stack, abandon_on_cancel=True)
     import hypercorn.config
 
     token = secrets.token_urlsafe(32)

@@ -23,7 +23,9 @@ from hive.agent._follow import follow_lines
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.inotify import wait_until
 
-GUARD = 60
+GUARD = 120
+"""A guard only, against a hang: a harness test that restarts hive-agent twice takes minutes on two
+cores under stress --cpu 2 beside the rest of the suite."""
 
 
 @contextmanager
