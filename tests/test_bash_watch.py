@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
+from hive.bash import _pattern
 from hive.bash._tools import BashTools
 from hive.bash._watch import Watcher
 from hive.wake import Wake
@@ -27,6 +29,7 @@ from tests.helpers.results import call, structured
 from tests.helpers.tools import serving_tools
 
 GUARD = 30
+_LINE_SECONDS = _pattern.LINE_SECONDS
 
 
 async def _run(tools: BashTools, **args: Any) -> dict[str, Any]:
@@ -109,9 +112,16 @@ async def test_a_bad_pattern_or_a_max_without_one_is_refused_at_run(short_tmp: P
         bad = await tools.call("run", {"cmd": "true", "notify_on": "(unclosed"})
         assert bad.is_error and bad.structured["error"] == "BadArgument"
         assert (
-            "notify_on '(unclosed' is not a Python regular expression: missing ), unterminated subpattern"
-            in bad.text
+            "notify_on '(unclosed' is not a pattern RE2 takes (missing ): (unclosed). Give one in RE2 "
+            "syntax, which is Python's re without backreferences and lookaround (they backtrack)" in bad.text
         )
+        # What would backtrack is refused: a backreference, a lookahead.
+        for pattern, reason in [
+            (r"(a)\1", r"invalid escape sequence: \1"),
+            ("(?=a)", "invalid perl operator: (?="),
+        ]:
+            refused = await tools.call("run", {"cmd": "true", "notify_on": pattern})
+            assert refused.is_error and f"is not a pattern RE2 takes ({reason})" in refused.text
         lone = await tools.call("run", {"cmd": "true", "notify_max": 5})
         assert lone.is_error and "notify_max is given without notify_on" in lone.text
         too_many = await tools.call("run", {"cmd": "true", "notify_on": "x", "notify_max": 1001})
@@ -138,6 +148,34 @@ async def test_a_match_wake_not_yet_acknowledged_is_sent_again_under_its_id_afte
         async with listener.serving(), serving_tools(short_tmp, agent_socket=listener.path):
             await listener.wait_for_ends({f"r:{serial}:m1", f"r:{serial}"})
     assert [w.end_id for w in _matches(listener.wakes, "r")] == [f"r:{serial}:m1"]
+
+
+async def test_a_pattern_over_its_bound_is_dropped_with_a_wake_and_not_searched_again_after_a_restart(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every search goes over the bound: the first line is searched, and the pattern dropped.
+    monkeypatch.setattr(_pattern, "LINE_SECONDS", -1.0)
+    refusing = AgentListener(short_tmp / "agent.sock", refuse=True)
+    with trio.fail_after(GUARD):
+        async with refusing.serving(), serving_tools(short_tmp, agent_socket=refusing.path) as tools:
+            await _run(tools, cmd="echo hit; echo hit again", name="d", wait_seconds=0, notify_on="hit")
+            await refusing.wait_for_refusals(2)
+            serial = structured_serial(tools, "d")
+            await tools.call("status", {"id": "d", "wait_seconds": GUARD})
+        # The next daemon sends what is owed, and searches nothing again (the bound holds no more).
+        monkeypatch.setattr(_pattern, "LINE_SECONDS", _LINE_SECONDS)
+        listener = AgentListener(short_tmp / "agent2.sock")
+        async with listener.serving(), serving_tools(short_tmp, agent_socket=listener.path):
+            await listener.wait_for_ends({f"d:{serial}:m1", f"d:{serial}:m2", f"d:{serial}"})
+            tasks = short_tmp / "state" / "bash-tasks"
+            await wait_until(lambda: not list(tasks.glob("*.watch")), tasks)
+    matches = _matches(listener.wakes, "d")
+    assert [w.end_id for w in matches] == [f"d:{serial}:m1", f"d:{serial}:m2"]
+    assert matches[0].body == "bash task d printed:\n[stdout] hit"
+    assert matches[1].body.startswith(
+        "bash task d printed: lines its notify_on pattern is dropped for: searching one line took "
+    )
+    assert "so later lines are not searched. status('d', stdout_offset=" in matches[1].body
 
 
 def test_a_match_wake_key_is_told_apart_from_an_end_key() -> None:
@@ -203,7 +241,61 @@ async def test_hive_bash_run_notify_on_is_the_tools_notify_on(served: DaemonHand
             capture_stderr=True,
             check=False,
         )
-    assert bad.returncode == 2 and b"hive: --notify-on '(' is not a Python regular expression" in bad.stderr
+    assert bad.returncode == 2 and b"hive: --notify-on '(' is not a pattern RE2 takes" in bad.stderr
     assert good.returncode == 0, good.stderr
     record = json.loads(served.task_file("cli-watch", ".json").read_text())
     assert (record["notify_on"], record["notify_max"]) == ("ERROR", 3)
+
+
+CATASTROPHIC = "^(a+)+$"
+"""Backtracks 2**40 times on ``'a' * 40 + '!'`` (41 bytes)."""
+QUADRATIC = "a.*b"
+"""Backtracks n**2 / 2 times on a line of n ``a``: some 25 minutes at 1 MiB."""
+PROMPT = 15
+"""Long enough for an answer on a loaded machine, far shorter than any stall the patterns make."""
+
+
+async def test_no_pattern_stalls_the_daemon_nor_its_restart(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    catastrophic = "printf 'a%.0s' $(seq 40); echo '!'; echo aaaa"
+    quadratic = "head -c 1048576 /dev/zero | tr '\\0' a; echo; echo ab"
+    gate = make_gate(daemon.root)
+    with trio.fail_after(120):
+        async with agent.serving():
+            async with daemon.running() as first, daemon.session() as session:
+                with trio.fail_after(PROMPT):
+                    await call(
+                        session, "run", cmd=catastrophic, name="cat", wait_seconds=0, notify_on=CATASTROPHIC
+                    )
+                    await call(
+                        session, "run", cmd=quadratic, name="quad", wait_seconds=0, notify_on=QUADRATIC
+                    )
+                    await call(
+                        session,
+                        "run",
+                        cmd=f"read x < {gate}; {catastrophic}",
+                        name="later",
+                        wait_seconds=0,
+                        notify_on=CATASTROPHIC,
+                    )
+                # Each task's output is matched whole: the line after the one that stalls wakes.
+                await _until_printed(agent, "cat", "aaaa")
+                await _until_printed(agent, "quad", "ab")
+                with trio.fail_after(PROMPT):
+                    assert structured(await call(session, "status", id="quad"))["state"] == "done"
+                first.send_signal(signal.SIGINT)
+                with trio.fail_after(PROMPT):
+                    await first.wait()
+            # The output comes while no daemon runs: the next one scans it at its start.
+            await release_gate(gate)
+            async with daemon.running() as second, daemon.session() as session:
+                await _until_printed(agent, "later", "aaaa")
+                with trio.fail_after(PROMPT):
+                    assert (
+                        structured(await call(session, "status", id="later", wait_seconds=30))["state"]
+                        == "done"
+                    )
+                second.send_signal(signal.SIGINT)
+                with trio.fail_after(PROMPT):
+                    await second.wait()

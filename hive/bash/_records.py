@@ -42,7 +42,7 @@ class TaskRecord:
     """What holds its processes (None: a record of a daemon that did not say)."""
     notify_on: str | None = None
     notify_max: int | None = None
-    """The pattern (a Python regular expression) whose matching output lines wake the agent, and
+    """The pattern (an RE2 regular expression) whose matching output lines wake the agent, and
     how many such wakes it may send (see `hive.bash._watch`)."""
     queued: int | None = None
     """Its number in the line of tasks waiting for a place to run (``--max-running``): the

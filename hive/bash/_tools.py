@@ -19,8 +19,9 @@ from hive.bash._describe import describe_end, describe_status, shown_cmd, still_
 from hive.bash._errors import BadArgument, BashError
 from hive.bash._model import HeldBy, StopReason, TaskState
 from hive.bash._output import MAX_NEW_BYTES, STREAMS
+from hive.bash._pattern import FEATURES, LINE_BYTES, LINE_SECONDS, MAX_PATTERN, TASK_SECONDS, compile_pattern
 from hive.bash._tasks import Task, TaskManager
-from hive.bash._watch import DEFAULT_MAX, MAX_MAX, MAX_PATTERN, MERGE_SECS, compile_pattern
+from hive.bash._watch import DEFAULT_MAX, MAX_MAX, MERGE_SECS
 
 DEFAULT_RUN_WAIT = 3.0
 DEFAULT_LIST_LIMIT = 50
@@ -210,11 +211,14 @@ TOOLS = [
                     "type": "string",
                     "minLength": 1,
                     "maxLength": MAX_PATTERN,
-                    "description": "Wake me when a line of the task's stdout or stderr matches this Python "
-                    "regular expression (searched in each line), e.g. `listening on|FAILED|Traceback`: a "
-                    "message from `bash-task-<id>` starting `bash task <id> printed:`, with the matching "
-                    f"lines. Matches within {MERGE_SECS * 1000:g} ms come in one wake; at most notify_max "
-                    "wakes a task, then one saying later matches are not sent. The end's wake is separate.",
+                    "description": "Wake me when a line of the task's stdout or stderr matches this regular "
+                    f"expression ({FEATURES}; searched in each line, a line longer than {LINE_BYTES >> 10} "
+                    "KiB in pieces of that length), e.g. `listening on|FAILED|Traceback`: a message from "
+                    "`bash-task-<id>` starting `bash task <id> printed:`, with the matching lines. Matches "
+                    f"within {MERGE_SECS * 1000:g} ms come in one wake; at most notify_max wakes a task, then "
+                    "one saying later matches are not sent. A pattern whose search of one line takes over "
+                    f"{LINE_SECONDS:g} s of CPU time, or of all the task's lines over {TASK_SECONDS:g} s, is "
+                    "dropped from the task, with a wake that says so. The end's wake is separate.",
                 },
                 "notify_max": {
                     "type": "integer",

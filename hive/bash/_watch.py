@@ -15,15 +15,20 @@ acknowledged. A daemon restarted after a SIGKILL sends those again under the sam
 on from where the last composed wake left off: a match it had found but not yet put in a wake
 is found again, and none already composed is composed again under another id. The file goes
 once the task has ended, all of its output is scanned and every wake is acknowledged.
+
+The lines are searched in a worker thread, never on the daemon's loop, within the bounds of
+`hive.bash._pattern`: a pattern that goes over one is dropped from the task with a wake that
+says so, composed and owed like the others, and nothing more of the task is watched, by this
+daemon or the next.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,7 @@ from hive._inotify import IN_MODIFY, Inotify
 from hive.bash._batches import Batcher
 from hive.bash._courier import Key, WakeCourier
 from hive.bash._errors import BadArgument
+from hive.bash._pattern import Pattern, compile_pattern, pieces, search_lines
 from hive.bash._store import TaskStore
 from hive.bash._task import Task
 from hive.bash._wire import converter
@@ -47,27 +53,14 @@ MERGE_SECS = 0.2
 """Matches found within this long of the first go in one wake."""
 DEFAULT_MAX = 20
 MAX_MAX = 1000
-MAX_PATTERN = 1000
-"""The longest ``notify_on`` pattern, in characters."""
 SCAN_BYTES = 1 << 20
 """The most one read takes of a stream; a line longer than this counts as lines of this length."""
+SEARCH_THREADS = 2
+"""The most worker threads searching lines at once, for all tasks."""
 SHOWN_LINES = 40
 SHOWN_CHARS = 500
 _STREAMS = ("stdout", "stderr")
 _WAKE_MARK = ":m"
-
-
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """``notify_on`` compiled; a `BadArgument` with the regular expression's error if it is none."""
-    if len(pattern) > MAX_PATTERN:
-        raise BadArgument(f"notify_on is {len(pattern)} characters long; at most {MAX_PATTERN} are taken")
-    try:
-        return re.compile(pattern)
-    except (re.error, RecursionError) as exc:
-        raise BadArgument(
-            f"notify_on {pattern!r} is not a Python regular expression: {exc}; a line that the pattern "
-            "matches anywhere (re.search) wakes you"
-        ) from None
 
 
 @attrs.frozen
@@ -92,14 +85,18 @@ class WatchState:
     owed: tuple[MatchWake, ...] = ()
     """Those composed and not yet acknowledged, in order."""
     capped: bool = False
-    """The wake saying later matches are not sent was composed: nothing more is watched."""
+    """The wake saying later matches are not sent (the cap was reached, or the pattern went over
+    a bound) was composed: nothing more is watched."""
     scanned: bool = False
     """The run has ended and all of its output was scanned."""
+    searching: float = 0.0
+    """The CPU time the searches of its lines have taken (seconds), as of the last save."""
 
 
-def _read_lines(path: Path, offset: int, *, final: bool) -> tuple[list[str], int]:
-    """The whole lines of ``path`` past ``offset`` (up to `SCAN_BYTES`), and the offset past them;
-    with ``final``, a last line without its newline too (nothing more will be written)."""
+def _read_lines(path: Path, offset: int, *, final: bool) -> tuple[list[bytes], int]:
+    """The whole lines of ``path`` past ``offset`` (up to `SCAN_BYTES`), as a search sees them
+    (`pieces`), and the offset past them; with ``final``, a last line without its newline too
+    (nothing more will be written)."""
     fd = open_regular(path)
     if fd is None:
         return [], offset
@@ -116,10 +113,10 @@ def _read_lines(path: Path, offset: int, *, final: bool) -> tuple[list[str], int
         # else a line longer than a read: taken as a line of its own
     if not data:
         return [], offset
-    lines = data.decode("utf-8", errors="replace").split("\n")
-    if lines[-1] == "":
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
         lines.pop()
-    return lines, offset + len(data)
+    return [piece for line in lines for piece in pieces(line)], offset + len(data)
 
 
 @attrs.define(eq=False)
@@ -131,6 +128,7 @@ class Watcher:
     reads: Batcher
     writes: Batcher
     merge_secs: float = MERGE_SECS
+    _searching: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(SEARCH_THREADS))
     _states: dict[Key, WatchState] = attrs.field(factory=dict)
     _saving: dict[Key, trio.Lock] = attrs.field(factory=dict)
 
@@ -178,7 +176,7 @@ class Watcher:
             if watcher is not None:
                 watcher.close()
 
-    async def _scan(self, task: Task, pattern: re.Pattern[str], limit: int, watcher: Inotify | None) -> None:
+    async def _scan(self, task: Task, pattern: Pattern, limit: int, watcher: Inotify | None) -> None:
         key = task.key
         state = self._states[key]
         offsets = {"stdout": state.stdout, "stderr": state.stderr}
@@ -191,7 +189,13 @@ class Watcher:
                 path = self._stream_path(task.id, stream)
                 lines, offsets[stream] = await self.reads.run(_read_lines, path, offsets[stream], final=final)
                 progress = progress or bool(lines)
-                found += [(stream, line) for line in lines if pattern.search(line)]
+                over = await self._search(key, pattern, stream, lines, found)
+                if over is not None:
+                    if found:
+                        await self._compose(key, found, offsets, limit)
+                    if not self._states[key].capped:
+                        await self._drop(key, offsets, over)
+                    return
             if found and first_at is None:
                 first_at = trio.current_time()
             if progress:
@@ -210,6 +214,31 @@ class Watcher:
             deadline = first_at + self.merge_secs if first_at is not None else math.inf
             with trio.move_on_at(deadline):
                 await self._changed(task, watcher)
+
+    async def _search(
+        self, key: Key, pattern: Pattern, stream: str, lines: list[bytes], found: list[tuple[str, str]]
+    ) -> str | None:
+        """Add the lines that match to ``found``, searched in a worker thread; which bound the
+        pattern went over, if it did."""
+        if not lines:
+            return None
+        state = self._states[key]
+        search = functools.partial(search_lines, pattern, lines, spent=state.searching)
+        # Abandoned at a stop: a search is bounded, and the daemon's exit does not wait for it.
+        searched = await trio.to_thread.run_sync(search, limiter=self._searching, abandon_on_cancel=True)
+        self._states[key] = attrs.evolve(self._states[key], searching=state.searching + searched.seconds)
+        found += [(stream, lines[index].decode("utf-8", errors="replace")) for index in searched.matches]
+        return searched.over
+
+    async def _drop(self, key: Key, offsets: dict[str, int], over: str) -> None:
+        """Compose the wake saying the pattern is dropped from the task: it went over a bound."""
+        task_id = self._states[key].task_id
+        body = (
+            f"bash task {task_id} printed: lines its notify_on pattern is dropped for: {over}, so later "
+            f"lines are not searched. status('{task_id}', stdout_offset={offsets['stdout']}, "
+            f"stderr_offset={offsets['stderr']}) reads its output on from here."
+        )
+        await self._add(key, body, offsets, capped=True)
 
     @staticmethod
     async def _changed(task: Task, watcher: Inotify | None) -> None:
@@ -244,12 +273,17 @@ class Watcher:
             if len(found) > SHOWN_LINES:
                 shown.append(f"(and {len(found) - SHOWN_LINES} more matching lines)")
             body = "\n".join([f"bash task {task_id} printed:", *shown])
-        wake = MatchWake(number, body)
+        await self._add(key, body, offsets, capped=number > limit)
+
+    async def _add(self, key: Key, body: str, offsets: dict[str, int], *, capped: bool) -> None:
+        """Compose the next match wake with this body, and send it once it is saved."""
+        state = self._states[key]
+        wake = MatchWake(state.composed + 1, body)
         self._states[key] = attrs.evolve(
             state,
-            composed=number,
+            composed=wake.number,
             owed=(*state.owed, wake),
-            capped=number > limit,
+            capped=capped,
             stdout=offsets["stdout"],
             stderr=offsets["stderr"],
         )

@@ -115,8 +115,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     run.add_argument(
         "--notify-on",
         metavar="PATTERN",
-        help="wake the agent with each line of the task's stdout or stderr that this Python regular "
-        "expression matches (searched in each line; matches within 200 ms in one wake)",
+        help="wake the agent with each line of the task's stdout or stderr that this RE2 regular "
+        "expression matches (Python's re without backreferences and lookaround; searched in each line; "
+        "matches within 200 ms in one wake)",
     )
     run.add_argument(
         "--notify-max",

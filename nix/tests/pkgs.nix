@@ -37,6 +37,7 @@ let
     attrs = "26.1.0";
     cattrs = "26.1.0";
     cryptography = "46.0.3";
+    google-re2 = "1.1";
     h11 = "0.16.0";
     hatch-fancy-pypi-readme = "25.1.0";
     hatchling = "1.31.0";
