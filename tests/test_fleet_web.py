@@ -175,7 +175,7 @@ async def test_a_running_turns_elapsed_time_advances_on_the_heartbeat(
     fleet = Fleet((short_tmp,), TOKEN, now=lambda: wall[0])
 
     async def in_a_turn(request: AgentRequest) -> AgentStatus:
-        return AgentStatus(state="turn", turns=3, running_turn=3, running_since=1000.0)
+        return AgentStatus(state="turn", turns=3, running_turn=3, running_since=1000.0, state_dir=str(busy))
 
     sent, received = trio.open_memory_channel[tuple[str, Any]](math.inf)
 

@@ -28,6 +28,10 @@ does); a request without it gets 401. The token is new at each start, unless --t
 a file holding it (HIVE_WEB_TOKEN_FILE), as a service wants. It listens on loopback unless told
 otherwise; put it behind a TLS proxy before you let it listen further. SIGINT or SIGTERM stops it.
 
+An agent is reached only through its own sockets: an agent.sock or bash.sock that is a symlink,
+another user's, or answered by another agent's harness is refused (nothing is sent through it;
+the agent's page says why).
+
 Each DIR is an agent's state directory, or a directory holding them, as for `hive ls`."""
 
 
