@@ -6,8 +6,6 @@ stop, and the page says why; nothing reaches the other agent."""
 from __future__ import annotations
 
 import os
-import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,40 +17,18 @@ import trio
 from hive._unix import open_unix_listener
 from hive.fleet import survey
 from hive.wake import AgentRequest, AgentStatus, Status, serve_agent_socket
+from tests.helpers.web import base_of, hive_web
 
 GUARD = 30
 TOKEN = "t" * 32
 
 
 @asynccontextmanager
-async def hive_web(token_file: Path, *roots: Path) -> AsyncIterator[str]:
-    """A real ``hive web`` over ``roots`` on a free loopback port, its token in ``token_file``:
-    its base URL (as it prints it, without the token)."""
+async def web_over(root: Path, token_file: Path) -> AsyncIterator[str]:
+    """A real ``hive web`` over ``root``, its token in ``token_file``: its base URL."""
     token_file.write_text(TOKEN)
-    argv = [
-        sys.executable,
-        "-m",
-        "hive.cli",
-        "web",
-        "--listen",
-        "127.0.0.1:0",
-        "--token-file",
-        str(token_file),
-    ]
-    process = await trio.lowlevel.open_process([*argv, *map(str, roots)], stdout=-1)
-    assert process.stdout is not None
-    try:
-        line = b""
-        while not line.endswith(b"\n"):
-            chunk = await process.stdout.receive_some(1)
-            assert chunk, f"hive web ended before it printed its address: {line!r}"
-            line += chunk
-        url = next(word for word in line.decode().split() if word.startswith("http://"))
-        yield url.split("/?", 1)[0].rstrip("/")
-    finally:
-        process.send_signal(signal.SIGINT)
-        with trio.move_on_after(GUARD, shield=True):
-            await process.wait()
+    async with hive_web("--token-file", token_file, root) as (line, _):
+        yield base_of(line)
 
 
 @asynccontextmanager
@@ -88,7 +64,7 @@ async def test_hive_web_refuses_sockets_symlinked_to_another_agents(short_tmp: P
             (alpha / "agent.sock").symlink_to(beta / "agent.sock")
             (alpha / "bash.sock").symlink_to(beta / "bash.sock")
             async with (
-                hive_web(short_tmp / "token", short_tmp / "agents") as base,
+                web_over(short_tmp / "agents", short_tmp / "token") as base,
                 httpx2.AsyncClient(
                     base_url=base, timeout=GUARD, headers={"Authorization": f"Bearer {TOKEN}", "Origin": base}
                 ) as client,
