@@ -38,10 +38,12 @@ from hive.errors import BadInput, HiveError, StateBusy
 
 __all__ = [
     "MAX_SOCKET_PATH",
+    "ForeignSocket",
     "NotASocket",
     "SocketInUse",
     "SocketPathTooLong",
     "check_socket_path",
+    "connect_owned",
     "open_unix_listener",
 ]
 
@@ -62,6 +64,10 @@ class NotASocket(HiveError, FileExistsError):
     """Something other than a socket is at the socket path: the path given is wrong (exit 2)."""
 
     exit_code = 2
+
+
+class ForeignSocket(HiveError, PermissionError):
+    """A socket is not its server's own: a symlink, or another user's (see `connect_owned`)."""
 
 
 class SocketPathTooLong(BadInput):
@@ -122,6 +128,33 @@ def peer_uid(sock: trio.socket.SocketType) -> int:
 def uid_allowed(peer: int, own: int) -> bool:
     """Only a server's own user and root may use its socket."""
     return peer in (own, 0)
+
+
+async def connect_owned(path: Path, owner: int, *, owned_as: str) -> trio.SocketStream:
+    """A connection to the socket at ``path`` itself, which must be ``owner``'s and be listened on
+    by ``owner`` (or root); else ForeignSocket, and nothing is sent (``owned_as``: what else is
+    ``owner``'s, as its messages say it).
+
+    A symlink at ``path`` is refused, not followed: whoever may write its directory could point
+    it at another server's socket. The file checked is the one connected to: it is held open
+    (``O_PATH``) and connected to through ``/proc/self/fd``, so it cannot be swapped in between.
+    A path with nothing there, or no socket, fails as a connect to it does (an OSError).
+    """
+    fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        found = os.fstat(fd)
+        if stat.S_ISLNK(found.st_mode):
+            raise ForeignSocket(f"{path} is a symlink")
+        if found.st_uid != owner:
+            raise ForeignSocket(f"{path} belongs to uid {found.st_uid}, {owned_as} to uid {owner}")
+        stream = await trio.open_unix_socket(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+    peer = peer_uid(stream.socket)
+    if not uid_allowed(peer, owner):
+        await stream.aclose()
+        raise ForeignSocket(f"the server on {path} runs as uid {peer}, {owned_as} belongs to uid {owner}")
+    return stream
 
 
 class _Taken(Exception):

@@ -282,7 +282,8 @@ async def test_a_supervised_daemon_that_is_down_is_said_beside_the_harness(short
     down = DaemonHealth("down", 1000.0, restarts=2, last_exit="killed by SIGKILL", restart_at=1002.0)
 
     async def handle(request: AgentRequest) -> AgentStatus | None:
-        return AgentStatus(state="idle", bash_daemon=down, subagent_daemon=DaemonHealth("running", 990.0, 42))
+        running = DaemonHealth("running", 990.0, 42)
+        return AgentStatus(state="idle", state_dir=str(state_dir), bash_daemon=down, subagent_daemon=running)
 
     with trio.fail_after(GUARD):
         async with trio.open_nursery() as nursery:

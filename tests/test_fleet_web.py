@@ -31,6 +31,7 @@ from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate
 from tests.helpers.results import call, structured
+from tests.helpers.web import base_of, hive_web
 from tests.test_fleet import _stopped_agent
 
 GUARD = 30
@@ -175,7 +176,7 @@ async def test_a_running_turns_elapsed_time_advances_on_the_heartbeat(
     fleet = Fleet((short_tmp,), TOKEN, now=lambda: wall[0])
 
     async def in_a_turn(request: AgentRequest) -> AgentStatus:
-        return AgentStatus(state="turn", turns=3, running_turn=3, running_since=1000.0)
+        return AgentStatus(state="turn", turns=3, running_turn=3, running_since=1000.0, state_dir=str(busy))
 
     sent, received = trio.open_memory_channel[tuple[str, Any]](math.inf)
 
@@ -326,25 +327,52 @@ def test_a_token_file_is_read_and_a_short_one_refused(short_tmp: Path) -> None:
     assert len(read_token(None)) >= 32 and read_token(None) != read_token(None)
 
 
-async def test_hive_web_prints_its_url_and_stops_on_sigint(short_tmp: Path) -> None:
-    import signal
+async def test_hive_web_with_a_token_file_prints_its_url_without_the_token(short_tmp: Path) -> None:
+    """Under a service its stdout is a journal: the token stays out of it."""
+    _stopped_agent(short_tmp / "alpha")
+    (short_tmp / "token").write_text(TOKEN)
+    with trio.fail_after(GUARD):
+        async with hive_web("--token-file", short_tmp / "token", short_tmp) as (line, _):
+            base = base_of(line)
+            async with httpx2.AsyncClient(
+                timeout=GUARD, headers={"Authorization": f"Bearer {TOKEN}"}
+            ) as client:
+                page = await client.get(f"{base}/")
+    assert TOKEN not in line
+    assert line == f"hive web: {base}/ (the token is in {short_tmp / 'token'})"
+    assert page.status_code == 200 and "alpha" in page.text
 
+
+async def test_hive_web_not_on_a_terminal_writes_its_new_token_to_a_private_file(short_tmp: Path) -> None:
+    """The token it draws goes to a file (0600) in the runtime dir, named on stdout, removed at
+    its stop; the URL printed carries no token."""
+    _stopped_agent(short_tmp / "alpha")
+    runtime = short_tmp / "run"
+    with trio.fail_after(GUARD):
+        async with hive_web(short_tmp, env={"XDG_RUNTIME_DIR": str(runtime)}) as (line, process):
+            base = base_of(line)
+            token_file = runtime / "hive" / f"web-{base.rsplit(':', 1)[1]}.token"
+            token = token_file.read_text().strip()
+            mode = token_file.stat().st_mode & 0o777
+            async with httpx2.AsyncClient(timeout=GUARD, follow_redirects=True) as client:
+                page = await client.get(f"{base}/?token={token}")
+        assert process.returncode == 0
+    assert line == f"hive web: {base}/ (the token is in {token_file})"
+    assert token not in line and len(token) >= 32 and mode == 0o600
+    assert page.status_code == 200 and "alpha" in page.text
+    assert not token_file.exists()
+
+
+async def test_hive_web_on_a_terminal_prints_its_new_token_in_its_url(short_tmp: Path) -> None:
+    """A person at a terminal opens the URL as printed: a terminal is not a log."""
     _stopped_agent(short_tmp / "alpha")
     with trio.fail_after(GUARD):
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "hive.cli", "web", "--listen", "127.0.0.1:0", str(short_tmp)],
-            stdout=-1,
-            stderr=-1,
-        )
-        assert process.stdout is not None
-        line = b""
-        while not line.endswith(b"\n"):
-            line += await process.stdout.receive_some(1)
-        url = line.decode().removeprefix("hive web: ").strip()
-        async with httpx2.AsyncClient(timeout=GUARD, follow_redirects=True) as client:
-            page = await client.get(url)
-        process.send_signal(signal.SIGINT)
-        assert await process.wait() == 0
+        async with (
+            hive_web(short_tmp, terminal=True) as (line, _),
+            httpx2.AsyncClient(timeout=GUARD, follow_redirects=True) as client,
+        ):
+            page = await client.get(line.removeprefix("hive web: "))
+    assert "/?token=" in line
     assert page.status_code == 200 and "alpha" in page.text
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "CallResult",
     "DaemonUnavailable",
     "OBSERVER",
+    "bash_session",
     "connect",
     "open_bash_client",
 ]
@@ -345,6 +346,14 @@ async def open_bash_client(socket_path: str | os.PathLike[str]) -> AsyncIterator
         stream = await trio.open_unix_socket(path)
     except OSError as exc:
         raise _unreachable(path, exc) from None
+    async with bash_session(stream, path) as client:
+        yield client
+
+
+@asynccontextmanager
+async def bash_session(stream: trio.SocketStream, path: str) -> AsyncIterator[BashClient]:
+    """An MCP session with the daemon on ``stream`` (connected to ``path``), for the block; the
+    stream is closed at its end."""
     async with stream:
         client = BashClient(stream, path)
         await client._handshake()

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 DESCRIPTION = """\
 One line per agent, read from its state directory: whether its harness runs (its socket answers
 `status` within 1 s; else `not answering`, also when a harness holds the state dir's lock but its
-socket is elsewhere; else `stopped`) and which daemon it supervises is down (`running (bash
-daemon down)`: the harness is starting it again), idle or in a turn
-and for how long, the messages queued, the context used, its session, its bash daemon's running
+socket is elsewhere; `not its own socket` when its socket is a symlink, another user's, or
+answered by another agent's harness; else `stopped`) and which daemon it supervises is down
+(`running (bash daemon down)`: the harness is starting it again), idle or in a turn and for how long, the messages queued, the context used, its session, its bash daemon's running
 tasks and loose ends, its subagents running, and how its last turn ended. An agent that is not
 running is listed from its files. Nothing is locked or written, and no agent holds up the others.
 

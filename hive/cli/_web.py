@@ -8,9 +8,13 @@ import os
 import secrets
 import signal
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from hive._files import ensure_private_dir, write_atomic
+from hive._state_dir import default_state_dir
 from hive.errors import BadInput, StateBusy, leaves
 
 if TYPE_CHECKING:
@@ -23,10 +27,18 @@ over its last 50 turns as a chart), and a page per agent with its turns as `hive
 them, the running turn as it is written, its running tasks with their output, and forms to send a
 prompt, ask for a compaction and stop a task.
 
-Every request needs the token: open the URL printed at start (it carries it once, then a cookie
-does); a request without it gets 401. The token is new at each start, unless --token-file names
-a file holding it (HIVE_WEB_TOKEN_FILE), as a service wants. It listens on loopback unless told
+Every request needs the token: once in the URL as ?token=TOKEN (then a cookie carries it), or as
+`Authorization: Bearer TOKEN`; a request without it gets 401. The token is read from the file
+--token-file names (HIVE_WEB_TOKEN_FILE), as a service wants, else drawn anew at each start. The
+line printed at start never puts the token in a log: it gives the URL and says which file holds the
+token (--token-file's; a drawn one is written, 0600, to $XDG_RUNTIME_DIR/hive/web-PORT.token, else
+to the default state directory, and removed at the stop), except when stdout is a terminal, where
+a drawn token is printed in the URL, to be opened as it is. It listens on loopback unless told
 otherwise; put it behind a TLS proxy before you let it listen further. SIGINT or SIGTERM stops it.
+
+An agent is reached only through its own sockets: an agent.sock or bash.sock that is a symlink,
+another user's, or answered by another agent's harness is refused (nothing is sent through it;
+the agent's page says why).
 
 Each DIR is an agent's state directory, or a directory holding them, as for `hive ls`."""
 
@@ -88,6 +100,35 @@ def read_token(path: Path | None) -> str:
     return token
 
 
+def drawn_token_file(port: str, environ: Mapping[str, str] = os.environ) -> Path:
+    """Where a drawn token is written when stdout is no terminal: ``$XDG_RUNTIME_DIR/hive/``,
+    else the default state directory, ``web-PORT.token``."""
+    runtime = environ.get("XDG_RUNTIME_DIR")
+    directory = Path(runtime) / "hive" if runtime else default_state_dir(environ)
+    return directory / f"web-{port}.token"
+
+
+@contextmanager
+def announced(where: str, token: str, token_file: Path | None) -> Iterator[None]:
+    """Print where `hive web` listens, the token out of the line unless a person reads it on a
+    terminal; a drawn token is written to a private file for the block (`drawn_token_file`)."""
+    if token_file is None and sys.stdout.isatty():
+        print(f"hive web: {where}/?token={token}", flush=True)
+        yield
+        return
+    drawn = token_file is None
+    if token_file is None:
+        token_file = drawn_token_file(where.rpartition(":")[2])
+        ensure_private_dir(token_file.parent)
+        write_atomic(token_file, f"{token}\n".encode(), durable=False)
+    try:
+        print(f"hive web: {where}/ (the token is in {token_file})", flush=True)
+        yield
+    finally:
+        if drawn:
+            token_file.unlink(missing_ok=True)
+
+
 def _web(args: argparse.Namespace) -> int:
     import trio
     from hypercorn.config import Config
@@ -134,9 +175,9 @@ def _web(args: argparse.Namespace) -> int:
                     first = next(exc for exc in leaves(failed) if isinstance(exc, OSError))
                     raise cannot_listen(args.listen, first) from None
                 where = bound[0] if bound else f"http://{args.listen}"
-                print(f"hive web: {where}/?token={token}", flush=True)
-                await stopped.wait()
-                nursery.cancel_scope.deadline = trio.current_time() + 5
+                with announced(where, token, token_file):
+                    await stopped.wait()
+                    nursery.cancel_scope.deadline = trio.current_time() + 5
 
     trio.run(main)
     print("hive web: stopped", file=sys.stderr)

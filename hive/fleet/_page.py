@@ -194,6 +194,8 @@ def agent_summary(view: AgentView, now: float) -> str:
         ("loose ends", str(view.loose_ends)),
         ("subagents running", str(view.subagents_running)),
     ]
+    if view.refused:
+        facts.insert(1, ("not asked", view.refused))
     cells = "".join(f"<tr><th>{k}</th><td>{escape(v)}</td></tr>" for k, v in facts)
     return f"<table>{cells}<tr><th>context</th><td>{_bar(view)}</td></tr></table>"
 

@@ -12,18 +12,23 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from hive._state_dir import lock_holder
+from hive._unix import ForeignSocket, connect_owned
 from hive.agent import TurnLog, queued_messages, saved_session
 from hive.bash import TaskState, TaskStore
 from hive.subagent import Store as SubagentStore
-from hive.wake import AgentRequestError, AgentStatus, Status, open_agent_connection
+from hive.wake import AgentConnection, AgentRequestError, AgentStatus, WakeRefused
+
+if TYPE_CHECKING:
+    from hive.bash.client import BashClient
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +54,10 @@ class AgentView:
     state_dir: str
     harness: str
     """``running`` (its socket answered), ``not answering`` (it did not within `ASK_SECONDS`,
-    or a harness holds the state dir's lock and its socket is not where it is looked for), or
-    ``stopped`` (no harness holds the state dir)."""
+    or a harness holds the state dir's lock and its socket is not where it is looked for),
+    ``stopped`` (no harness holds the state dir), or ``not its own socket`` (``refused`` says why)."""
+    refused: str | None = None
+    """Why its agent socket is not its own, so it was not asked (see `open_own_agent`)."""
     state: str | None = None
     """What the running harness does: ``idle``, ``turn``, ``compacting`` or ``retrying``."""
     since: float | None = None
@@ -147,14 +154,66 @@ def socket_of(state_dir: Path, name: str) -> Path:
     return beside
 
 
+NOT_OWN = "not its own socket"
+_REMEDY = "remove the socket, and restart the agent's harness"
+
+
+async def _connect_own(state_dir: Path, name: str) -> tuple[Path, trio.SocketStream]:
+    socket = socket_of(state_dir, name)
+    owner = os.stat(state_dir).st_uid
+    try:
+        return socket, await connect_owned(socket, owner, owned_as="its state dir")
+    except ForeignSocket as exc:
+        raise ForeignSocket(f"{exc}: {_REMEDY}") from None
+
+
+@asynccontextmanager
+async def open_own_agent(state_dir: Path) -> AsyncIterator[tuple[AgentConnection, AgentStatus]]:
+    """A connection to the harness of ``state_dir``, with its answer to ``status``, once its
+    socket is known to be the agent's own: not a symlink, its state dir's owner's (and its
+    harness's uid that, or root), and its harness answering with this state dir. Else
+    ForeignSocket, and nothing but ``status`` is sent: an agent's user could otherwise point it
+    at another agent's, and the operator's prompt would go there. WakeRefused: the harness
+    answered ``status`` without one; OSError: nobody answers there."""
+    socket, stream = await _connect_own(state_dir, AGENT_SOCKET)
+    async with stream:
+        connection = AgentConnection(stream)
+        status = await connection.status()
+        if status.state_dir is None:
+            raise ForeignSocket(f"the harness answering on {socket} does not say its state dir: {_REMEDY}")
+        if not _same_dir(status.state_dir, state_dir):
+            raise ForeignSocket(
+                f"the harness answering on {socket} is the one of {status.state_dir}, not of {state_dir}: {_REMEDY}"
+            )
+        yield connection, status
+
+
+@asynccontextmanager
+async def open_own_bash(state_dir: Path) -> AsyncIterator[BashClient]:
+    """A session with the bash daemon of ``state_dir`` on its own socket (not a symlink, its
+    state dir's owner's, its daemon's uid that or root); else ForeignSocket."""
+    from hive.bash.client import bash_session
+
+    socket, stream = await _connect_own(state_dir, BASH_SOCKET)
+    async with bash_session(stream, str(socket)) as client:
+        yield client
+
+
+def _same_dir(answered: str, state_dir: Path) -> bool:
+    try:
+        return os.path.samefile(answered, state_dir)
+    except OSError:
+        return False
+
+
 async def survey(state_dir: Path) -> AgentView:
     """What ``state_dir`` says of its agent: its harness's status, within `ASK_SECONDS`, and its files."""
-    status, harness = await _ask_status(socket_of(state_dir, AGENT_SOCKET))
+    status, harness, refused = await _ask_status(state_dir)
     if harness == "stopped" and lock_holder(state_dir / LOCK) is not None:
         harness = "not answering"
     files = await trio.to_thread.run_sync(_read_files, state_dir)
     name = state_dir.name or str(state_dir)
-    view = AgentView(name=name, state_dir=str(state_dir), harness=harness, **files)
+    view = AgentView(name=name, state_dir=str(state_dir), harness=harness, refused=refused, **files)
     if status is None:
         return view
     return attrs.evolve(
@@ -190,18 +249,18 @@ async def survey_all(state_dirs: list[Path]) -> list[AgentView]:
     return [v for v in views if v is not None]
 
 
-async def _ask_status(socket: Path) -> tuple[AgentStatus | None, str]:
+async def _ask_status(state_dir: Path) -> tuple[AgentStatus | None, str, str | None]:
+    """The harness's status, what `AgentView.harness` says, and why its socket was refused."""
     try:
         with trio.fail_after(ASK_SECONDS):
-            async with open_agent_connection(socket) as connection:
-                reply = await connection.request(Status())
-    except trio.TooSlowError:
-        return None, "not answering"
+            async with open_own_agent(state_dir) as (_, status):
+                return status, "running", None
+    except ForeignSocket as exc:
+        return None, NOT_OWN, str(exc)
+    except (trio.TooSlowError, WakeRefused):
+        return None, "not answering", None
     except (OSError, AgentRequestError):
-        return None, "stopped"
-    if not reply.ok or reply.status is None:
-        return None, "not answering"
-    return reply.status, "running"
+        return None, "stopped", None
 
 
 def _read_files(state_dir: Path) -> dict[str, Any]:

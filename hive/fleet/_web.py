@@ -42,17 +42,17 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from hive._inotify import IN_CLOSE_WRITE, IN_CREATE, IN_DELETE, IN_MODIFY, IN_MOVED_TO, Inotify
+from hive._unix import ForeignSocket
 from hive.agent import LogRenderer, read_appended
 from hive.bash import TaskStore, read_tail
 from hive.fleet import _page
 from hive.fleet._history import TAIL_BYTES, Histories, TurnPoint, objects
 from hive.fleet._history import read_tail as log_tail
 from hive.fleet._survey import (
-    AGENT_SOCKET,
-    BASH_SOCKET,
     TURN_LOG,
     AgentView,
-    socket_of,
+    open_own_agent,
+    open_own_bash,
     state_dirs,
     survey,
     survey_all,
@@ -158,13 +158,13 @@ def make_app(fleet: Fleet) -> Starlette:
         state_dir = fleet.agents().get(request.path_params["name"])
         if state_dir is None:
             return PlainTextResponse("no such agent", status_code=404)
-        from hive.bash.client import open_bash_client
-
         task_id = request.path_params["task"]
         try:
             with trio.fail_after(10):
-                async with open_bash_client(socket_of(state_dir, BASH_SOCKET)) as client:
+                async with open_own_bash(state_dir) as client:
                     answer = await client.call("stop", {"id": task_id})
+        except ForeignSocket as exc:
+            return _not_own(exc)
         except (OSError, trio.TooSlowError) as exc:
             return PlainTextResponse(f"the bash daemon cannot be reached: {exc}", status_code=502)
         if answer.is_error:
@@ -200,14 +200,20 @@ def _origin(request: Request) -> str:
     return f"{request.url.scheme}://{request.headers.get('host', '')}"
 
 
+def _not_own(exc: ForeignSocket) -> Response:
+    return PlainTextResponse(f"not the agent's own socket: {exc}; nothing was sent", status_code=502)
+
+
 async def _tell(request: Request, state_dir: Path, message: Any) -> Response:
-    from hive.wake import AgentRequestError, open_agent_connection
+    from hive.wake import AgentRequestError, WakeRefused
 
     try:
         with trio.fail_after(10):
-            async with open_agent_connection(socket_of(state_dir, AGENT_SOCKET)) as connection:
+            async with open_own_agent(state_dir) as (connection, _):
                 reply = await connection.request(message)
-    except (OSError, AgentRequestError, trio.TooSlowError) as exc:
+    except ForeignSocket as exc:
+        return _not_own(exc)
+    except (OSError, AgentRequestError, WakeRefused, trio.TooSlowError) as exc:
         return PlainTextResponse(
             f"the agent cannot be reached (is hive-agent running?): {exc}", status_code=502
         )

@@ -31,6 +31,7 @@ import trio
 
 from fixtures import acp_agent, fake_claude
 from hive.wake import Status, open_agent_connection
+from tests.helpers.web import base_of
 from tests.scenario.plan import Action, AgentPlan, agent_plan, schedule
 
 TAG = "HIVE_SCENARIO_TAG"
@@ -346,8 +347,9 @@ async def web_server(fleet: Fleet) -> AsyncIterator[None]:
                 chunk = await process.stdout.receive_some()
                 assert chunk, f"hive web ended before it printed its address: {seen!r}"
                 seen += chunk
-        line = next(word for word in seen.decode().split() if word.startswith("http://"))
-        fleet.web_url = line.split("/?", 1)[0].rstrip("/")
+        # It prints its URL without the token, which it names the file of: the runner knows it.
+        assert fleet.web_token not in seen.decode(), seen
+        fleet.web_url = base_of(seen.decode())
         yield
     finally:
         process.send_signal(signal.SIGINT)
