@@ -26,6 +26,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from hive._limits import NAME_RULE, NAME_SCHEMA_PATTERN
+from hive._when import counted
 from hive.errors import BadInput
 
 __all__ = ["ArgumentError", "answer_schema", "check_arguments"]
@@ -58,7 +59,9 @@ def check_arguments(
     unknown = sorted(set(given) - set(properties) - set(ignored))
     if unknown:
         takes = ", ".join(properties) if properties else "no arguments"
-        raise ArgumentError(f"unknown argument(s) {', '.join(unknown)}; this tool takes {takes}")
+        raise ArgumentError(
+            f"{counted(len(unknown), 'unknown argument')}: {', '.join(unknown)}; this tool takes {takes}"
+        )
     required = set(schema.get("required", ()))
     caps = capped or {}
     checked: dict[str, Any] = {}
@@ -216,7 +219,7 @@ def _expected(spec: Mapping[str, Any], cap: float | None) -> str:
         if shortest is not None and longest is not None:
             what += f" of {shortest} to {longest} characters"
         elif shortest is not None:
-            what += f" of at least {shortest} character{'s' if shortest != 1 else ''}"
+            what += f" of at least {counted(shortest, 'character')}"
         elif longest is not None:
             what += f" of at most {longest} characters"
     bounds = _bounds(spec, cap)
