@@ -182,10 +182,12 @@ def _check_range(key: str, spec: Mapping[str, Any], number: float, cap: float | 
 def _string(key: str, spec: Mapping[str, Any], value: str) -> str:
     shortest, longest = spec.get("minLength"), spec.get("maxLength")
     if shortest is not None and len(value) < shortest:
-        empty = "is empty" if not value else f"is {len(value)} characters long"
+        empty = "is empty" if not value else f"is {counted(len(value), 'character')} long"
         raise ArgumentError(f"{key} {empty}: it must be {_expected(spec, None)}")
     if longest is not None and len(value) > longest:
-        raise ArgumentError(f"{key} is {len(value)} characters long: it must be {_expected(spec, None)}")
+        raise ArgumentError(
+            f"{key} is {counted(len(value), 'character')} long: it must be {_expected(spec, None)}"
+        )
     pattern = spec.get("pattern")
     if pattern is not None and not _matches(pattern, value):
         rule = _PATTERN_RULES.get(pattern, f"it must match {pattern}")

@@ -269,7 +269,9 @@ def describe(
         )
     guidance = [summary]
     if len(shown) < len(entries):
-        guidance.append(f"({len(entries) - len(shown)} newer ones not shown; pass limit=0 for all.)")
+        guidance.append(
+            f"({counted(len(entries) - len(shown), 'newer one')} not shown; pass limit=0 for all.)"
+        )
     if listing.unreadable:
         guidance.append(
             f"{counted(len(listing.unreadable), 'file')} in {loose_ends_dir} could not be read as loose ends "

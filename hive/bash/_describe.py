@@ -173,7 +173,9 @@ def describe_status(
             lines += _new_section(followed[label])
             continue
         scope = (
-            f"last {len(tail.text.encode())} of {tail.size} bytes" if tail.truncated else f"{tail.size} bytes"
+            f"last {len(tail.text.encode())} of {counted(tail.size, 'byte')}"
+            if tail.truncated
+            else counted(tail.size, "byte")
         )
         lines.append(f"--- {label} ({scope}; whole output: {tail.path}) ---")
         if tail.text:
@@ -187,8 +189,12 @@ def _new_section(new: NewOutput) -> list[str]:
     if not new.text:
         return [f"--- {label}: nothing new past byte {new.offset} ({after}) ---"]
     taken = new.next - new.offset
-    more = f"; {new.size - new.next} bytes more are there: ask again from {new.next}" if new.more else ""
+    more = (
+        f"; {counted(new.size - new.next, 'byte')} more to read: ask again from {new.next}"
+        if new.more
+        else ""
+    )
     return [
-        f"--- {label} from byte {new.offset}: {taken} bytes new, of {new.size} ({after}{more}) ---",
+        f"--- {label} from byte {new.offset}: {counted(taken, 'byte')} new, of {new.size} ({after}{more}) ---",
         new.text.rstrip("\n"),
     ]
