@@ -26,6 +26,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from hive._limits import NAME_RULE, NAME_SCHEMA_PATTERN
+from hive._when import counted
 from hive.errors import BadInput
 
 __all__ = ["ArgumentError", "answer_schema", "check_arguments"]
@@ -58,7 +59,9 @@ def check_arguments(
     unknown = sorted(set(given) - set(properties) - set(ignored))
     if unknown:
         takes = ", ".join(properties) if properties else "no arguments"
-        raise ArgumentError(f"unknown argument(s) {', '.join(unknown)}; this tool takes {takes}")
+        raise ArgumentError(
+            f"{counted(len(unknown), 'unknown argument')}: {', '.join(unknown)}; this tool takes {takes}"
+        )
     required = set(schema.get("required", ()))
     caps = capped or {}
     checked: dict[str, Any] = {}
@@ -179,10 +182,12 @@ def _check_range(key: str, spec: Mapping[str, Any], number: float, cap: float | 
 def _string(key: str, spec: Mapping[str, Any], value: str) -> str:
     shortest, longest = spec.get("minLength"), spec.get("maxLength")
     if shortest is not None and len(value) < shortest:
-        empty = "is empty" if not value else f"is {len(value)} characters long"
+        empty = "is empty" if not value else f"is {counted(len(value), 'character')} long"
         raise ArgumentError(f"{key} {empty}: it must be {_expected(spec, None)}")
     if longest is not None and len(value) > longest:
-        raise ArgumentError(f"{key} is {len(value)} characters long: it must be {_expected(spec, None)}")
+        raise ArgumentError(
+            f"{key} is {counted(len(value), 'character')} long: it must be {_expected(spec, None)}"
+        )
     pattern = spec.get("pattern")
     if pattern is not None and not _matches(pattern, value):
         rule = _PATTERN_RULES.get(pattern, f"it must match {pattern}")
@@ -216,7 +221,7 @@ def _expected(spec: Mapping[str, Any], cap: float | None) -> str:
         if shortest is not None and longest is not None:
             what += f" of {shortest} to {longest} characters"
         elif shortest is not None:
-            what += f" of at least {shortest} character{'s' if shortest != 1 else ''}"
+            what += f" of at least {counted(shortest, 'character')}"
         elif longest is not None:
             what += f" of at most {longest} characters"
     bounds = _bounds(spec, cap)

@@ -38,6 +38,7 @@ from cattrs.cols import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter, configure_converter
 
+from hive._when import counted
 from hive.errors import BadInput
 
 __all__ = [
@@ -238,7 +239,9 @@ class StrictConverter(JsonConverter):
         if isinstance(exc, KeyError):
             return [f"{path}: missing (it is required)"]
         if isinstance(exc, cattrs.ForbiddenExtraKeysError):
-            return [f"{path}: unknown field(s) {', '.join(sorted(exc.extra_fields))}"]
+            return [
+                f"{path}: {counted(len(exc.extra_fields), 'unknown field')}: {', '.join(sorted(exc.extra_fields))}"
+            ]
         if isinstance(exc, cattrs.BaseValidationError):
             return [f"{path}: {exc.message}"]
         return [f"{path}: {exc}"]

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 import trio
 
 from hive._files import create_new
+from hive._when import in_seconds
 from hive.agent import follow_lines, render_log
 from hive.bash import running_daemon
 from hive.errors import HiveError
@@ -99,7 +100,7 @@ async def _demo(workdir: Path, agent_log: BinaryIO, within: float) -> list[str]:
             await _turn_records(log_path, TURNS)
         _say(f"hive-agent stopped with SIGINT (exit status {agent.returncode})")
     if waited.cancelled_caught:
-        raise DemoTooSlow(f"the demo's hive-agent did not finish its two turns within {within:g} s")
+        raise DemoTooSlow(f"the demo's hive-agent did not finish its two turns within {in_seconds(within)}")
     objects = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
     return list(render_log(obj for obj in objects if isinstance(obj, dict)))
 

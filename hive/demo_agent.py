@@ -38,6 +38,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from hive import __version__
 from hive._main import run_main
+from hive._when import counted
 
 log = logging.getLogger("hive.demo_agent")
 
@@ -122,10 +123,9 @@ class _Turn:
         )
         await self.call("bash", "run", {"cmd": command, "name": TASK_NAME, "wait_seconds": 0})
         listed = await self.call("hyperhive", "loose_ends", {})
-        count = listed.get("total") if isinstance(listed, dict) else None
         self.release_task()
         await self.say(
-            f"loose_ends listed {count} task(s) whose end I have not been told. I released the task and "
+            f"loose_ends listed {_tasks(listed)} whose end I have not been told. I released the task and "
             f"end this turn; the harness will wake me with a message from {WAKE_MARK}{TASK_NAME} when it ends."
         )
 
@@ -149,9 +149,8 @@ class _Turn:
             )
         await self.say("\n".join(said))
         listed = await self.call("hyperhive", "loose_ends", {})
-        count = listed.get("total") if isinstance(listed, dict) else None
         await self.say(
-            f"loose_ends now lists {count} task(s): the wake told me the end, so nothing is left open."
+            f"loose_ends now lists {_tasks(listed)}: the wake told me the end, so nothing is left open."
         )
         if self.agent.gate_fd is not None:
             os.close(self.agent.gate_fd)
@@ -186,6 +185,12 @@ class _Turn:
             raw_output=raw,
         ).model_copy(update={"field_meta": {"toolName": name}})
         await self.agent.send(self.session_id, update)
+
+
+def _tasks(listed: Any) -> str:
+    """How many tasks a ``loose_ends`` answer lists, for the demo's reader."""
+    total = listed.get("total") if isinstance(listed, dict) else None
+    return counted(total, "task") if isinstance(total, int) else "an unknown number of tasks"
 
 
 @contextlib.asynccontextmanager

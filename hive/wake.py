@@ -34,6 +34,7 @@ import trio
 from hive._convert import DecodeError, strict_converter, structure
 from hive._lines import MAX_LINE, LineCut, LineError, LineReader, LineTooLong, json_line, load_json
 from hive._unix import open_unix_listener, peer_uid, uid_allowed
+from hive._when import in_seconds
 from hive.errors import HiveError
 
 __all__ = [
@@ -528,7 +529,9 @@ class WakeCourier(Generic[K]):
                 except _KeptConnectionFailed:
                     continue  # the agent restarted meanwhile: at once, on a new connection
                 except _UNREACHABLE as exc:
-                    log.info("agent socket %s unavailable (%s); retrying in %.2f s", socket, exc, delay)
+                    log.info(
+                        "agent socket %s unavailable (%s); retrying in %s", socket, exc, in_seconds(delay)
+                    )
                     await trio.sleep(delay)
                     delay = min(self.retry_max, delay * 2)
                 else:

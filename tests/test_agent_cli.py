@@ -283,7 +283,7 @@ def test_spans_read_as_a_person_says_them() -> None:
     assert [span(s) for s in (-1, 0.25, 9.96, 42, 185, 7500, 200_000)] == [
         "0.0 s",
         "0.2 s",
-        "10.0 s",
+        "10 s",
         "42 s",
         "3 min 5 s",
         "2 h 5 min",

@@ -152,7 +152,7 @@ def test_an_unknown_argument_is_refused_naming_it_and_those_the_tool_takes(tool:
     with pytest.raises(ArgumentError) as refused:
         check_arguments(schema, {name: 1})
     takes = ", ".join(properties) if properties else "no arguments"
-    assert str(refused.value) == f"unknown argument(s) {name}; this tool takes {takes}"
+    assert str(refused.value) == f"1 unknown argument: {name}; this tool takes {takes}"
 
 
 def test_a_wait_longer_than_the_cap_is_taken_as_the_cap_in_every_tool() -> None:
@@ -197,7 +197,7 @@ def test_each_message_says_what_was_wrong() -> None:
         (
             SCHEMAS["hyperhive.compact"],
             {"now": True},
-            "unknown argument(s) now; this tool takes no arguments",
+            "1 unknown argument: now; this tool takes no arguments",
         ),
     ]
     for schema, arguments, says in cases:

@@ -176,7 +176,7 @@ async def test_tasks_past_the_limit_wait_in_line_and_start_in_order_as_running_o
             )
             assert (b["state"], b["place_in_line"]) == ("pending", 1)
             assert text.startswith("task queued: id=b (pending: number 1 in line, it starts when a place")
-            assert "at most 1 tasks run at once" in text and "It waits in line, then runs" in text
+            assert "the daemon runs at most 1 task at once" in text and "It waits in line, then runs" in text
             _, c = await _call(tools, "run", cmd="echo c", name="c", wait_seconds=0)
             _, d = await _call(tools, "run", cmd=_timed("echo d"), name="d", wait_seconds=0)
             assert (c["place_in_line"], d["place_in_line"]) == (2, 3)

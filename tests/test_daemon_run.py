@@ -183,4 +183,4 @@ async def test_list_shows_the_newest_first_and_honours_its_limit(short_tmp: Path
         assert everything["total"] == 3
         newest = await tools.call("list", {"limit": 2})
         assert [t["id"] for t in newest.structured["tasks"]] == ["n2", "n1"]
-        assert "1 older tasks not shown" in newest.text
+        assert "1 older task not shown" in newest.text

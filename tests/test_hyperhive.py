@@ -250,7 +250,7 @@ async def test_bad_files_in_the_loose_ends_dir_do_not_break_the_tool(short_tmp: 
     assert unreadable == {
         f"bash-task-{name}.json" for name in ("garbage", "deep", "other", "huge", "fifo", "dir", "link")
     }
-    assert "7 file(s)" in text_of(result)
+    assert "7 files" in text_of(result)
 
 
 def leaves(exc: BaseException) -> list[BaseException]:

@@ -61,8 +61,8 @@ ALLOWED: dict[str, set[str]] = {
 SHARED_LEAVES: dict[str, set[str]] = {
     "_limits": set(),
     "_lazy": set(),
-    "_convert": {"errors"},
-    "_arguments": {"_limits", "errors"},
+    "_convert": {"errors", "_when"},
+    "_arguments": {"_limits", "errors", "_when"},
     "_mcp_streams": set(),
     "_inotify": set(),
     "_outage": set(),
@@ -155,7 +155,7 @@ def imported_roots(path: Path, *, on_import: bool = False) -> set[str]:
 
 STDLIB_LEAVES = {
     *("hive.errors", "hive._main", "hive._limits", "hive._lazy", "hive._arguments", "hive._flags"),
-    "hive._outage",
+    *("hive._outage", "hive._when"),
 }
 """hive's modules that import nothing but the standard library (and one another): a program
 that must start in the time of a bare interpreter may still use them."""

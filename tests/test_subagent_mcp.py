@@ -110,6 +110,6 @@ async def test_tool_errors_say_what_to_do(world: World) -> None:
     assert unknown.is_error and structured(unknown)["error"] == "UnknownSubagent"
     assert "start it first" in text_of(unknown)
     assert wrong_runtime.is_error and "'claude' or 'acp'" in text_of(wrong_runtime)
-    assert extra.is_error and "unknown argument(s) colour" in text_of(extra)
+    assert extra.is_error and "1 unknown argument: colour" in text_of(extra)
     assert not idle.is_error and "no subagents yet" in text_of(idle)
     assert busy.is_error and structured(busy)["error"] == "NameBusy" and "interrupt it" in text_of(busy)

@@ -59,7 +59,7 @@ async def test_every_structured_result_carries_the_texts_guidance(daemon: Daemon
         await call(session, "run", cmd="true", name="other", wait_seconds=20)
         listed = await call(session, "list", limit=1)
         assert check("list", listed)["message"] == (
-            "1 of 2 tasks, newest first (1 older tasks not shown; pass limit=0 for all)"
+            "1 of 2 tasks, newest first (1 older task not shown; pass limit=0 for all)"
         )
 
         # A tool error: the message is the text.

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import trio
 
+from hive._when import in_seconds
 from hive.acp._compaction import compact
 from hive.acp._errors import AcpError, AgentExited
 from hive.acp._jsonrpc import Pending, Unhandled
@@ -218,7 +219,7 @@ class AcpRuntime:
         if outcome.stop_reason is StopReason.IDLE:
             what = IdleKilled if outcome.interrupted else IdleTimeout
             raise what(
-                f"the ACP agent sent nothing for {idle} s; the turn was cancelled"
+                f"the ACP agent sent nothing for {in_seconds(idle or 0)}; the turn was cancelled"
                 + (" and the agent was sent SIGINT" if outcome.interrupted else ""),
                 outcome,
             )
@@ -312,8 +313,8 @@ class AcpRuntime:
             if turn.pending.done:
                 return
             log.warning(
-                "the ACP agent did not answer its cancelled prompt within %.1f s; sending SIGINT",
-                self.config.cancel_grace,
+                "the ACP agent did not answer its cancelled prompt within %s; sending SIGINT",
+                in_seconds(self.config.cancel_grace),
             )
             link.process.interrupt()
             with trio.move_on_after(self.config.stop_grace) as grace, self._stopper.waiting_in(grace):

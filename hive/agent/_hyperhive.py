@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 import trio
 
+from hive._when import in_seconds
 from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
 from hive.runtime import HttpServer
 
@@ -184,6 +185,6 @@ async def _serve_until_stopped(
             scope.deadline = trio.current_time() + config.graceful_timeout
     if scope.cancelled_caught:
         log.warning(
-            "the hyperhive HTTP server did not stop within %s s of being told to; its requests were cancelled",
-            config.graceful_timeout,
+            "the hyperhive HTTP server did not stop within %s of being told to; its requests were cancelled",
+            in_seconds(config.graceful_timeout),
         )

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from hive._files import open_regular
+from hive._when import counted, in_seconds
 from hive.bash import LooseEnd, TaskRecord, decode
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
@@ -68,7 +69,7 @@ class Entry:
             code = "no exit code" if self.exit_code is None else f"exit code {self.exit_code}"
             state = "ended" if self.state == UNKNOWN else self.state
             return f"{self.id}: {state}, {code}"
-        running = f"{self.state} for {now - self.since:.0f} s" if self.since is not None else self.state
+        running = f"{self.state} for {in_seconds(now - self.since)}" if self.since is not None else self.state
         return f"{self.id}: {running}"
 
     def structured(self) -> dict[str, Any]:
@@ -261,17 +262,19 @@ def describe(
         summary = "No loose ends: you have been told the end of every bash task you started."
     else:
         summary = (
-            f"{len(entries)} loose end{'s' if len(entries) != 1 else ''}: bash tasks whose end you have "
+            f"{counted(len(entries), 'loose end')}: bash tasks whose end you have "
             f"not been told yet ({ended} ended, {len(entries) - ended} still running), oldest first. "
             "Listing them does not settle them: `status` of the bash tools with a task's id shows its full "
             "status (and settles an ended one); a task still running wakes you when it ends."
         )
     guidance = [summary]
     if len(shown) < len(entries):
-        guidance.append(f"({len(entries) - len(shown)} newer ones not shown; pass limit=0 for all.)")
+        guidance.append(
+            f"({counted(len(entries) - len(shown), 'newer one')} not shown; pass limit=0 for all.)"
+        )
     if listing.unreadable:
         guidance.append(
-            f"{len(listing.unreadable)} file(s) in {loose_ends_dir} could not be read as loose ends "
+            f"{counted(len(listing.unreadable), 'file')} in {loose_ends_dir} could not be read as loose ends "
             "(listed under `unreadable`); they are not the daemon's, or were damaged."
         )
     lines = list(guidance)

@@ -21,6 +21,7 @@ import trio
 
 from hive._files import read_regular, write_atomic
 from hive._proc import Pidfd, start_time
+from hive._when import in_seconds
 from hive.agent._errors import HarnessError
 from hive.errors import StateBusy
 from hive.runtime import AgentProcess
@@ -121,7 +122,7 @@ async def stop_previous(record: ProcessRecord, *, within: float = STOP_WITHIN) -
             if not pidfd.exited():
                 raise PreviousStillRunning(
                     f"{recorded.name} (pid {recorded.pid}), left running by a previous hive-agent on "
-                    f"{record.path.parent}, did not exit within {within:.0f} s of SIGINT; stop it "
+                    f"{record.path.parent}, did not exit within {in_seconds(within)} of SIGINT; stop it "
                     f"(kill {recorded.pid}) and start hive-agent again"
                 )
     finally:

@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from hive._when import in_seconds
+
 SHORT = 200
 """How much of a tool's input or result, or a carried message, a line shows."""
 TEXT_LINES = 40
@@ -139,7 +141,7 @@ def render_ending(record: dict[str, Any]) -> list[str]:
     parts = [str(record.get("outcome", "?"))]
     started, ended = record.get("started"), record.get("ended")
     if isinstance(started, int | float) and isinstance(ended, int | float):
-        parts.append(f"{ended - started:.1f} s")
+        parts.append(in_seconds(ended - started))
     tokens = record.get("tokens") or {}
     if isinstance(tokens, dict) and tokens:
         into = sum(v for k, v in tokens.items() if k.endswith("input_tokens") and isinstance(v, int))

@@ -22,7 +22,7 @@ import attrs
 import trio
 
 from hive._files import write_atomic
-from hive._when import clock
+from hive._when import clock, in_seconds
 from hive.errors import HiveError
 from hive.wake import DaemonHealth
 
@@ -102,7 +102,7 @@ async def supervise(
             ended = f"did not start: {exc}"
         delay = backoff.next(delay, trio.current_time() - began)
         now = time.time()
-        log.warning("%s %s; starting it again in %g s", name, ended, delay)
+        log.warning("%s %s; starting it again in %s", name, ended, in_seconds(delay))
         report(DaemonHealth("down", now, restarts=restarts, last_exit=ended, restart_at=now + delay))
         await trio.sleep(delay)
         restarts += 1

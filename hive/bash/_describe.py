@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from hive._when import counted, in_seconds
 from hive.bash._model import HeldBy, StopReason, TaskState
 from hive.bash._output import NewOutput
 from hive.bash._records import TaskRecord
@@ -29,7 +30,7 @@ def shown_cmd(cmd: str, where: str = "its .cmd file") -> str:
 
 def waiting(place: int, limit: int | None) -> str:
     """Where a pending task is in the line of tasks waiting for a place to run."""
-    most = "" if limit is None else f"; at most {limit} tasks run at once"
+    most = "" if limit is None else f"; the daemon runs at most {counted(limit, 'task')} at once"
     return f"pending: number {place} in line, it starts when a place to run is free{most}"
 
 
@@ -68,15 +69,15 @@ _NEVER_RAN = {
 
 
 def describe_end(record: TaskRecord) -> str:
-    """One line on how a final task ended, e.g. ``done, exit code 0 after 1.20 s``."""
+    """One line on how a final task ended, e.g. ``done, exit code 0 after 1.2 s``."""
     state = record.state
     code = f"exit code {record.exit_code}" if record.exit_code is not None else "no exit code"
     duration = record.duration(record.ended_at or time.time())
-    took = f" after {duration:.2f} s" if duration is not None else ""
+    took = f" after {in_seconds(duration)}" if duration is not None else ""
     if state is TaskState.DONE:
         return f"done, {code}{took}"
     if state is TaskState.TIMED_OUT:
-        return f"timed out after {record.timeout_secs:g} s ({describe_signals(record)}), {code}"
+        return f"timed out after {in_seconds(record.timeout_secs or 0)} ({describe_signals(record)}), {code}"
     if record.queued is not None and state in _NEVER_RAN:
         return _NEVER_RAN[state]
     if state is TaskState.STOPPED:
@@ -95,7 +96,7 @@ def headline(record: TaskRecord, now: float, place: int | None = None, limit: in
     if place is not None:
         return waiting(place, limit)
     duration = record.duration(now)
-    running = f"running for {duration:.2f} s" if duration is not None else record.state.value
+    running = f"running for {in_seconds(duration)}" if duration is not None else record.state.value
     if record.stop_reason is not None:
         return f"{running}, being stopped ({record.stop_reason.value}; {describe_signals(record)})"
     return running
@@ -172,7 +173,9 @@ def describe_status(
             lines += _new_section(followed[label])
             continue
         scope = (
-            f"last {len(tail.text.encode())} of {tail.size} bytes" if tail.truncated else f"{tail.size} bytes"
+            f"last {len(tail.text.encode())} of {counted(tail.size, 'byte')}"
+            if tail.truncated
+            else counted(tail.size, "byte")
         )
         lines.append(f"--- {label} ({scope}; whole output: {tail.path}) ---")
         if tail.text:
@@ -186,8 +189,12 @@ def _new_section(new: NewOutput) -> list[str]:
     if not new.text:
         return [f"--- {label}: nothing new past byte {new.offset} ({after}) ---"]
     taken = new.next - new.offset
-    more = f"; {new.size - new.next} bytes more are there: ask again from {new.next}" if new.more else ""
+    more = (
+        f"; {counted(new.size - new.next, 'byte')} more to read: ask again from {new.next}"
+        if new.more
+        else ""
+    )
     return [
-        f"--- {label} from byte {new.offset}: {taken} bytes new, of {new.size} ({after}{more}) ---",
+        f"--- {label} from byte {new.offset}: {counted(taken, 'byte')} new, of {new.size} ({after}{more}) ---",
         new.text.rstrip("\n"),
     ]

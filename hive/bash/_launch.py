@@ -24,6 +24,7 @@ from typing import IO
 import trio
 
 from hive._proc import ChildExit
+from hive._when import in_seconds
 from hive.bash._errors import BashError
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,6 @@ async def _wait_ready(
                 pass
             nursery.cancel_scope.cancel()
     if waited.cancelled_caught:
-        raise DaemonFailedToStart(f"{name} was not ready within {within:g} s")
+        raise DaemonFailedToStart(f"{name} was not ready within {in_seconds(within)}")
     if exit_code is not None:
         raise DaemonFailedToStart(f"{name} exited with status {exit_code} before it was ready")

@@ -28,7 +28,7 @@ PROGRAM_MEMORY = 1 << 20
 """RE2's memory for a pattern's program and its search cache: a pattern larger is refused."""
 LINE_BYTES = 64 << 10
 """The most of a line one search sees: a longer line is searched as lines of this length."""
-LINE_SECONDS = 0.25
+LINE_SECONDS = 0.2
 """The most CPU time a search of one line may take before its pattern is dropped from the task."""
 TASK_SECONDS = 30.0
 """The most CPU time the searches of one task's lines may take in all before its pattern is dropped."""

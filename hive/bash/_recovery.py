@@ -50,6 +50,7 @@ from typing import Protocol
 import trio
 
 from hive import _proc
+from hive._when import counted
 from hive.bash import _cgroups, _procs
 from hive.bash._ledger import Ledger
 from hive.bash._model import Exited, HeldBy, Spawned, StopBegun, StopReason, TaskState, Vanished
@@ -256,7 +257,11 @@ async def _watch_leftovers(manager: Manager) -> None:
                 continue
             killed = await trio.to_thread.run_sync(_cgroups.kill_all, cgroup)
             if killed:
-                log.warning("killed %d processes in cgroup %s, which no known task owns", len(killed), cgroup)
+                log.warning(
+                    "killed %s in cgroup %s, which no known task owns",
+                    counted(len(killed), "process", "processes"),
+                    cgroup,
+                )
                 with trio.move_on_after(5):
                     await _cgroups.wait_empty(cgroup)
             await trio.to_thread.run_sync(_cgroups.remove, cgroup)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from hive._when import counted
 from hive.bash._store import StoredRun, TaskStore
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ class Pruner:
         going = [r for r in chosen if r.generation or r.task_id in current]
         freed, pruned = (await trio.to_thread.run_sync(_remove, store, going)) if going else (0, [])
         if pruned:
-            log.info("retention: pruned %d task runs (%d bytes)", len(pruned), freed)
+            log.info("retention: pruned %s (%s)", counted(len(pruned), "task run"), counted(freed, "byte"))
         report = PassReport(tuple(pruned), freed)
         self.passes += 1
         self.last = report

@@ -39,6 +39,7 @@ import attrs
 import trio
 
 from hive import _proc
+from hive._when import counted, in_seconds
 from hive.bash import _cgroups, _procs
 from hive.bash._ledger import Ledger
 from hive.bash._model import StopBegun, StopReason
@@ -230,7 +231,8 @@ class Stopper:
             left = await trio.to_thread.run_sync(_cgroups.members, cgroup)
             self.ledger.note(
                 task,
-                f"{len(left)} of its processes were still dying {KILL_SETTLE:g} s after SIGKILL (pids {_pids(left)})",
+                f"still dying {in_seconds(KILL_SETTLE)} after SIGKILL: {counted(len(left), 'process', 'processes')} "
+                f"(pids {_pids(left)})",
             )
 
     def _signalled(self, task: Task, name: str) -> None:

@@ -15,6 +15,7 @@ import attrs
 
 from hive._arguments import ArgumentError, answer_schema, check_arguments, file_schema
 from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_SCHEMA_PATTERN
+from hive._when import counted, in_seconds
 from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running, waiting
 from hive.bash._errors import BadArgument, BashError
 from hive.bash._model import HeldBy, StopReason, TaskState
@@ -215,9 +216,9 @@ TOOLS = [
                     f"expression ({FEATURES}; searched in each line, a line longer than {LINE_BYTES >> 10} "
                     "KiB in pieces of that length), e.g. `listening on|FAILED|Traceback`: a message from "
                     "`bash-task-<id>` starting `bash task <id> printed:`, with the matching lines. Matches "
-                    f"within {MERGE_SECS * 1000:g} ms come in one wake; at most notify_max wakes a task, then "
+                    f"within {in_seconds(MERGE_SECS)} come in one wake; at most notify_max wakes a task, then "
                     "one saying later matches are not sent. A pattern whose search of one line takes over "
-                    f"{LINE_SECONDS:g} s of CPU time, or of all the task's lines over {TASK_SECONDS:g} s, is "
+                    f"{in_seconds(LINE_SECONDS)} of CPU time, or of all the task's lines over {in_seconds(TASK_SECONDS)}, is "
                     "dropped from the task, with a wake that says so. The end's wake is separate.",
                 },
                 "notify_max": {
@@ -564,13 +565,15 @@ class BashTools:
                 }
             )
             code = "-" if r.exit_code is None else str(r.exit_code)
-            took = "-" if duration is None else f"{duration:.2f}s"
+            took = "-" if duration is None else in_seconds(duration)
             state = r.state.value if place is None else f"{r.state.value} #{place}"
             lines.append(f"{r.id}\t{state}\t{code}\t{took}\t{cmd}")
         text = "\n".join(["id\tstate\texit\tduration\tcommand", *lines]) if lines else "no tasks yet"
-        message = f"{len(shown)} of {len(records)} tasks, newest first" if lines else "no tasks yet"
+        message = (
+            f"{len(shown)} of {counted(len(records), 'task')}, newest first" if lines else "no tasks yet"
+        )
         if len(shown) < len(records):
-            older = f"({len(records) - len(shown)} older tasks not shown; pass limit=0 for all)"
+            older = f"({counted(len(records) - len(shown), 'older task')} not shown; pass limit=0 for all)"
             text += f"\n{older}"
             message += f" {older}"
         return ToolResult(text, {"tasks": rows, "total": len(records), "message": message})

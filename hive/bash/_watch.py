@@ -38,6 +38,7 @@ import trio
 from hive._convert import DecodeError, structure
 from hive._files import open_regular, read_regular, write_atomic
 from hive._inotify import IN_MODIFY, Inotify
+from hive._when import counted
 from hive.bash._batches import Batcher
 from hive.bash._courier import Key, WakeCourier
 from hive.bash._errors import BadArgument
@@ -263,7 +264,7 @@ class Watcher:
         if state.composed >= limit:
             body = (
                 f"bash task {task_id} printed: more lines that match its notify_on pattern; later matches "
-                f"are not sent (at most {limit} wakes a task). status('{task_id}', stdout_offset="
+                f"are not sent (at most {counted(limit, 'wake')} a task). status('{task_id}', stdout_offset="
                 f"{offsets['stdout']}, stderr_offset={offsets['stderr']}) reads its output on from here."
             )
         else:

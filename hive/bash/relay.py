@@ -53,6 +53,7 @@ from hive._flags import positive_seconds
 from hive._limits import MAX_WAIT, state_dir_path
 from hive._main import run_main
 from hive._outage import read_outage
+from hive._when import in_seconds
 
 READ_SIZE = 65536
 REPLY_MARGIN = 15.0
@@ -553,7 +554,7 @@ class _Relay:
                 request_id,
                 TIMED_OUT,
                 f"the bash daemon at {self.path} has not answered this {method} request within "
-                f"{self.reply_timeout:g} s, longer than any call may ask it to wait ({MAX_WAIT:g} s): "
+                f"{in_seconds(self.reply_timeout)}, longer than any call may ask it to wait ({in_seconds(MAX_WAIT)}): "
                 "it may be wedged (see its log, or restart hive-bash-daemon). A late answer is "
                 "dropped; later requests are still sent to it.",
             )
@@ -742,7 +743,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="answer a request with an error if the daemon has not answered it in this long "
         f"[{REPLY_TIMEOUT_ENV}; default {REPLY_TIMEOUT:g}: the longest wait a call may ask for, "
-        f"{MAX_WAIT:g} s, plus {REPLY_MARGIN:g} s]",
+        f"{in_seconds(MAX_WAIT)}, plus {in_seconds(REPLY_MARGIN)}]",
     )
     parser.add_argument(
         "--outage-file",

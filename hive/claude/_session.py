@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
+from hive._when import in_seconds
 from hive.claude._argv import turn_argv, turn_env, turn_stdin, write_mcp_config
 from hive.runtime import (
     SINK_GRACE,
@@ -164,7 +165,8 @@ class InfiniteSession:
             outcome = await self._turn(prompt, sink)
         if outcome.stop_reason is StopReason.IDLE:
             raise IdleKilled(
-                f"claude sent nothing for {self.config.idle_timeout} s; it was sent SIGINT", outcome
+                f"claude sent nothing for {in_seconds(self.config.idle_timeout or 0)}; it was sent SIGINT",
+                outcome,
             )
         return outcome
 
@@ -296,9 +298,9 @@ class InfiniteSession:
             await self._read(turn, sink, None)
         if grace.cancelled_caught:
             log.warning(
-                "claude (pid %d) did not end its turn within %.1f s of SIGINT",
+                "claude (pid %d) did not end its turn within %s of SIGINT",
                 turn.agent.pid,
-                self.config.stop_grace,
+                in_seconds(self.config.stop_grace),
             )
 
     async def _synthesize(self, turn: _Turn, stop_reason: StopReason, sink: Sink) -> ResultMessage:
@@ -306,7 +308,7 @@ class InfiniteSession:
         status = turn.agent.returncode
         what = {
             StopReason.CANCELLED: "the turn was cancelled",
-            StopReason.IDLE: f"claude sent nothing for {self.config.idle_timeout} s",
+            StopReason.IDLE: f"claude sent nothing for {in_seconds(self.config.idle_timeout or 0)}",
             StopReason.EXITED: "claude ended its output",
         }.get(stop_reason, "the turn ended")
         how = f"it exited with status {status}" if status is not None else "it has not exited"
@@ -382,7 +384,9 @@ async def _tend(
             with trio.move_on_after(linger):
                 await agent.wait()
             if agent.interrupt():
-                log.warning("claude (pid %d) lingered %.1f s after its turn; sent SIGINT", agent.pid, linger)
+                log.warning(
+                    "claude (pid %d) lingered %s after its turn; sent SIGINT", agent.pid, in_seconds(linger)
+                )
             await agent.wait()
             nursery.cancel_scope.cancel()
     finally:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hive._when import clock, span
+from hive._when import clock, counted, span
 
 if TYPE_CHECKING:
     from hive.wake import AgentStatus, DaemonHealth
@@ -19,7 +19,7 @@ def describe_status(status: AgentStatus, now: float) -> list[str]:
     lines = [
         f"agent: {_doing(status, now)}",
         f"session: {status.session_id or '(none yet)'}",
-        f"queue: {_count(status.queue, 'message')} waiting for a turn",
+        f"queue: {counted(status.queue, 'message')} waiting for a turn",
     ]
     if status.compact_pending:
         lines.append("compaction: asked for; it runs when the running turn ends")
@@ -42,7 +42,7 @@ def describe_status(status: AgentStatus, now: float) -> list[str]:
 def describe_daemon(health: DaemonHealth, now: float) -> str:
     """A daemon the harness supervises, as ``hive agent status`` says it."""
     if health.state == "running":
-        again = f", started again {_count(health.restarts, 'time')}, last {health.last_exit}"
+        again = f", started again {counted(health.restarts, 'time')}, last {health.last_exit}"
         return f"running (pid {health.pid}){again if health.restarts else ''}"
     text = f"DOWN since {clock(health.since, now)} ({health.last_exit})"
     if health.restart_at is not None:
@@ -61,7 +61,7 @@ def _doing(status: AgentStatus, now: float) -> str:
             return "idle"
         case "turn":
             head = f"in turn{running}" if running else "in a turn"
-            return f"{head}, carrying {_count(status.carrying, 'message')}"
+            return f"{head}, carrying {counted(status.carrying, 'message')}"
         case "compacting":
             return f"compacting its session: compaction{running}" if running else "compacting its session"
         case "retrying":
@@ -79,10 +79,6 @@ def _last(status: AgentStatus, now: float) -> str:
         if started is not None:
             text += f", after {span(ended - started)}"
     return text
-
-
-def _count(n: int, thing: str) -> str:
-    return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
 def _spent(status: AgentStatus) -> str:

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 
 from hive._limits import MAX_WAIT
+from hive._when import in_seconds
 
 
 def number(text: str) -> float:
@@ -48,4 +49,7 @@ def capped_wait(seconds: float) -> tuple[float, str | None]:
     that tells the operator so (the daemon would cap it too, without a word)."""
     if seconds <= MAX_WAIT:
         return seconds, None
-    return MAX_WAIT, f"--wait {seconds:g} is over the cap of {MAX_WAIT:g} s: waiting {MAX_WAIT:g} s at most"
+    return (
+        MAX_WAIT,
+        f"--wait {seconds:g} is over the cap of {in_seconds(MAX_WAIT)}: waiting {in_seconds(MAX_WAIT)} at most",
+    )

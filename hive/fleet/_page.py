@@ -9,7 +9,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from hive._when import clock, span
+from hive._when import clock, counted, span
 from hive.fleet._survey import AgentView
 
 STYLE = """
@@ -92,7 +92,7 @@ def _chart(history: list[dict[str, Any]]) -> str:
     cost = sum(p["cost"] for p in history)
     return (
         f'<svg width="{width}" height="{height}" role="img" aria-label="{tokens:,} tokens, ${cost:.2f} over '
-        f'{len(history)} turns">{bars}<polyline points="{points}" fill="none" stroke="#cf222e" stroke-width="1"/></svg>'
+        f'{counted(len(history), "turn")}">{bars}<polyline points="{points}" fill="none" stroke="#cf222e" stroke-width="1"/></svg>'
         f' <span class="muted">{tokens:,} tok, ${cost:.2f}</span>'
     )
 
@@ -123,7 +123,7 @@ def fleet_rows(agents: list[dict[str, Any]], now: float) -> str:
 def fleet_page(agents: list[dict[str, Any]], now: float) -> str:
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>hive fleet</title>
 <style>{STYLE}</style></head><body>
-<h1>hive: the fleet <span class="muted" id="updated">({len(agents)} agents)</span></h1>
+<h1>hive: the fleet <span class="muted" id="updated">({counted(len(agents), "agent")})</span></h1>
 <table><thead><tr><th>agent</th><th>harness</th><th>doing</th><th>queue</th><th>context</th><th>session</th>
 <th>tasks</th><th>loose ends</th><th>subagents</th><th>last turn</th><th>last 50 turns: tokens, cost</th></tr></thead>
 <tbody id="fleet">{fleet_rows(agents, now)}</tbody></table>
@@ -132,7 +132,7 @@ live("/events", {{
   fleet: e => {{
     const data = JSON.parse(e.data);
     document.getElementById("fleet").innerHTML = data.rows;
-    document.getElementById("updated").textContent = "(" + data.agents.length + " agents, live)";
+    document.getElementById("updated").textContent = "(" + data.agents.length + (data.agents.length === 1 ? " agent" : " agents") + ", live)";
   }},
 }});
 </script></body></html>"""
@@ -208,7 +208,7 @@ def others(found: dict[str, list[dict[str, Any]]]) -> str:
         for e in found.get("loose_ends", [])
     )
     subs = "".join(
-        f"<li><b>{escape(s['name'])}</b> ({escape(s['backend'])}) {s['turns']} turns"
+        f"<li><b>{escape(s['name'])}</b> ({escape(s['backend'])}) {counted(s['turns'], 'turn')}"
         f"{', in a turn' if s['running'] else ''}</li>"
         for s in found.get("subagents", [])
     )

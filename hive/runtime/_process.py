@@ -21,6 +21,7 @@ import attrs
 import trio
 
 from hive._proc import ChildExit, GroupLeader
+from hive._when import in_seconds
 from hive.runtime._errors import AgentUnavailable
 from hive.runtime._prestart import AgentCommand, Spawned, claim, spawn, unclaimed
 
@@ -170,10 +171,10 @@ class AgentGroup:
         for agent in running:
             if agent.returncode is None:
                 log.warning(
-                    "%s (pid %d) did not exit within %.1f s of SIGINT; it is left running",
+                    "%s (pid %d) did not exit within %s of SIGINT; it is left running",
                     agent.argv[0],
                     agent.pid,
-                    grace,
+                    in_seconds(grace),
                 )
 
 

@@ -20,6 +20,7 @@ import trio
 
 from hive._files import ensure_private_dir, open_append
 from hive._lines import LineCut, LineReader, LineTooLong
+from hive._when import in_seconds
 from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._wire import MAX_LINE, Answer, Call, Written, decode_answer, encode
 
@@ -75,7 +76,7 @@ async def start_daemon(state_dir: Path, socket: Path) -> None:
         await process.wait()
     if waited.cancelled_caught:
         raise DaemonUnavailable(
-            f"the subagent daemon started at {socket} did not get ready within {START_WITHIN:g} s; see {log_path}"
+            f"the subagent daemon started at {socket} did not get ready within {in_seconds(START_WITHIN)}; see {log_path}"
         )
 
 

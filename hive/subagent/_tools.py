@@ -14,6 +14,7 @@ import attrs
 
 from hive._arguments import ArgumentError, check_arguments
 from hive._limits import MAX_WAIT
+from hive._when import counted, in_seconds
 from hive.subagent._errors import BadArgument, SubagentError
 from hive.subagent._manager import SubagentManager
 from hive.subagent._records import TurnEnd
@@ -187,7 +188,7 @@ def _line(view: View, now: float) -> str:
     turn = data["turn"]
     if turn is not None:
         pids = ", ".join(map(str, turn["pids"])) or "none yet"
-        lines.append(f"  turn {turn['number']}: {turn['running_secs']:.0f} s so far (agent pid {pids})")
+        lines.append(f"  turn {turn['number']}: {in_seconds(turn['running_secs'])} so far (agent pid {pids})")
     if state == "stopping":
         lines.append(
             "  stopping: its agent was sent SIGINT and has not exited yet; continue is refused until then"
@@ -196,7 +197,7 @@ def _line(view: View, now: float) -> str:
     if last is not None:
         error = ", an error" if last["is_error"] else ""
         lines.append(
-            f"  last turn {last['number']}: {last['stop_reason']}{error} after {last['duration_secs']:.1f} s"
+            f"  last turn {last['number']}: {last['stop_reason']}{error} after {in_seconds(last['duration_secs'])}"
         )
         if last["result"]:
             lines.append("  result: " + last["result"].replace("\n", "\n    "))
@@ -220,7 +221,7 @@ def _status(status: Status) -> Answer:
         message = "no subagents yet: start one with start(name, prompt)"
         return Answer(message, {"message": message, "subagents": []})
     running = sum(1 for v in status.views if v.slot is not None)
-    message = f"{len(status.views)} subagent(s), {running} with a live turn"
+    message = f"{counted(len(status.views), 'subagent')}, {running} with a live turn"
     text = "\n".join(_line(view, now) for view in status.views)
     return Answer(
         text, {"message": message + ". " + text, "subagents": [session_json(v, now) for v in status.views]}

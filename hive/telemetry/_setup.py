@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from hive._when import in_seconds
 from hive.errors import BadInput
 from hive.telemetry._ids import PresetIds
 from hive.telemetry._state import METRICS, TRACES, exporters, set_active
@@ -63,8 +64,8 @@ class Telemetry:
         what is not exported by then is dropped."""
         if not _within(FLUSH_MILLIS / 1000, self._stop):
             log.warning(
-                "telemetry: the last exports did not finish within %d s; what was left is dropped",
-                FLUSH_MILLIS // 1000,
+                "telemetry: the last exports did not finish within %s; what was left is dropped",
+                in_seconds(FLUSH_MILLIS / 1000),
             )
 
     def flush(self) -> bool:
