@@ -38,7 +38,7 @@ import attrs
 import trio
 
 from hive import telemetry
-from hive._when import span
+from hive._when import counted, span
 from hive.agent._log import TurnLog, TurnSink
 from hive.agent._model import (
     Admitted,
@@ -114,9 +114,7 @@ def _log_turn(record: TurnRecord, error: str | None) -> None:
     (a warning, with the error, when it did not end well)."""
     senders = ", ".join(dict.fromkeys(item.sender for item in record.carried))
     count = len(record.carried)
-    carried = (
-        f"carried {count} message{'' if count == 1 else 's'} (from {senders})" if count else "carried nothing"
-    )
+    carried = f"carried {counted(count, 'message')} (from {senders})" if count else "carried nothing"
     line = f"turn {record.turn}: {carried}; {record.outcome} after {span(record.ended - record.started)}"
     if error:
         log.warning("%s: %s", line, error)

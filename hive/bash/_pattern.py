@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import re2
 
+from hive._when import in_seconds
 from hive.bash._errors import BadArgument
 
 MAX_PATTERN = 1000
@@ -96,9 +97,11 @@ def search_lines(pattern: Pattern, lines: Sequence[bytes], *, spent: float) -> S
         took = time.thread_time() - started
         seconds += took
         if took > LINE_SECONDS:
-            over = f"searching one line took {took:.2f} s of CPU time (at most {LINE_SECONDS:g} s)"
+            over = (
+                f"searching one line took {in_seconds(took)} of CPU time (at most {in_seconds(LINE_SECONDS)})"
+            )
             return Searched(tuple(matches), seconds, over)
         if spent + seconds > TASK_SECONDS:
-            over = f"searching the task's lines took over {TASK_SECONDS:g} s of CPU time in all"
+            over = f"searching the task's lines took over {in_seconds(TASK_SECONDS)} of CPU time in all"
             return Searched(tuple(matches), seconds, over)
     return Searched(tuple(matches), seconds)

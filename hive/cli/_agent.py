@@ -22,6 +22,7 @@ from hive._limits import state_dir_path
 from hive._lines import MAX_LINE
 from hive._main import take_sigint
 from hive._text_input import TextTooLong, process_stdin, read_text
+from hive._when import in_seconds
 from hive.cli._agent_start import SPAWN_WAIT, STARTING_WAIT
 from hive.cli._agent_status import describe_status
 from hive.errors import BadInput
@@ -124,8 +125,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
 
 
 _WAITS = (
-    f"A hive-agent that is starting is waited for: up to {SPAWN_WAIT} s for it to take the state "
-    f"directory's lock (it does once its imports are done), then up to {STARTING_WAIT} s for its socket."
+    f"A hive-agent that is starting is waited for: up to {in_seconds(SPAWN_WAIT)} for it to take the state "
+    f"directory's lock (it does once its imports are done), then up to {in_seconds(STARTING_WAIT)} for its socket."
 )
 
 
@@ -179,7 +180,7 @@ def _ask_agent(
         if starting and (pid := starting[0]) is not None:
             print(
                 f"hive: hive-agent (pid {pid}) holds {_state_dir(args)} but did not serve {path} within "
-                f"{STARTING_WAIT} s of being asked (is its --agent-socket elsewhere? give it with --socket)",
+                f"{in_seconds(STARTING_WAIT)} of being asked (is its --agent-socket elsewhere? give it with --socket)",
                 file=sys.stderr,
             )
         elif isinstance(exc, FileNotFoundError):
