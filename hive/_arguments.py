@@ -4,6 +4,9 @@ one shape of its structured answer (:func:`answer_schema`).
 Every tool of hive (bash, subagent, hyperhive) checks its arguments here, against the
 ``inputSchema`` it declares in ``tools/list``, before it does anything:
 
+- ``arguments`` itself must be an object (left out or ``null``: none given); a string, an
+  array, a number or a boolean is refused as such (:func:`arguments_object`), also where the
+  MCP SDK would refuse the call with a bare ``-32602`` (``hive._mcp`` asks here first);
 - an argument the schema does not name is refused, naming it and those the tool takes;
 - ``null`` counts as leaving an argument out (a required one is then missing);
 - a ``number`` is a JSON number, or a string holding one (``"5"``: the bash tools have always
@@ -29,7 +32,7 @@ from hive._limits import NAME_RULE, NAME_SCHEMA_PATTERN
 from hive._when import counted
 from hive.errors import BadInput
 
-__all__ = ["ArgumentError", "answer_schema", "check_arguments"]
+__all__ = ["ArgumentError", "answer_schema", "arguments_object", "check_arguments"]
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _PATTERN_RULES = {NAME_SCHEMA_PATTERN: f"use {NAME_RULE}"}
@@ -43,7 +46,7 @@ class ArgumentError(BadInput):
 
 def check_arguments(
     schema: Mapping[str, Any],
-    arguments: Mapping[str, Any] | None,
+    arguments: object,
     *,
     capped: Mapping[str, float] | None = None,
     ignored: Collection[str] = (),
@@ -55,12 +58,11 @@ def check_arguments(
     accepted, and dropped, though the schema no longer lists them.
     Raises :class:`ArgumentError` saying what is wrong."""
     properties: Mapping[str, Any] = schema.get("properties", {})
-    given = dict(arguments or {})
+    given = dict(arguments_object(schema, arguments))
     unknown = sorted(set(given) - set(properties) - set(ignored))
     if unknown:
-        takes = ", ".join(properties) if properties else "no arguments"
         raise ArgumentError(
-            f"{counted(len(unknown), 'unknown argument')}: {', '.join(unknown)}; this tool takes {takes}"
+            f"{counted(len(unknown), 'unknown argument')}: {', '.join(unknown)}; this tool takes {_takes(schema)}"
         )
     required = set(schema.get("required", ()))
     caps = capped or {}
@@ -75,6 +77,32 @@ def check_arguments(
             continue
         checked[key] = _check(key, spec, value, caps.get(key), required=key in required)
     return checked
+
+
+def arguments_object(schema: Mapping[str, Any], arguments: object) -> Mapping[str, Any]:
+    """``arguments`` as a tool call's object of named arguments (left out or null: none); an
+    `ArgumentError` for anything else (a string, an array, a number, a boolean)."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, Mapping):
+        return arguments
+    raise ArgumentError(
+        f"arguments must be an object naming each argument, not {_kind_of(arguments)}; "
+        f"this tool takes {_takes(schema)}"
+    )
+
+
+def _takes(schema: Mapping[str, Any]) -> str:
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    return ", ".join(properties) if properties else "no arguments"
+
+
+def _kind_of(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a string" if isinstance(value, str) else "an array"
 
 
 def file_schema(what: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive._arguments import ArgumentError, check_arguments
+from hive._arguments import ArgumentError, arguments_object, check_arguments
 from hive._limits import MAX_WAIT
 from hive.agent._hyperhive_tools import TOOLS as HYPERHIVE_TOOLS
 from hive.agent._hyperhive_tools import HyperhiveTools
@@ -23,6 +23,7 @@ from hive.bash._tools import TOOLS as BASH_TOOLS
 from hive.bash._tools import BashTools
 from hive.errors import BadInput
 from hive.subagent._specs import TOOLS as SUBAGENT_TOOLS
+from tests.helpers.strategies import json_values
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     **{f"bash.{spec.name}": spec.input_schema for spec in BASH_TOOLS},
@@ -153,6 +154,25 @@ def test_an_unknown_argument_is_refused_naming_it_and_those_the_tool_takes(tool:
         check_arguments(schema, {name: 1})
     takes = ", ".join(properties) if properties else "no arguments"
     assert str(refused.value) == f"1 unknown argument: {name}; this tool takes {takes}"
+
+
+@given(
+    st.sampled_from(sorted(SCHEMAS)), json_values.filter(lambda v: v is not None and not isinstance(v, dict))
+)
+def test_arguments_that_are_not_an_object_are_refused_saying_what_they_are(
+    tool: str, arguments: object
+) -> None:
+    schema = SCHEMAS[tool]
+    with pytest.raises(ArgumentError) as refused:
+        check_arguments(schema, arguments)
+    kind = {bool: "a boolean", int: "a number", str: "a string", list: "an array"}[type(arguments)]
+    properties = schema.get("properties", {})
+    takes = ", ".join(properties) if properties else "no arguments"
+    assert (
+        str(refused.value)
+        == f"arguments must be an object naming each argument, not {kind}; this tool takes {takes}"
+    )
+    assert arguments_object(schema, None) == {}
 
 
 def test_a_wait_longer_than_the_cap_is_taken_as_the_cap_in_every_tool() -> None:

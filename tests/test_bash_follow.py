@@ -286,3 +286,20 @@ async def test_hive_bash_tail_follow_started_with_sigint_ignored_still_stops_on_
             await tail.wait()
         await tail.stdout.aclose()
         await release_gate(gate)
+
+
+async def test_hive_bash_tail_from_end_refuses_an_output_file_replaced_by_a_fifo(
+    served: DaemonHandle,
+) -> None:
+    async with served.session() as session:
+        done = structured(await call(session, "run", cmd="echo a", name="tail-fifo", wait_seconds=30))
+    stdout = Path(done["stdout"]["path"])
+    stdout.unlink()
+    os.mkfifo(stdout)  # as a task may leave it: opened blocking, it waits for a writer forever
+    with trio.fail_after(60):
+        last = await _hive("bash", "tail", "tail-fifo", "--from-end", "2", "--socket", str(served.socket))
+    assert last.returncode == 1
+    assert last.stderr.decode().splitlines() == [
+        f"hive: cannot read the task's output to find its last lines: {stdout} is not a regular file; "
+        "move it away, hive keeps its own state files there"
+    ]

@@ -21,7 +21,16 @@ from hive.bash._server import uid_allowed
 from hive.bash.daemon import DaemonConfig, config_from_args, serve_daemon
 from hive.bash.relay import refusal_of
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.jsonrpc import INITIALIZE, answers_initialize, raw_exchange
+from tests.helpers.jsonrpc import (
+    INITIALIZE,
+    answers_initialize,
+    initialize,
+    notification,
+    open_relay,
+    raw_exchange,
+    request,
+    result_of,
+)
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.strategies import rpc_json
 from tests.helpers.tools import serving_tools
@@ -81,6 +90,38 @@ async def test_a_bad_call_through_the_relay_is_a_tool_error_and_the_session_goes
         # Still serving, on the same session.
         ok = await call(session, "run", cmd="echo fine", wait_seconds=30)
         assert structured(ok)["stdout"]["tail"] == "fine\n"
+
+
+NOT_OBJECTS: list[tuple[object, str]] = [
+    ("echo hi", "a string"),
+    (["echo hi"], "an array"),
+    (5, "a number"),
+    (True, "a boolean"),
+]
+"""``arguments`` that is no object, and how the answer names what it is."""
+
+
+async def test_arguments_that_are_not_an_object_are_a_tool_error_saying_so(
+    served: DaemonHandle, short_tmp: Path
+) -> None:
+    async with open_relay(served.socket, short_tmp / "relay.err") as relay:
+        with trio.fail_after(60):
+            await relay.send(initialize(1), notification("notifications/initialized"))
+            result_of(await relay.receive(), 1)
+            for request_id, (arguments, kind) in enumerate(NOT_OBJECTS, 2):
+                await relay.send(request(request_id, "tools/call", {"name": "run", "arguments": arguments}))
+                answer = result_of(await relay.receive(), request_id)
+                text = (
+                    f"arguments must be an object naming each argument, not {kind}; this tool takes "
+                    "cmd, timeout_secs, wait_seconds, name, notify_on, notify_max"
+                )
+                assert answer["isError"], answer
+                assert answer["content"] == [{"type": "text", "text": text}]
+                assert answer["structuredContent"] == {"error": "BadArgument", "message": text}
+            # A tool that is not there is said to be so, whatever its arguments.
+            await relay.send(request(9, "tools/call", {"name": "rm", "arguments": "x"}))
+            unknown = result_of(await relay.receive(), 9)
+            assert unknown["isError"] and unknown["structuredContent"]["error"] == "unknown_tool", unknown
 
 
 async def test_numbers_may_come_as_strings_and_waits_are_capped(short_tmp: Path) -> None:

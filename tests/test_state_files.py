@@ -312,3 +312,30 @@ def test_each_program_names_itself_when_its_state_dir_is_busy(tmp_path: Path) ->
         lock_state_dir(tmp_path)
     with _lock_state_dir(tmp_path), pytest.raises(StateDirBusy, match=r"^another hive-bash-daemon is using"):
         _lock_state_dir(tmp_path)
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo", "directory"])
+def test_hive_agent_given_a_queue_it_cannot_read_says_so_in_one_line(tmp_path: Path, planted: str) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    queue = state / "queue"
+    if planted == "symlink":
+        (tmp_path / "target").write_bytes(PLANTED)
+        queue.symlink_to(tmp_path / "target")
+    elif planted == "fifo":
+        os.mkfifo(queue)
+    else:
+        queue.mkdir()
+    env = {**os.environ, "HIVE_RUNTIME": "claude", "HIVE_CLAUDE_COMMAND": "/bin/true"}
+    ended = subprocess.run(
+        [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(state)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ended.returncode == 1, ended.stderr
+    (line,) = ended.stderr.splitlines()
+    assert line.startswith(f"hive-agent: cannot read the queue {queue}: ")
+    assert line.endswith("; move it away to start empty")

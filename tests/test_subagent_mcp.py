@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 import pytest
 import trio
 
+from tests.helpers.jsonrpc import initialize, notification, request
 from tests.helpers.listener import AgentListener
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.subagents import (
@@ -113,3 +116,34 @@ async def test_tool_errors_say_what_to_do(world: World) -> None:
     assert extra.is_error and "1 unknown argument: colour" in text_of(extra)
     assert not idle.is_error and "no subagents yet" in text_of(idle)
     assert busy.is_error and structured(busy)["error"] == "NameBusy" and "interrupt it" in text_of(busy)
+
+
+async def test_arguments_that_are_not_an_object_are_a_tool_error_saying_so(short_tmp: Path) -> None:
+    """Through hive-subagent-mcp in raw JSON-RPC lines: the answer says what was wrong, and no
+    daemon is asked (none is there, and none is started: the outage file says it is hive-agent's)."""
+    argv = [
+        sys.executable,
+        "-m",
+        "hive.subagent.server",
+        "--state-dir",
+        str(short_tmp),
+        "--outage-file",
+        str(short_tmp / "down"),
+    ]
+    calls = [request(2, "tools/call", {"name": "status", "arguments": "a"}), request(3, "ping")]
+    lines = [initialize(1), notification("notifications/initialized"), *calls]
+    with trio.fail_after(TURN):
+        ended = await trio.run_process(
+            argv, stdin=b"".join(json.dumps(line).encode() + b"\n" for line in lines), capture_stdout=True
+        )
+    answers = {answer["id"]: answer for answer in map(json.loads, ended.stdout.splitlines())}
+    text = (
+        "arguments must be an object naming each argument, not a string; this tool takes name, wait_seconds"
+    )
+    assert answers[2]["result"] == {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": {"error": "BadArgument", "message": text},
+        "isError": True,
+    }
+    assert answers[3]["result"] == {}  # the session went on
+    assert not (short_tmp / "subagent.sock").exists()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -221,6 +223,22 @@ async def test_an_answer_to_a_client_that_stopped_reading_is_not_confirmed(short
             await fake.heard.wait()
             nursery.cancel_scope.cancel()
     assert fake.words == [False]
+
+
+async def test_hive_subagent_mcp_ends_when_its_stdout_is_closed(short_tmp: Path) -> None:
+    """The client closed hive-subagent-mcp's stdout and still holds its stdin open: the first
+    answer cannot be written, and the server ends, as the bash relay does."""
+    argv = [sys.executable, "-m", "hive.subagent.server", "--state-dir", str(short_tmp)]
+    server = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert server.stdin is not None and server.stdout is not None
+    await server.stdout.aclose()
+    try:
+        with trio.fail_after(WITHIN):
+            await server.stdin.send_all(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+            assert await server.wait() == 0
+    finally:
+        await server.stdin.aclose()  # how a server that kept running is ended
+        await server.wait()
 
 
 # -- an over-long line -----------------------------------------------------------------------------

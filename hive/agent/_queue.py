@@ -26,7 +26,8 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive._files import fsync_dir, open_append, read_regular, write_all, write_atomic
+from hive._files import NotARegularFile, fsync_dir, open_append, read_regular, write_all, write_atomic
+from hive.agent._errors import HarnessError
 from hive.agent._model import SEEN_LIMIT, Item, LoopState, owed_compaction
 from hive.agent._wire import (
     Added,
@@ -44,6 +45,11 @@ log = logging.getLogger(__name__)
 
 REWRITE_FLOOR = 64 * 1024
 """A journal smaller than this is never rewritten."""
+
+
+class QueueUnreadable(HarnessError, OSError):
+    """The journal cannot be read: something other than a regular file is at its path (a
+    symlink, a FIFO, a directory), or it may not be read."""
 
 
 def replay(records: Iterable[Record]) -> LoopState:
@@ -151,12 +157,13 @@ def _replace(path: Path, data: bytes) -> int:
 def load(path: Path) -> tuple[list[Record], int]:
     """The journal's records, and the length of its whole lines. A last line without its
     newline (a write cut short by a crash) is left out; a line that is not a record (the file
-    damaged) is skipped with a warning."""
+    damaged) is skipped with a warning. A journal that cannot be read is `QueueUnreadable`."""
     try:
         data = read_regular(path)
     except OSError as exc:
-        raise OSError(
-            exc.errno, f"cannot read the queue {path}: {exc}; move it away to start empty"
+        reason = "it is not a regular file" if isinstance(exc, NotARegularFile) else exc.strerror or str(exc)
+        raise QueueUnreadable(
+            f"cannot read the queue {path}: {reason}; move it away to start empty"
         ) from None
     if data is None:
         return [], 0

@@ -8,11 +8,14 @@ output is printed, with the exit status ``hive bash run`` would give for it."""
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from hive._files import open_regular
 from hive._limits import MAX_WAIT
 from hive._main import take_sigint
 from hive.cli._bash_answer import FAILED, exit_status, for_operator, tool_error_status
@@ -29,21 +32,27 @@ _READ = 1 << 16
 
 def offset_of_last_lines(path: str, size: int, count: int) -> int:
     """Where the last ``count`` lines of the first ``size`` bytes of ``path`` start (a last line
-    without its newline counts as a line)."""
+    without its newline counts as a line). ``path`` is opened as a state file is (`open_regular`):
+    anything but a regular file there is an `OSError`, never a wait on a FIFO."""
     if count <= 0:
         return size
-    with open(path, "rb") as f:
-        end = size - 1 if size and os.pread(f.fileno(), 1, size - 1) == b"\n" else size
+    fd = open_regular(Path(path))
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    try:
+        end = size - 1 if size and os.pread(fd, 1, size - 1) == b"\n" else size
         position, found = end, 0
         while position > 0:
             start = max(0, position - _READ)
-            chunk = os.pread(f.fileno(), position - start, start)
+            chunk = os.pread(fd, position - start, start)
             cut = len(chunk)
             while (cut := chunk.rfind(b"\n", 0, cut)) >= 0:
                 found += 1
                 if found == count:
                     return start + cut + 1
             position = start
+    finally:
+        os.close(fd)
     return 0
 
 

@@ -10,6 +10,8 @@ answer still sent then reaches nobody, and the ends it shows are told by wakes i
 is the bash daemon's rule for its connections (``hive.bash._framing.Receipts``).
 
 The answers to requests already read still go out after stdin ends, as the bash daemon's do.
+Once stdout cannot be written to, nothing more is read: the session ends, as the bash relay
+does (``hive-bash-mcp``), and with it the server.
 """
 
 from __future__ import annotations
@@ -70,38 +72,43 @@ class _Transport:
     receipts: Receipts
     _unanswered: Unanswered = attrs.field(factory=Unanswered)
     """Its ``peer_gone``: stdout cannot be written to, the client stopped reading."""
+    _reading: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    """Cancelled when the client stopped reading: what it still sends would reach no answer."""
 
     async def read(self, to_session: ContextSendStream[SessionMessage | Exception]) -> None:
-        reader = LineReader(self.stdin, MAX_LINE)
         async with to_session:
-            while True:
-                try:
-                    line = await reader.readline()
-                except LineTooLong as exc:
-                    log.warning("stdin: %s; the session ends", exc)
-                    line = None
-                except (LineCut, *_CLOSED):
-                    line = None
-                if line is None:
-                    await self._input_ended()
-                    return
-                message = parse_message(line)
-                if message is None:
-                    continue
-                if isinstance(message, ValueError):
-                    await to_session.send(message)  # the SDK answers what it can of it, as on its own stdio
-                    continue
-                if isinstance(message, types.JSONRPCRequest):
-                    self._unanswered.read(message.id)
-                elif (
-                    isinstance(message, types.JSONRPCNotification)
-                    and message.method == "notifications/cancelled"
-                ):
-                    # A cancelled request may get no answer: none is waited for.
-                    cancelled = (message.params or {}).get("requestId")
-                    if cancelled is not None:
-                        self._unanswered.settled(cancelled)
-                await to_session.send(SessionMessage(message))
+            with self._reading:
+                await self._read_lines(to_session)
+
+    async def _read_lines(self, to_session: ContextSendStream[SessionMessage | Exception]) -> None:
+        reader = LineReader(self.stdin, MAX_LINE)
+        while True:
+            try:
+                line = await reader.readline()
+            except LineTooLong as exc:
+                log.warning("stdin: %s; the session ends", exc)
+                line = None
+            except (LineCut, *_CLOSED):
+                line = None
+            if line is None:
+                await self._input_ended()
+                return
+            message = parse_message(line)
+            if message is None:
+                continue
+            if isinstance(message, ValueError):
+                await to_session.send(message)  # the SDK answers what it can of it, as on its own stdio
+                continue
+            if isinstance(message, types.JSONRPCRequest):
+                self._unanswered.read(message.id)
+            elif (
+                isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled"
+            ):
+                # A cancelled request may get no answer: none is waited for.
+                cancelled = (message.params or {}).get("requestId")
+                if cancelled is not None:
+                    self._unanswered.settled(cancelled)
+            await to_session.send(SessionMessage(message))
 
     async def _input_ended(self) -> None:
         """The client has gone away: the answers to what it asked are still sent (to nobody)."""
@@ -118,9 +125,10 @@ class _Transport:
                     try:
                         await self.stdout.send_all(data)
                     except _CLOSED:
-                        log.info("stdout: the client stopped reading")
+                        log.info("stdout: the client stopped reading; the session ends")
                         ok = False
                         self._unanswered.gone()
+                        self._reading.cancel()
                 if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
                     self._unanswered.settled(message.id)
                     await self.receipts.written(message.id, ok)
