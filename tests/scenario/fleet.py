@@ -186,6 +186,7 @@ class Fleet:
     operated: Operated = attrs.field(factory=Operated)
     web_url: str | None = None
     web_token: str = ""
+    prompted: int = 0
     small_disk: Path | None = None
     """The state dir on a small tmpfs (of agent `disk_agent`), which `disk_full` fills."""
     disk_agent: int = 1
@@ -195,9 +196,7 @@ class Fleet:
         agent = self.agents[action.agent]
         kind = action.kind
         if kind == "prompt":
-            body = f"operator {len(self.operated.prompts)} to {agent.plan.name}"
-            done = await hive("agent", "prompt", "--state-dir", str(agent.state), body)
-            self.operated.prompts.append((action.agent, body, done.returncode))
+            nursery.start_soon(self._prompt, agent, action)
         elif kind == "status_wait":
             nursery.start_soon(
                 self._observe, agent, ["status", action.target, "--wait", "2"], "status_wait", action
@@ -251,6 +250,12 @@ class Fleet:
             self.operated.faults.append((action.agent, action.kind, pid))
             if pid is not None:
                 await agent.start()
+
+    async def _prompt(self, agent: AgentRun, action: Action) -> None:
+        body = f"operator {self.prompted} to {agent.plan.name}"
+        self.prompted += 1
+        done = await hive("agent", "prompt", "--state-dir", str(agent.state), body)
+        self.operated.prompts.append((action.agent, body, done.returncode))
 
     async def _observe(self, agent: AgentRun, words: list[str], kind: str, action: Action) -> None:
         done = await hive("bash", *words, "--state-dir", str(agent.state))
