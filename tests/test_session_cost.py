@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hive.agent._session import resumed_cost
+from hive.agent._wire import TurnRecord
 from hive.sink import Batch, MemorySink, SessionCost, TurnCost
 from hive.subagent._records import Current
 from hive.subagent._turns import TurnSink, end_of
@@ -97,3 +99,19 @@ async def test_a_subagents_turn_end_has_its_own_cost_measured_from_its_sessions(
         await sink.write(Batch.of([{**line, "total_cost_usd": total}]))
     end = end_of(Current("t-1", 3, 1.0), "completed", sink=sink)
     assert (end.cost_usd, sink.cost.session) == (0.375, SessionCost("s-1", 0.875))
+
+
+def _ended(session: str | None, total: float) -> TurnRecord:
+    return TurnRecord(turn=1, kind="turn", started=0.0, ended=1.0, session_id=session, session_cost_usd=total)
+
+
+def test_a_restart_measures_from_the_last_recorded_turn_of_the_session() -> None:
+    """A harness that died after saving the session and before recording its turn: the next
+    turn is measured from the log's last record, so the unrecorded turn's cost is in it."""
+    ahead = SessionCost("s1", 0.75)
+    assert resumed_cost(ahead, _ended("s1", 0.5)) == SessionCost("s1", 0.5)
+    # Another session's record, a record that reported nothing, or none: the file's.
+    assert resumed_cost(ahead, _ended("s0", 0.5)) == ahead
+    assert resumed_cost(ahead, _ended("s1", 0.0)) == ahead
+    assert resumed_cost(ahead, None) == ahead
+    assert resumed_cost(SessionCost(), _ended(None, 0.5)) == SessionCost()

@@ -62,7 +62,7 @@ from hive.agent._model import (
 )
 from hive.agent._prompt import render_prompt
 from hive.agent._queue import QueueFile, open_queue_file
-from hive.agent._session import SessionStore
+from hive.agent._session import SessionStore, resumed_cost
 from hive.agent._wire import (
     Added,
     Carried,
@@ -510,7 +510,7 @@ async def open_harness(
                 state_dir,
                 turns=tail.turns,
                 last=tail.last,
-                cost=sessions.cost,
+                cost=resumed_cost(sessions.cost, tail.last),
                 **options,
             )
         finally:

@@ -9,7 +9,7 @@ from pathlib import Path
 import attrs
 
 from hive._files import read_regular, write_atomic
-from hive.agent._wire import RecordError, SessionFile, decode_session, encode
+from hive.agent._wire import RecordError, SessionFile, TurnRecord, decode_session, encode
 from hive.sink import SessionCost
 
 log = logging.getLogger(__name__)
@@ -72,3 +72,20 @@ def saved_session(path: Path) -> SessionCost | None:
     except (OSError, RecordError):
         return None
     return SessionCost(saved.session_id, saved.cost_usd)
+
+
+def resumed_cost(saved: SessionCost, last: TurnRecord | None) -> SessionCost:
+    """The session's cost a restarted harness measures its next turn from.
+
+    The last ended turn's record says it, where that turn was of the saved session: the session
+    file is saved before the turn's record is written, so a harness that died between the two
+    left the file ahead of the log, and measuring from the file would lose the cost of the turn
+    that was never recorded (from the log, the next turn's cost includes it). Else the file's."""
+    if (
+        last is not None
+        and saved.session_id is not None
+        and last.session_id == saved.session_id
+        and last.session_cost_usd > 0
+    ):
+        return SessionCost(saved.session_id, last.session_cost_usd)
+    return saved

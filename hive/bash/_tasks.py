@@ -581,7 +581,14 @@ class TaskManager:
             )
             ledger.change(task, StopBegun(StopReason.OUTPUT_CAP), stop_started_at=self.clock())
         exit_code = self._exit_without_file(task, returncode) if written is None else written.code
-        ledger.change(task, Exited(), exit_code=exit_code, ended_at=self.clock())
+        # The end is when the wrapper wrote the status (its last act), not when this daemon got
+        # to it: on a loaded machine that is 100 ms and more later.
+        # (A file's time is the kernel's coarse clock, up to a tick behind: never before the start.)
+        now = self.clock()
+        ended_at = (
+            now if written is None else max(min(written.written_at, now), task.record.started_at or 0.0)
+        )
+        ledger.change(task, Exited(), exit_code=exit_code, ended_at=ended_at)
         await self._record_end(task, stdout)
 
     async def _record_end(self, task: Task, stdout: str) -> None:
