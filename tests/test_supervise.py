@@ -40,6 +40,8 @@ class FakeStarts:
     """Starts fake daemons (pids 100, 101, ...), failing the starts it is told to fail."""
 
     failing: set[int] = attrs.field(factory=set)
+    killed: set[int] = attrs.field(factory=set)
+    """Starts whose daemon another process kills (SIGKILL) before it is ready."""
     daemons: list[FakeDaemon] = attrs.field(factory=list)
     started_at: list[float] = attrs.field(factory=list)
     attempts: int = 0
@@ -54,6 +56,8 @@ class FakeStarts:
         self.started_at.append(trio.current_time())
         if self.attempts in self.failing:
             raise DaemonFailedToStart("hive-bash-daemon exited with status 2 before it was ready")
+        if self.attempts in self.killed:
+            raise DaemonFailedToStart("hive-bash-daemon exited with status -9 before it was ready", signal=9)
         daemon = FakeDaemon(99 + self.attempts)
         self.daemons.append(daemon)
         self.new.set()
@@ -134,3 +138,13 @@ async def test_a_first_start_that_fails_is_raised_not_retried(autojump_clock: tr
     with pytest.raises(DaemonFailedToStart):
         await supervise("d", starts, lambda _: None)
     assert starts.attempts == 1
+
+
+async def test_a_first_start_that_a_signal_ended_is_retried(autojump_clock: trio.testing.MockClock) -> None:
+    """Killed before it was ready (an operator's or an OOM killer's SIGKILL while the harness
+    starts) is no bad setting: it is started again, and the harness serves."""
+    starts = FakeStarts(killed={1})
+    async with trio.open_nursery() as nursery:
+        pid = await nursery.start(partial(supervise, "d", starts, lambda _: None))
+        assert (pid, starts.attempts) == (101, 2)
+        nursery.cancel_scope.cancel()

@@ -79,8 +79,9 @@ async def supervise(
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Keep the daemon ``name`` running until cancelled (its SIGINT then ends it). Started once
-    its first start is ready (the pid); an error of that first start is raised, as a bad setting,
-    while a later one is retried after the backoff."""
+    its first start is ready (the pid); an error of that first start is raised, as a bad setting
+    (unless a signal killed the daemon before it was ready), while a later one is retried after the
+    backoff."""
     delay: float | None = None
     restarts = 0
     ended: str | None = None
@@ -97,7 +98,9 @@ async def supervise(
                     log.info("started %s again (pid %d)", name, child.pid)
                 ended = exit_text(await child.wait())
         except (HiveError, OSError) as exc:
-            if not started:
+            # A first start that fails for a setting of its own ends the harness (it cannot be
+            # fixed by waiting); one that another process killed before it was ready is retried.
+            if not started and getattr(exc, "signal", None) is None:
                 raise
             ended = f"did not start: {exc}"
         delay = backoff.next(delay, trio.current_time() - began)

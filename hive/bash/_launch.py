@@ -31,7 +31,14 @@ log = logging.getLogger(__name__)
 
 
 class DaemonFailedToStart(BashError):
-    """A daemon exited before it was ready, or was not ready (READY=1) in time; the message says which."""
+    """A daemon exited before it was ready, or was not ready (READY=1) in time; the message says which.
+
+    ``signal``: the signal it died of before it was ready, if it did (not a setting of its: another
+    process ended it)."""
+
+    def __init__(self, message: str, *, signal: int | None = None) -> None:
+        super().__init__(message)
+        self.signal = signal
 
 
 class DaemonProcess:
@@ -137,4 +144,7 @@ async def _wait_ready(
     if waited.cancelled_caught:
         raise DaemonFailedToStart(f"{name} was not ready within {in_seconds(within)}")
     if exit_code is not None:
-        raise DaemonFailedToStart(f"{name} exited with status {exit_code} before it was ready")
+        raise DaemonFailedToStart(
+            f"{name} exited with status {exit_code} before it was ready",
+            signal=-exit_code if exit_code < 0 else None,
+        )
