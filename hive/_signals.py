@@ -11,6 +11,7 @@ Standard library only: it runs before the program's own imports.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,3 +35,15 @@ def recording_signals(into: list[signal.Signals] | None = None) -> Iterator[list
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def exiting_quietly_on_stops() -> None:
+    """Until the program's own handlers take over, SIGINT or SIGTERM ends it at once with status
+    0, as a daemon's stop does, and no traceback: for a daemon whose imports a stop may cut short,
+    which has nothing to finish yet."""
+
+    def exit_now(signum: int, frame: FrameType | None) -> None:
+        os._exit(0)
+
+    for signum in STOPS:
+        signal.signal(signum, exit_now)

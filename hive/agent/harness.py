@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -361,6 +362,9 @@ def _run(argv: Sequence[str] | None, early: list[signal.Signals]) -> int:
     for noisy in ("mcp", "httpx", "hypercorn", "hive.agent._hyperhive.http"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     lock = lock_state_dir(options.state_dir)
+    # Said at once: the start takes seconds of CPU (the MCP SDK's import for the hyperhive tools,
+    # the daemons' starts), a minute and more on a loaded machine, and silence reads as a hang.
+    log.info("starting (pid %d, state in %s)", os.getpid(), options.state_dir)
     try:
         with telemetry.exporting("hive-agent"):
             trio.run(_main, options, spec, early)

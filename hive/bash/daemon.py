@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+# First, before the imports (a second or more on a loaded machine): a stop that comes while they
+# run ends the daemon quietly; its own handlers take over later.
+from hive._signals import exiting_quietly_on_stops
+
+exiting_quietly_on_stops()
+
 import argparse
 import gc
 import logging

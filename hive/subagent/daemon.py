@@ -8,6 +8,12 @@ stop path (SIGINT to its agent), and its end is told at the next start.
 
 from __future__ import annotations
 
+# First, before the imports (a second or more on a loaded machine): a stop that comes while they
+# run ends the daemon quietly; its own handlers take over later.
+from hive._signals import exiting_quietly_on_stops
+
+exiting_quietly_on_stops()
+
 import argparse
 import contextlib
 import logging
