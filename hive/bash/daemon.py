@@ -82,6 +82,8 @@ async def serve_daemon(
     from hive.bash import _cgroups
     from hive.bash._cgroups import open_task_parent
     from hive.bash._courier import WakeCourier
+    from hive.bash._namespaces import task_unshare
+    from hive.bash._procs import bash_path
     from hive.bash._retention import DAY, Pruner, Retention
     from hive.bash._server import make_mcp_server, serve_mcp
     from hive.bash._store import TaskStore
@@ -97,7 +99,9 @@ async def serve_daemon(
         store.create_dirs()
         courier = WakeCourier(config.agent_socket, retry_max=config.wake_retry_max)
         cgroup_parent = open_task_parent(config.state_dir) if config.cgroups else None
-        manager = TaskManager(store, attrs.evolve(config.tasks, cgroup_parent=cgroup_parent), courier)
+        unshare = await trio.to_thread.run_sync(task_unshare, bash_path())
+        tasks = attrs.evolve(config.tasks, cgroup_parent=cgroup_parent, unshare=unshare)
+        manager = TaskManager(store, tasks, courier)
         # The socket goes at a clean stop (a client then finds no socket, not a refusal); a live
         # socket at the path is another daemon's, and it keeps it.
         async with (
