@@ -4,12 +4,15 @@ session of its own with a cleared environment whose parent has exited (issue 39,
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hive.bash._namespaces import cgroup_namespace
+from hive.bash._procs import ProcInfo, TaskMarks, members
 from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
 from tests.helpers.forked_daemon import forked_shared_daemon
 from tests.helpers.results import call, structured
@@ -87,3 +90,36 @@ async def test_without_cgroups_a_cleared_environment_in_a_double_fork_is_stopped
     ended = await ended_after(without_cgroups, short_tmp, hidden(short_tmp), how)
     assert ended["held_by"] == "subreaper"
     assert ended["signals"] == ["SIGINT", "SIGKILL"]
+
+
+def _proc(
+    pid: int, *, ppid: int = 1, pgid: int | None = None, tag: str | None = None, ns: int | None = None
+) -> ProcInfo:
+    return ProcInfo(
+        pid=pid,
+        ppid=ppid,
+        pgid=pid if pgid is None else pgid,
+        zombie=False,
+        start_time=pid,
+        tag=tag,
+        cgroup_ns=ns,
+    )
+
+
+def test_a_tasks_marks_find_it_by_tag_group_namespace_and_parent_and_nothing_else() -> None:
+    own_ns = cgroup_namespace(os.getpid())
+    procs = [
+        _proc(100, tag="t:1"),  # the wrapper, leading its group
+        _proc(101, ppid=100, pgid=100, tag="t:1"),
+        _proc(200, tag="t:1"),  # left the group (setsid), kept the tag
+        _proc(300, ns=7),  # cleared its environment, orphaned: only its namespace tells
+        _proc(301, ppid=300, ns=7),
+        _proc(400, ppid=200),  # below one that kept the tag
+        _proc(500, tag="u:2", ns=8),  # another task's
+        _proc(600, ns=own_ns),  # the daemon's namespace is no task's
+    ]
+    found = [p.pid for p in members(procs, TaskMarks("t:1", 100, 7))]
+    assert found == [100, 101, 200, 300, 301, 400]
+    # Without the namespace (none made, or not learned yet), the tag is the net.
+    assert [p.pid for p in members(procs, TaskMarks("t:1", None, None))] == [100, 101, 200, 400]
+    assert [p.pid for p in members(procs, TaskMarks("t:1", None, own_ns))] == [100, 101, 200, 400]

@@ -252,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-cgroups",
         action="store_true",
         default=None,
-        help="hold tasks by the subreaper and their environment tag alone, not by a cgroup v2 per "
+        help="hold tasks by the subreaper, their environment tag and cgroup namespace, not by a cgroup v2 per "
         "task (the way used anyway where no cgroup can be made) [HIVE_BASH_NO_CGROUPS=1]",
     )
     parser.add_argument(
