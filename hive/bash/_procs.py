@@ -46,6 +46,7 @@ from hive._proc import (
     wait_exit,
 )
 from hive.bash._errors import BashError
+from hive.bash._namespaces import cgroup_namespace
 
 # The wrapper is bash, and the command runs as `bash -c CMD` would run it. It runs in the
 # *foreground* of a shell that traps SIGINT with a handler: an `&` child of a non-interactive
@@ -72,7 +73,10 @@ from hive.bash._errors import BashError
 # of its ``cgroup.procs`` whose number is in ``__hive_cgroup_fd``), and it sets RLIMIT_FSIZE
 # (``ulimit -f``, KiB, in ``__hive_fsize``), so that no process of the task, escaped or not,
 # can grow a file (its output among them) far past the output cap, however fast it writes.
-# A wrapper that cannot enter its cgroup runs nothing and exits 125. The `.exit` file is
+# A wrapper that cannot enter its cgroup runs nothing and exits 125. Then, where the daemon
+# gives tasks a cgroup namespace (``unshare`` in ``__hive_unshare``, see `hive.bash._namespaces`),
+# the wrapper re-executes itself under ``unshare --cgroup``, same pid, same argv, the variables
+# that did the steps above unset, so that the second pass goes straight on to the command. The `.exit` file is
 # created with placeholder bytes (`hive.bash._store.EXIT_PLACEHOLDER`), so the status written over them needs
 # no new room on the disk; the wrapper exits with the command's status as well, which the
 # daemon takes when the file could not be written anyway.
@@ -82,6 +86,8 @@ WRAPPER = (
     "printf '125\\n' >&\"$2\"; exit 125; }; exec {__hive_cgroup_fd}>&-; fi; "
     '[ -z "${__hive_fsize-}" ] || ulimit -f "$__hive_fsize" 2>/dev/null; '
     "unset -v __hive_cgroup_fd __hive_fsize; "
+    'if [ -n "${__hive_unshare-}" ]; then __hive_u=$__hive_unshare; unset -v __hive_unshare; '
+    'exec "$__hive_u" --cgroup -- "$BASH" -c "$BASH_EXECUTION_STRING" "$0" "$@"; fi; '
     "trap : INT; IFS= read -r -d '' __hive_cmd; exec </dev/null; __hive_fd=$2; "
     '(exec {__hive_fd}>&-; eval "set --; unset -v __hive_cmd __hive_fd; $__hive_cmd"); '
     'rc=$?; printf \'%s\\n\' "$rc" >&"$__hive_fd"; exit "$rc"'
@@ -186,6 +192,7 @@ def spawn_task(
     stderr: int,
     cgroup_fd: int | None = None,
     fsize_limit: int | None = None,
+    unshare: str | None = None,
 ) -> Child:
     """Start the command that ``cmd_fd`` holds under the wrapper, leading a new session.
 
@@ -194,7 +201,8 @@ def spawn_task(
     from a worker thread, as trio's own open_process does. A failure is a :class:`SpawnError`.
     ``tag`` goes into the environment as ``HIVE_BASH_TASK`` (see `task_tag`). ``cgroup_fd``:
     the task's ``cgroup.procs``, open for writing, which the wrapper enters before anything
-    runs; ``fsize_limit``: the RLIMIT_FSIZE of every process of the task, in bytes.
+    runs; ``fsize_limit``: the RLIMIT_FSIZE of every process of the task, in bytes;
+    ``unshare``: the ``unshare`` that gives the task a cgroup namespace of its own.
     """
     bash = bash_path()
     env = {**os.environb, TASK_TAG.encode(): os.fsencode(tag)}
@@ -204,6 +212,8 @@ def spawn_task(
         fds.append(cgroup_fd)
     if fsize_limit is not None:
         env[b"__hive_fsize"] = str(-(-fsize_limit // 1024)).encode()
+    if unshare is not None:
+        env[b"__hive_unshare"] = os.fsencode(unshare)
     with _wrappers.lock:
         _wrappers.starting += 1
     popen = None
@@ -258,17 +268,37 @@ class ProcInfo:
     start_time: int
     tag: str | None
     """Its ``HIVE_BASH_TASK``, if it is the daemon's uid's and has one."""
+    cgroup_ns: int | None = None
+    """The inode of its cgroup namespace, where it was read (see `hive.bash._namespaces`)."""
 
     @classmethod
-    def of(cls, pid: int, stat: ProcStat, tag: str | None) -> ProcInfo:
+    def of(cls, pid: int, stat: ProcStat, tag: str | None, cgroup_ns: int | None = None) -> ProcInfo:
         """Process ``pid`` as ``stat``, read from its ``/proc/<pid>/stat``, shows it."""
         return cls(
-            pid=pid, ppid=stat.ppid, pgid=stat.pgid, zombie=stat.zombie, start_time=stat.start_time, tag=tag
+            pid=pid,
+            ppid=stat.ppid,
+            pgid=stat.pgid,
+            zombie=stat.zombie,
+            start_time=stat.start_time,
+            tag=tag,
+            cgroup_ns=cgroup_ns,
         )
 
 
+@attrs.frozen
+class TaskMarks:
+    """What tells a task's processes from the others': its ``HIVE_BASH_TASK`` tag, its
+    wrapper's process group (None once the wrapper is gone: its pid may be anyone's), and its
+    cgroup namespace (None where it has none, or it is not known yet)."""
+
+    tag: str
+    pgid: int | None = None
+    cgroup_ns: int | None = None
+
+
 def snapshot(*, read_tags: bool = True) -> list[ProcInfo]:
-    """Every process on the machine, with the task tag of those of this uid (blocking)."""
+    """Every process on the machine, with the task tag of those of this uid and the cgroup
+    namespace of those it may look at (blocking)."""
     uid = os.getuid()
     prefix = f"{TASK_TAG}=".encode()
     found = []
@@ -276,8 +306,9 @@ def snapshot(*, read_tags: bool = True) -> list[ProcInfo]:
         stat = read_stat(pid)
         if stat is None:
             continue
-        tag = _tag_of(pid, uid, prefix) if read_tags and not stat.zombie else None
-        found.append(ProcInfo.of(int(pid), stat, tag))
+        marked = read_tags and not stat.zombie
+        tag = _tag_of(pid, uid, prefix) if marked else None
+        found.append(ProcInfo.of(int(pid), stat, tag, cgroup_namespace(pid) if marked else None))
     return found
 
 
@@ -305,11 +336,11 @@ def _tag_of(pid: str, uid: int, prefix: bytes) -> str | None:
     return None
 
 
-def members(procs: Iterable[ProcInfo], tag: str, pgid: int | None) -> list[ProcInfo]:
+def members(procs: Iterable[ProcInfo], marks: TaskMarks) -> list[ProcInfo]:
     """The live processes of one task: those carrying its tag, those in its process group
-    ``pgid`` (its wrapper's pid), and every descendant of either (a process that cleared
-    its environment but is still below one that did not)."""
-    return _ProcIndex(procs).members(tag, pgid)
+    (its wrapper's pid), those in its cgroup namespace, and every descendant of any of them (a
+    process that cleared its environment but is still below one that did not)."""
+    return _ProcIndex(procs).members(marks)
 
 
 class _ProcIndex:
@@ -320,19 +351,25 @@ class _ProcIndex:
         me = os.getpid()
         self.by_tag: dict[str, list[ProcInfo]] = {}
         self.by_pgid: dict[int, list[ProcInfo]] = {}
+        self.by_ns: dict[int, list[ProcInfo]] = {}
         self.children: dict[int, list[ProcInfo]] = {}
+        own_ns = cgroup_namespace(me)
         for p in procs:
             if p.zombie or p.pid == me:
                 continue
             if p.tag is not None:
                 self.by_tag.setdefault(p.tag, []).append(p)
+            if p.cgroup_ns is not None and p.cgroup_ns != own_ns:
+                self.by_ns.setdefault(p.cgroup_ns, []).append(p)
             self.by_pgid.setdefault(p.pgid, []).append(p)
             self.children.setdefault(p.ppid, []).append(p)
 
-    def members(self, tag: str, pgid: int | None) -> list[ProcInfo]:
-        chosen = {p.pid: p for p in self.by_tag.get(tag, ())}
-        if pgid is not None:
-            chosen.update((p.pid, p) for p in self.by_pgid.get(pgid, ()))
+    def members(self, marks: TaskMarks) -> list[ProcInfo]:
+        chosen = {p.pid: p for p in self.by_tag.get(marks.tag, ())}
+        if marks.pgid is not None:
+            chosen.update((p.pid, p) for p in self.by_pgid.get(marks.pgid, ()))
+        if marks.cgroup_ns is not None:
+            chosen.update((p.pid, p) for p in self.by_ns.get(marks.cgroup_ns, ()))
         stack = list(chosen)
         while stack:
             for child in self.children.get(stack.pop(), ()):
@@ -342,9 +379,9 @@ class _ProcIndex:
         return sorted(chosen.values(), key=lambda p: p.pid)
 
 
-def task_processes(tag: str, pgid: int | None) -> list[ProcInfo]:
+def task_processes(marks: TaskMarks) -> list[ProcInfo]:
     """The live processes of one task (blocking: a scan of /proc)."""
-    return members(snapshot(), tag, pgid)
+    return members(snapshot(), marks)
 
 
 def signal_processes(procs: Iterable[ProcInfo], sig: signal.Signals) -> list[int]:
@@ -369,23 +406,25 @@ def signal_processes(procs: Iterable[ProcInfo], sig: signal.Signals) -> list[int
     return signalled
 
 
-def signal_escaped(tag: str, pgid: int, sig: signal.Signals) -> list[int]:
+def signal_escaped(marks: TaskMarks, sig: signal.Signals) -> list[int]:
     """Send ``sig`` to the task's processes outside its group (the group had it by `signal_group`)."""
-    return signal_processes((p for p in task_processes(tag, pgid) if p.pgid != pgid), sig)
+    return signal_processes((p for p in task_processes(marks) if p.pgid != marks.pgid), sig)
 
 
-def kill_task(tag: str, pgid: int | None, *, settle: float = 1.0, rounds: int = 5) -> tuple[bool, list[int]]:
+def kill_task(marks: TaskMarks, *, settle: float = 1.0, rounds: int = 5) -> tuple[bool, list[int]]:
     """SIGKILL every process of the task, and again any that a dying one forked meanwhile.
 
     Whether the group ``pgid`` took it, and the pids killed one by one (blocking: scans of
     /proc, and up to ``settle`` seconds per round while the killed ones die). Without a
-    ``pgid`` (a task whose wrapper is long gone, its pid free for reuse) only the tag counts.
+    ``pgid`` (a task whose wrapper is long gone, its pid free for reuse) the tag and the
+    namespace count.
     """
+    pgid = marks.pgid
     group = False
     killed: set[int] = set()
     for _ in range(rounds):
         group = (pgid is not None and signal_group(pgid, signal.SIGKILL)) or group
-        procs = task_processes(tag, pgid)
+        procs = task_processes(marks)
         if not procs:
             break
         killed.update(signal_processes(procs, signal.SIGKILL))
@@ -444,20 +483,38 @@ def reap_orphans(procs: Iterable[ProcInfo]) -> list[int]:
     return reaped
 
 
-def scan_tasks(tags: Mapping[str, int | None], *, reap: bool) -> dict[str, list[ProcInfo]]:
-    """One scan of /proc for several tasks (tag -> process group): each one's live processes.
+def unmarked_orphans(since: int | None) -> list[int]:
+    """The live processes orphaned to this daemon (the subreaper) that carry no task's tag,
+    started at ``since`` (clock ticks, as ``/proc/<pid>/stat`` says) or later (blocking). Its
+    wrappers are not among them: they are its children, not orphans."""
+    me = os.getpid()
+    with _wrappers.lock:
+        wrappers = set(_wrappers.pids)
+    return sorted(
+        p.pid
+        for p in snapshot()
+        if p.ppid == me
+        and not p.zombie
+        and p.tag is None
+        and p.pid not in wrappers
+        and (since is None or p.start_time >= since)
+    )
+
+
+def scan_tasks(tasks: Mapping[str, TaskMarks], *, reap: bool) -> dict[str, list[ProcInfo]]:
+    """One scan of /proc for several tasks (key -> its marks): each one's live processes.
 
     With ``reap``, orphans re-parented to the daemon are reaped in the same pass. With no
-    tags and no zombie child to reap, /proc is not read at all.
+    tasks and no zombie child to reap, /proc is not read at all.
     """
     reap = reap and _has_zombie_child()
-    if not tags and not reap:
+    if not tasks and not reap:
         return {}
-    procs = snapshot(read_tags=bool(tags))
+    procs = snapshot(read_tags=bool(tasks))
     if reap:
         reap_orphans(procs)
     index = _ProcIndex(procs)
-    return {tag: index.members(tag, pgid) for tag, pgid in tags.items()}
+    return {key: index.members(marks) for key, marks in tasks.items()}
 
 
 def _has_zombie_child() -> bool:

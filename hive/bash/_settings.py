@@ -27,6 +27,9 @@ class TaskSettings:
     cgroup_parent: Path | None = None
     """Where each task gets a cgroup of its own (see `_cgroups`); None: the subreaper and the
     tag hold the tasks."""
+    unshare: str | None = None
+    """The ``unshare`` that gives each task a cgroup namespace of its own (see `_namespaces`);
+    None: the tasks get none."""
     max_running: int | None = None
     """At most this many tasks run at once; the others wait in line, ``pending`` (None: no limit)."""
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -40,7 +41,7 @@ import trio
 
 from hive import _proc
 from hive._when import counted, in_seconds
-from hive.bash import _cgroups, _procs
+from hive.bash import _cgroups, _namespaces, _procs
 from hive.bash._ledger import Ledger
 from hive.bash._model import StopBegun, StopReason
 from hive.bash._settings import TaskSettings
@@ -70,10 +71,24 @@ def _pids(pids: Sequence[int]) -> str:
     return shown + (f" and {len(pids) - 10} more" if len(pids) > 10 else "")
 
 
-def _signal_members(cgroup: Path, pgid: int, sig: signal.Signals) -> list[int]:
-    """Send ``sig`` to the processes in the cgroup outside the group ``pgid`` (the group had it)."""
-    procs = _procs.proc_infos(_cgroups.members(cgroup))
-    return _procs.signal_processes((p for p in procs if p.pgid != pgid), sig)
+def _signal_members(
+    cgroup: Path, marks: _procs.TaskMarks, sig: signal.Signals
+) -> tuple[list[int], list[int]]:
+    """Send ``sig`` to the task's processes outside its group (the group had it): those in its
+    cgroup, and those its marks find that have left the cgroup. The pids signalled, and the
+    pids of the processes found outside the cgroup."""
+    left = _left_cgroup(cgroup, marks)
+    inside = _procs.proc_infos(_cgroups.members(cgroup))
+    procs = [p for p in (*inside, *left) if p.pgid != marks.pgid]
+    return _procs.signal_processes(procs, sig), [p.pid for p in left]
+
+
+def _left_cgroup(cgroup: Path, marks: _procs.TaskMarks) -> list[_procs.ProcInfo]:
+    """The task's processes, found by its marks, that are not in its cgroup (blocking). The
+    cgroup is read after the scan, so a process forked into it meanwhile is not counted."""
+    found = _procs.task_processes(marks)
+    inside = set(_cgroups.members(cgroup))
+    return [p for p in found if p.pid not in inside]
 
 
 @attrs.frozen
@@ -84,6 +99,8 @@ class _Survey:
     sizes: dict[str, int]
     """Serial -> bytes of stdout and stderr together."""
     start_times: dict[str, int | None]
+    namespaces: dict[str, tuple[int, int] | None]
+    """Serial -> the cgroup namespace of a running task's wrapper, where it is not held yet."""
     leftovers: dict[str, list[_procs.ProcInfo]]
     """Serial -> the live processes of an ended task."""
 
@@ -106,6 +123,10 @@ class Stopper:
     """Serial -> the grace of a stop under way; cancelling it sends SIGKILL at once."""
     _cap_sizes: dict[str, int] = attrs.field(factory=dict)
     """Serial -> the output's size when a stop for the cap began."""
+    _own_namespace: int | None = attrs.field(factory=lambda: _namespaces.cgroup_namespace("self"))
+    """The daemon's cgroup namespace: a wrapper still in it has not entered its own yet."""
+    _namespaces: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    """Serial -> the inode of the task's cgroup namespace and a descriptor holding it."""
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the stops of leftovers (see `survey`) until cancelled."""
@@ -157,15 +178,17 @@ class Stopper:
         await self.ledger.save(task)
         pgid = task.record.pid
         assert pgid is not None and task.record.stop_started_at is not None
+        await self._learn_namespace(task)  # before the wrapper can end
         # Once the wrapper is reaped its pid may be anyone's: the scan below finds what is left.
         if not task.exited.is_set() and _proc.signal_group(pgid, signal.SIGINT):
             self._signalled(task, "SIGINT")
-        tag = tag_of(task)
+        marks = self._marks(task)
         cgroup = self._cgroup(task)
         if cgroup is not None:
-            escaped = await trio.to_thread.run_sync(_signal_members, cgroup, pgid, signal.SIGINT)
+            escaped, left = await trio.to_thread.run_sync(_signal_members, cgroup, marks, signal.SIGINT)
+            self._left_cgroup(task, left)
         else:
-            escaped = await trio.to_thread.run_sync(_procs.signal_escaped, tag, pgid, signal.SIGINT)
+            escaped = await trio.to_thread.run_sync(_procs.signal_escaped, marks, signal.SIGINT)
         if escaped:
             self._signalled(task, "SIGINT")
             self.ledger.note(
@@ -180,13 +203,39 @@ class Stopper:
             # The wrapper is gone but some of the task may linger: it gets the rest of the grace.
             if cgroup is not None:
                 await _cgroups.wait_empty(cgroup)
-                all_gone = True
+                outside = await trio.to_thread.run_sync(_left_cgroup, cgroup, marks)
             else:
-                left = await trio.to_thread.run_sync(_procs.task_processes, tag, pgid)
-                await _procs.wait_gone(left)
-                all_gone = not left
+                outside = await trio.to_thread.run_sync(_procs.task_processes, marks)
+            await _procs.wait_gone(outside)
+            all_gone = not outside
         if not all_gone:
             await self._kill(task, "still alive when the grace ended")
+        if marks.cgroup_ns is None:
+            await self._unattributed(task)
+
+    def _left_cgroup(self, task: Task, left: Sequence[int]) -> None:
+        if left:
+            self.ledger.note(
+                task,
+                f"{len(left)} of its processes had left its cgroup (pids {_pids(left)}); "
+                "the stop reached them where they went",
+            )
+
+    async def _unattributed(self, task: Task) -> None:
+        """Say plainly what may have escaped a stopped task that has no cgroup namespace: the
+        processes the daemon (the subreaper) adopted since the task started that carry no mark
+        of any task. They cannot be told as this task's, and are not stopped."""
+        if not self.settings.reap_orphans:
+            return
+        since = task.record.pid_start_time
+        orphans = await trio.to_thread.run_sync(_procs.unmarked_orphans, since)
+        if orphans:
+            self.ledger.note(
+                task,
+                f"{counted(len(orphans), 'process', 'processes')} with no mark of any task "
+                f"(pids {_pids(orphans)}) were orphaned to the daemon since it started: they may "
+                "have escaped it, and were not stopped",
+            )
 
     @contextlib.contextmanager
     def _grace(self, task: Task, seconds: float) -> Iterator[trio.CancelScope]:
@@ -203,13 +252,50 @@ class Stopper:
     def _cgroup(self, task: Task) -> Path | None:
         return self.settings.cgroup_of(task.record)
 
+    def _marks(self, task: Task, *, by_group: bool = True) -> _procs.TaskMarks:
+        pgid = task.record.pid if by_group else None
+        held = self._namespaces.get(task.record.serial)
+        return _procs.TaskMarks(tag_of(task), pgid, None if held is None else held[0])
+
+    def _unlearned(self, task: Task) -> int | None:
+        """The pid of the task's wrapper, if its cgroup namespace is to be learned from it."""
+        pid = task.record.pid
+        if self.settings.unshare is None or task.record.serial in self._namespaces or task.exited.is_set():
+            return None
+        return pid
+
+    async def _learn_namespace(self, task: Task) -> None:
+        """Hold the task's cgroup namespace, from its wrapper, if it is not held yet and the
+        wrapper still runs (its pid is its own until it is reaped)."""
+        pid = self._unlearned(task)
+        if pid is not None:
+            self._learned(task, await trio.to_thread.run_sync(_namespaces.hold_cgroup_namespace, pid))
+
+    def _learned(self, task: Task, held: tuple[int, int] | None) -> None:
+        """A namespace opened from the task's wrapper: the task's, once the wrapper has left the
+        daemon's (it enters its own before the command runs); else it is closed."""
+        if held is None:
+            return
+        serial = task.record.serial
+        if held[0] != self._own_namespace and serial not in self._namespaces and not task.exited.is_set():
+            self._namespaces[serial] = held
+        else:
+            os.close(held[1])
+
+    def _forget(self, task: Task) -> None:
+        """No process of the task is left: its namespace is let go."""
+        held = self._namespaces.pop(task.record.serial, None)
+        if held is not None:
+            os.close(held[1])
+
     async def _kill(self, task: Task, why: str, *, by_group: bool = True) -> None:
         cgroup = self._cgroup(task)
         if cgroup is not None:
             await self._kill_cgroup(task, cgroup, why)
-            return
-        pgid = task.record.pid if by_group else None
-        group, killed = await trio.to_thread.run_sync(_procs.kill_task, tag_of(task), pgid)
+            # What is left has left the cgroup: its marks find it.
+            by_group = False
+        marks = self._marks(task, by_group=by_group)
+        group, killed = await trio.to_thread.run_sync(_procs.kill_task, marks)
         if group or killed:
             self._signalled(task, "SIGKILL")
         if killed:
@@ -262,26 +348,29 @@ class Stopper:
         # Everything the thread needs is read here, on the loop.
         measure = [(t.record.serial, t.id) for t in (*running, *ended, *capped)]
         unstarted = [(t.record.serial, t.record.pid) for t in running if t.record.pid_start_time is None]
-        # By cgroup, or by tag alone: an ended task's wrapper is reaped, and its pid (the
-        # group's id) may be anyone's by now.
+        unmarked = [(t.record.serial, pid) for t in running if (pid := self._unlearned(t)) is not None]
+        # By cgroup, and by tag and namespace: an ended task's wrapper is reaped, and its pid
+        # (the group's id) may be anyone's by now.
         cgroups = {t.record.serial: c for t in ended if (c := self._cgroup(t)) is not None}
-        tags = {t.record.serial: (tag_of(t), None) for t in ended if t.record.serial not in cgroups}
+        marks = {t.record.serial: self._marks(t, by_group=False) for t in ended}
         # A cgroup is removed once empty, unless a stop (which waits on it) is still under way.
         removable = {serial for serial in cgroups if serial not in self._graces}
         reap = self.settings.reap_orphans
 
         def work() -> _Survey:
-            found = _procs.scan_tasks(dict(tags.values()), reap=reap)
-            leftovers = {serial: found.get(tag, []) for serial, (tag, _pgid) in tags.items()}
+            leftovers = _procs.scan_tasks(marks, reap=reap)
             for serial, cgroup in cgroups.items():
-                leftovers[serial] = _procs.proc_infos(_cgroups.members(cgroup))
-                if not leftovers[serial] and serial in removable:
+                inside = _procs.proc_infos(_cgroups.members(cgroup))
+                if not inside and serial in removable:
                     _cgroups.remove(cgroup)
+                found = {p.pid: p for p in (*leftovers.get(serial, ()), *inside)}
+                leftovers[serial] = sorted(found.values(), key=lambda p: p.pid)
             return _Survey(
                 disk_full=not store.has_space(),
                 sizes={serial: store.output_size(task_id) for serial, task_id in measure},
                 # Off the spawn path: reading /proc/<pid>/stat can wait on the child's exec.
                 start_times={s: None if pid is None else _proc.start_time(pid) for s, pid in unstarted},
+                namespaces={s: _namespaces.hold_cgroup_namespace(pid) for s, pid in unmarked},
                 leftovers=leftovers,
             )
 
@@ -317,6 +406,8 @@ class Stopper:
         start = survey.start_times.get(serial)
         if start is not None and task.record.pid_start_time is None:
             self.ledger.change(task, pid_start_time=start)
+        if serial in survey.namespaces:
+            self._learned(task, survey.namespaces[serial])
         cap = self.settings.max_output_bytes
         size = survey.sizes.get(serial, 0)
         if size > cap and task.record.stop_reason is None and not task.exited.is_set():
@@ -330,7 +421,9 @@ class Stopper:
         serial = task.record.serial
         left = survey.leftovers.get(serial, [])
         if not left:
-            self._ended.pop(serial, None)
+            if serial not in self._graces:  # else looked at again once the stop is over
+                self._ended.pop(serial, None)
+                self._forget(task)
             return
         if serial in self._cleaning:
             return
@@ -361,8 +454,7 @@ class Stopper:
             with self._grace(task, self.settings.kill_grace):
                 if cgroup is not None:
                     await _cgroups.wait_empty(cgroup)
-                else:
-                    await _procs.wait_gone(left)
+                await _procs.wait_gone(left)
             await self._kill(task, "left behind and still alive when the grace ended", by_group=False)
         finally:
             self._cleaning.discard(task.record.serial)

@@ -390,6 +390,7 @@ class TaskManager:
                     stderr=files.err,
                     cgroup_fd=cgroup_fd,
                     fsize_limit=self.settings.max_output_bytes + FSIZE_MARGIN,
+                    unshare=self.settings.unshare,
                 )
                 started = True
                 return child, held_by

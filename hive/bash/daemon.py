@@ -88,6 +88,8 @@ async def serve_daemon(
     from hive.bash import _cgroups
     from hive.bash._cgroups import open_task_parent
     from hive.bash._courier import WakeCourier
+    from hive.bash._namespaces import task_unshare
+    from hive.bash._procs import bash_path
     from hive.bash._retention import DAY, Pruner, Retention
     from hive.bash._server import make_mcp_server, serve_mcp
     from hive.bash._store import TaskStore
@@ -103,7 +105,9 @@ async def serve_daemon(
         store.create_dirs()
         courier = WakeCourier(config.agent_socket, retry_max=config.wake_retry_max)
         cgroup_parent = open_task_parent(config.state_dir) if config.cgroups else None
-        manager = TaskManager(store, attrs.evolve(config.tasks, cgroup_parent=cgroup_parent), courier)
+        unshare = await trio.to_thread.run_sync(task_unshare, bash_path())
+        tasks = attrs.evolve(config.tasks, cgroup_parent=cgroup_parent, unshare=unshare)
+        manager = TaskManager(store, tasks, courier)
         # The socket goes at a clean stop (a client then finds no socket, not a refusal); a live
         # socket at the path is another daemon's, and it keeps it.
         async with (
@@ -254,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-cgroups",
         action="store_true",
         default=None,
-        help="hold tasks by the subreaper and their environment tag alone, not by a cgroup v2 per "
+        help="hold tasks by the subreaper, their environment tag and cgroup namespace, not by a cgroup v2 per "
         "task (the way used anyway where no cgroup can be made) [HIVE_BASH_NO_CGROUPS=1]",
     )
     parser.add_argument(

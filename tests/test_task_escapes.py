@@ -1,0 +1,125 @@
+"""What can escape a task is stopped all the same: a process that moves itself out of the task's
+cgroup (into the daemon's, or into a sibling it makes), and, without cgroups, a process in a
+session of its own with a cleared environment whose parent has exited (issue 39, defects 5, 6)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hive.bash._namespaces import cgroup_namespace
+from hive.bash._procs import ProcInfo, TaskMarks, members
+from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
+from tests.helpers.forked_daemon import forked_shared_daemon
+from tests.helpers.results import call, structured
+from tests.test_stopping import all_exit, make_fifo, needs_cgroups, pinned, wait_ready
+
+
+@pytest.fixture(scope="module")
+def with_cgroups() -> Iterator[DaemonHandle]:
+    with forked_shared_daemon("--kill-grace", "0.3") as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def without_cgroups() -> Iterator[DaemonHandle]:
+    with forked_shared_daemon("--kill-grace", "0.3", "--no-cgroups") as handle:
+        yield handle
+
+
+def hidden(root: Path, *, first: str = "") -> str:
+    """A task whose process leaves every mark it can: a session of its own, a cleared
+    environment, orphaned at once (a double fork), deaf to SIGINT; before its ``sleep`` it runs
+    ``first`` (``$$`` is its pid). It says ready on the FIFO, then the task sleeps."""
+    inner = f"trap '' INT; {first} echo $$ > escaped.pid; exec sleep 1000"
+    return (
+        f"cd {shlex.quote(str(root))}; (setsid env -i bash -c {shlex.quote(inner)} &) & "
+        "until [ -s escaped.pid ]; do sleep 0.01; done; echo ready > ready; sleep 1000"
+    )
+
+
+async def ended_after(daemon: DaemonHandle, root: Path, cmd: str, how: str) -> dict[str, object]:
+    """Run ``cmd``, wait for it to say ready, end it by ``how`` (a stop, or a timeout); its
+    record at the end, once its escaped process has exited (or a failure naming it)."""
+    fifo = make_fifo(root)
+    async with daemon.session() as session:
+        timeout = {"timeout_secs": 2} if how == "timeout" else {}
+        await call(session, "run", cmd=cmd, name="e", wait_seconds=0, **timeout)
+        await wait_ready(fifo)
+        with pinned(root, ("escaped",)) as fds:
+            if how == "stop":
+                ended = structured(await call(session, "stop", id="e"))
+            else:
+                ended = structured(await call(session, "status", id="e", wait_seconds=30))
+            assert ended["state"] == ("stopped" if how == "stop" else "timed_out"), ended
+            await all_exit(fds)
+    return ended
+
+
+@needs_cgroups
+@pytest.mark.parametrize("how", ["stop", "timeout"])
+@pytest.mark.parametrize("into", ["the daemon's cgroup", "a sibling it makes"])
+async def test_a_process_that_leaves_its_tasks_cgroup_is_stopped_with_it(
+    with_cgroups: DaemonHandle, short_tmp: Path, how: str, into: str
+) -> None:
+    parent = task_cgroup_parent(with_cgroups.state_dir)
+    assert parent is not None
+    if into == "a sibling it makes":
+        sibling = parent / f"escape-{short_tmp.name}"
+        move = f"mkdir {shlex.quote(str(sibling))}; echo $$ > {shlex.quote(str(sibling / 'cgroup.procs'))};"
+    else:
+        sibling = None
+        move = f"echo $$ > {shlex.quote(str(parent.parent / 'cgroup.procs'))};"
+    try:
+        ended = await ended_after(with_cgroups, short_tmp, hidden(short_tmp, first=move), how)
+    finally:
+        if sibling is not None and sibling.is_dir():
+            sibling.rmdir()
+    assert ended["held_by"] == "cgroup"
+    assert any("left its cgroup" in note for note in ended["notes"]), ended["notes"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("how", ["stop", "timeout"])
+async def test_without_cgroups_a_cleared_environment_in_a_double_fork_is_stopped(
+    without_cgroups: DaemonHandle, short_tmp: Path, how: str
+) -> None:
+    ended = await ended_after(without_cgroups, short_tmp, hidden(short_tmp), how)
+    assert ended["held_by"] == "subreaper"
+    assert ended["signals"] == ["SIGINT", "SIGKILL"]
+
+
+def _proc(
+    pid: int, *, ppid: int = 1, pgid: int | None = None, tag: str | None = None, ns: int | None = None
+) -> ProcInfo:
+    return ProcInfo(
+        pid=pid,
+        ppid=ppid,
+        pgid=pid if pgid is None else pgid,
+        zombie=False,
+        start_time=pid,
+        tag=tag,
+        cgroup_ns=ns,
+    )
+
+
+def test_a_tasks_marks_find_it_by_tag_group_namespace_and_parent_and_nothing_else() -> None:
+    own_ns = cgroup_namespace(os.getpid())
+    procs = [
+        _proc(100, tag="t:1"),  # the wrapper, leading its group
+        _proc(101, ppid=100, pgid=100, tag="t:1"),
+        _proc(200, tag="t:1"),  # left the group (setsid), kept the tag
+        _proc(300, ns=7),  # cleared its environment, orphaned: only its namespace tells
+        _proc(301, ppid=300, ns=7),
+        _proc(400, ppid=200),  # below one that kept the tag
+        _proc(500, tag="u:2", ns=8),  # another task's
+        _proc(600, ns=own_ns),  # the daemon's namespace is no task's
+    ]
+    found = [p.pid for p in members(procs, TaskMarks("t:1", 100, 7))]
+    assert found == [100, 101, 200, 300, 301, 400]
+    # Without the namespace (none made, or not learned yet), the tag is the net.
+    assert [p.pid for p in members(procs, TaskMarks("t:1", None, None))] == [100, 101, 200, 400]
+    assert [p.pid for p in members(procs, TaskMarks("t:1", None, own_ns))] == [100, 101, 200, 400]
