@@ -20,9 +20,10 @@ from hive.bash._records import TaskRecord
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from hive.wake import Wake
+from hive.wake import Wake, open_agent_connection
 from tests.helpers.daemon import DaemonHandle, group_alive
 from tests.helpers.gates import make_gate, release_gate
+from tests.helpers.harness import GUARD, acp_env, running_agent
 from tests.helpers.inotify import wait_until
 from tests.helpers.listener import AgentListener
 from tests.helpers.results import call, structured, text_of
@@ -252,3 +253,38 @@ async def test_a_full_disk_holds_a_match_wake_until_it_can_be_saved_and_never_en
             await _until_printed(agent, "w", "hit 3")
     shown = [line for lines in _printed(agent.wakes, "w").values() for line in lines]
     assert shown == ["[stdout] hit 1", "[stdout] hit 2", "[stdout] hit 3"]
+
+
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs unshare, nsenter and a mountable tmpfs")
+async def test_hive_agent_with_bash_daemon_starts_on_a_full_disk_and_loses_no_match(short_tmp: Path) -> None:
+    """A watched task's match comes while no daemon runs, and the disk is full when hive-agent
+    starts its daemon: the daemon finds the match and cannot save it. Both stay up, and the
+    match reaches the agent once space returns."""
+    state = short_tmp / "state"
+    # Its socket off the small disk, where the test reaches it; the agent's is the harness's.
+    daemon = DaemonHandle(short_tmp, state, short_tmp / "bash.sock", state / "agent.sock")
+    gate = make_gate(short_tmp)
+    with trio.fail_after(GUARD), small_disk(state) as disk:
+        tasks = disk.outside(state / "bash-tasks")
+        # Nobody serves the agent socket yet: the first match wake stays owed, on disk.
+        async with daemon.running(wrapper=disk.wrapper), daemon.session() as session:
+            cmd = f"echo hit 1; read x < {gate}; echo hit 2"
+            started = await call(session, "run", cmd=cmd, name="w", wait_seconds=0, notify_on="^hit")
+            assert not started.is_error, text_of(started)
+            await wait_until(lambda: list(tasks.glob("w@*.watch")), tasks)
+        await release_gate(gate)
+        exit_file = tasks / "w.exit"
+        await wait_until(lambda: exit_file.read_bytes().strip(), tasks)
+        disk.fill()
+        env = acp_env(short_tmp, ["default", "default"])
+        async with running_agent(short_tmp, env, "--with-bash-daemon", wrapper=disk.wrapper) as agent:
+            await wait_until(lambda: _watch_unsaved(agent.stderr()), short_tmp)
+            async with open_agent_connection(disk.outside(agent.socket)) as connection:
+                held = await connection.status()
+            disk.free()
+            # Both wakes acknowledged and the output scanned to its end: the watch file goes.
+            await wait_until(lambda: not list(tasks.glob("w@*.watch")), tasks)
+            async with open_agent_connection(disk.outside(agent.socket)) as connection:
+                after = await connection.status()
+    assert held.bash_daemon is not None and held.bash_daemon.state == "running"
+    assert after.bash_daemon is not None and after.bash_daemon.restarts == 0, agent.stderr()
