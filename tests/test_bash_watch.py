@@ -299,3 +299,56 @@ async def test_no_pattern_stalls_the_daemon_nor_its_restart(
                 second.send_signal(signal.SIGINT)
                 with trio.fail_after(PROMPT):
                     await second.wait()
+
+
+def _status_mib(pid: int, field: str) -> float:
+    """A memory figure of process ``pid`` from its ``/proc/<pid>/status`` (VmRSS, VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def _matches_said(wakes: list[Wake], task_id: str) -> int:
+    """How many matching lines the match wakes of ``task_id`` say, shown or counted."""
+    said = 0
+    for wake in _matches(wakes, task_id):
+        for line in wake.body.splitlines()[1:]:
+            if line.startswith("(and "):
+                said += int(line.split()[1])
+            elif line.startswith(("[stdout] ", "[stderr] ")):
+                said += 1
+    return said
+
+
+WATCHED_MIB = 32
+"""What the task prints, every line matching: 550,073 lines, which the old watcher held at once
+(its peak RSS passed its RSS before the task by 110 MiB; at 64 MiB of shorter lines, by 1 GB)."""
+RSS_GROWTH_MIB = 24
+"""The most the daemon's peak RSS may pass its RSS before the task: the reads and searches in
+flight (1 MiB a stream) and the allocator's slack (6 MiB measured), far below what the lines take."""
+
+
+async def test_the_daemon_memory_stays_flat_whatever_a_watched_task_prints(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    line = "hit " + "x" * 56
+    lines = -(-(WATCHED_MIB << 20) // (len(line) + 1))  # the last one cut short by head
+    with trio.fail_after(120):
+        async with (
+            agent.serving(),
+            daemon.running("--max-output-bytes", "64MiB") as process,
+            daemon.session() as session,
+        ):
+            # A first watched task warms what every watch uses (RE2, the worker threads).
+            await call(session, "run", cmd="echo hit", name="warm", wait_seconds=0, notify_on="^hit")
+            while _matches_said(agent.wakes, "warm") < 1:
+                await agent.wait_for(len(agent.wakes) + 1)
+            before = _status_mib(process.pid, "VmRSS")
+            cmd = f"yes {line} | head -c {WATCHED_MIB << 20}"
+            await call(session, "run", cmd=cmd, name="m", wait_seconds=0, notify_on="^hit", notify_max=1000)
+            while _matches_said(agent.wakes, "m") < lines:
+                await agent.wait_for(len(agent.wakes) + 1)
+            peak = _status_mib(process.pid, "VmHWM")
+    assert _matches_said(agent.wakes, "m") == lines  # every match said, once
+    assert peak - before < RSS_GROWTH_MIB, f"the daemon's RSS went from {before:.0f} MiB to {peak:.0f} MiB"

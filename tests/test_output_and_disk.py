@@ -20,8 +20,14 @@ from hive.bash._records import TaskRecord
 from hive.bash._store import TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
+from hive.wake import Wake, open_agent_connection
 from tests.helpers.daemon import DaemonHandle, group_alive
-from tests.helpers.results import call, structured
+from tests.helpers.gates import make_gate, release_gate
+from tests.helpers.harness import GUARD, acp_env, running_agent
+from tests.helpers.inotify import wait_until
+from tests.helpers.listener import AgentListener
+from tests.helpers.results import call, structured, text_of
+from tests.helpers.small_disk import can_mount_tmpfs, small_disk
 from tests.helpers.tools import serving_tools
 
 
@@ -183,3 +189,102 @@ async def test_a_writer_faster_than_the_check_is_held_within_8_mib_of_the_cap(sh
         await tools.manager.get("w").recorded.wait()  # the answer can come before the record is written
         on_disk = json.loads(store.record_path("w").read_bytes())
         assert (on_disk["state"], on_disk["stop_reason"]) == ("stopped", "output_cap")
+
+
+def _printed(wakes: list[Wake], task_id: str) -> dict[str, list[str]]:
+    """The lines each match wake of ``task_id`` shows, by its id (a wake sent again under its
+    id is one wake)."""
+    by_id: dict[str, list[str]] = {}
+    for wake in wakes:
+        if wake.end_id is not None and wake.end_id.startswith(f"{task_id}:") and ":m" in wake.end_id:
+            lines = wake.body.splitlines()[1:]
+            assert by_id.setdefault(wake.end_id, lines) == lines, f"{wake.end_id} came with two bodies"
+    return by_id
+
+
+def _watch_unsaved(stderr: str) -> bool:
+    """Whether the daemon's log says that a watch's state found no room (or that the disk ended
+    it, as it did before: ``hive-bash-daemon: No space left on device``, exit 1)."""
+    return any("No space left" in line and "the record of" not in line for line in stderr.splitlines())
+
+
+async def _until_printed(agent: AgentListener, task_id: str, line: str) -> None:
+    while not any(f"[stdout] {line}" in lines for lines in _printed(agent.wakes, task_id).values()):
+        await agent.wait_for(len(agent.wakes) + 1)
+
+
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs unshare, nsenter and a mountable tmpfs")
+async def test_a_full_disk_holds_a_match_wake_until_it_can_be_saved_and_never_ends_the_daemon(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    """The state directory on a 1 MiB tmpfs that the test fills while a watched task runs: the
+    match its state has no room for is neither sent unsaved nor lost, and the daemon serves on."""
+    gates = [make_gate(daemon.root, f"g{i}") for i in range(2)]
+    cmd = f"echo hit 1; read x < {gates[0]}; echo hit 2; read x < {gates[1]}; echo hit 3"
+    with trio.fail_after(90), small_disk(daemon.state_dir) as disk:
+        async with (
+            agent.serving(),
+            daemon.running("--output-check-secs", "0.05", wrapper=disk.wrapper),
+            daemon.session() as session,
+        ):
+            await call(session, "run", cmd=cmd, name="w", wait_seconds=0, notify_on="^hit")
+            await _until_printed(agent, "w", "hit 1")
+            tasks = disk.outside(daemon.state_dir / "bash-tasks")
+
+            def acknowledged() -> bool:
+                return any(not json.loads(watch.read_bytes())["owed"] for watch in tasks.glob("w@*.watch"))
+
+            # Its acknowledgement saved before the disk fills (owed no more).
+            await wait_until(acknowledged, tasks)
+            disk.fill()
+            # "hit 2" goes in the page that "hit 1" took; the state of its wake has no room.
+            await release_gate(gates[0])
+            await wait_until(lambda: _watch_unsaved(daemon.stderr_text()), daemon.root)
+            assert "hit 2" not in str(_printed(agent.wakes, "w"))  # not sent before it is saved
+            refused = await call(session, "run", cmd="true")
+            assert refused.is_error
+            assert "is full: free space there, and run it again" in text_of(refused)
+            assert structured(await call(session, "status", id="w"))["state"] == "running"
+            disk.free()
+            await _until_printed(agent, "w", "hit 2")
+            await release_gate(gates[1])
+            done = structured(await call(session, "status", id="w", wait_seconds=30))
+            assert done["state"] == "done"
+            await _until_printed(agent, "w", "hit 3")
+    shown = [line for lines in _printed(agent.wakes, "w").values() for line in lines]
+    assert shown == ["[stdout] hit 1", "[stdout] hit 2", "[stdout] hit 3"]
+
+
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs unshare, nsenter and a mountable tmpfs")
+async def test_hive_agent_with_bash_daemon_starts_on_a_full_disk_and_loses_no_match(short_tmp: Path) -> None:
+    """A watched task's match comes while no daemon runs, and the disk is full when hive-agent
+    starts its daemon: the daemon finds the match and cannot save it. Both stay up, and the
+    match reaches the agent once space returns."""
+    state = short_tmp / "state"
+    # Its socket off the small disk, where the test reaches it; the agent's is the harness's.
+    daemon = DaemonHandle(short_tmp, state, short_tmp / "bash.sock", state / "agent.sock")
+    gate = make_gate(short_tmp)
+    with trio.fail_after(GUARD), small_disk(state) as disk:
+        tasks = disk.outside(state / "bash-tasks")
+        # Nobody serves the agent socket yet: the first match wake stays owed, on disk.
+        async with daemon.running(wrapper=disk.wrapper), daemon.session() as session:
+            cmd = f"echo hit 1; read x < {gate}; echo hit 2"
+            started = await call(session, "run", cmd=cmd, name="w", wait_seconds=0, notify_on="^hit")
+            assert not started.is_error, text_of(started)
+            await wait_until(lambda: list(tasks.glob("w@*.watch")), tasks)
+        await release_gate(gate)
+        exit_file = tasks / "w.exit"
+        await wait_until(lambda: exit_file.read_bytes().strip(), tasks)
+        disk.fill()
+        env = acp_env(short_tmp, ["default", "default"])
+        async with running_agent(short_tmp, env, "--with-bash-daemon", wrapper=disk.wrapper) as agent:
+            await wait_until(lambda: _watch_unsaved(agent.stderr()), short_tmp)
+            async with open_agent_connection(disk.outside(agent.socket)) as connection:
+                held = await connection.status()
+            disk.free()
+            # Both wakes acknowledged and the output scanned to its end: the watch file goes.
+            await wait_until(lambda: not list(tasks.glob("w@*.watch")), tasks)
+            async with open_agent_connection(disk.outside(agent.socket)) as connection:
+                after = await connection.status()
+    assert held.bash_daemon is not None and held.bash_daemon.state == "running"
+    assert after.bash_daemon is not None and after.bash_daemon.restarts == 0, agent.stderr()

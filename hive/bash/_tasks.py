@@ -528,7 +528,8 @@ class TaskManager:
 
     async def _watch_running(self) -> None:
         """Every interval: check the running tasks (the output cap, the disk) and what ended
-        tasks left behind (see `Stopper.survey`), and save the records that changed.
+        tasks left behind (see `Stopper.survey`), and save the records that changed and the
+        watch states a full disk refused.
 
         File growth cannot be awaited without a wake-up per write, so this is a timer: one
         worker-thread hop per interval for all tasks, whatever the output's size.
@@ -542,6 +543,7 @@ class TaskManager:
                 # Includes a save that failed earlier (a full disk): it is tried again.
                 if task.record_dirty and not task.write_lock.locked():
                     self._nursery.start_soon(self.ledger.save, task)
+            await self.watcher.save_again()
 
     def request_stop(self, task: Task) -> bool:
         """Begin stopping a running task, or take a waiting one out of the line; False if it is

@@ -14,7 +14,15 @@ output was scanned when the last wake was composed, how many were composed, and 
 acknowledged. A daemon restarted after a SIGKILL sends those again under the same ids and scans
 on from where the last composed wake left off: a match it had found but not yet put in a wake
 is found again, and none already composed is composed again under another id. The file goes
-once the task has ended, all of its output is scanned and every wake is acknowledged.
+once the task has ended, all of its output is scanned and every wake is acknowledged. A wake
+that cannot be saved (a full disk) is not sent: the task's scan waits, that wake in memory,
+until a save lands (tried again at each output check of the manager); a daemon stopped meanwhile
+leaves it unsent and unsaved, and the next one finds its lines again from the saved offsets.
+
+What a watch holds is bounded whatever the task prints: the lines of one read (`SCAN_BYTES` a
+stream), and for the wake being gathered the first lines it shows and a count of the rest
+(`hive.bash._matches`). A wake is composed `MERGE_SECS` after its first match, even while the
+output still grows.
 
 The lines are searched in a worker thread, never on the daemon's loop, within the bounds of
 `hive.bash._pattern`: a pattern that goes over one is dropped from the task with a wake that
@@ -42,6 +50,7 @@ from hive._when import counted
 from hive.bash._batches import Batcher
 from hive.bash._courier import Key, WakeCourier
 from hive.bash._errors import BadArgument
+from hive.bash._matches import STREAMS, Matches
 from hive.bash._pattern import Pattern, compile_pattern, pieces, search_lines
 from hive.bash._store import TaskStore
 from hive.bash._task import Task
@@ -58,9 +67,7 @@ SCAN_BYTES = 1 << 20
 """The most one read takes of a stream; a line longer than this counts as lines of this length."""
 SEARCH_THREADS = 2
 """The most worker threads searching lines at once, for all tasks."""
-SHOWN_LINES = 40
-SHOWN_CHARS = 500
-_STREAMS = ("stdout", "stderr")
+_STREAMS = STREAMS
 _WAKE_MARK = ":m"
 
 
@@ -132,6 +139,8 @@ class Watcher:
     _searching: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(SEARCH_THREADS))
     _states: dict[Key, WatchState] = attrs.field(factory=dict)
     _saving: dict[Key, trio.Lock] = attrs.field(factory=dict)
+    _unsaved: dict[Key, trio.Event] = attrs.field(factory=dict)
+    """The runs whose state could not be saved (a full disk), each with an event set once it is."""
 
     @staticmethod
     def owns(key: Key) -> bool:
@@ -181,7 +190,7 @@ class Watcher:
         key = task.key
         state = self._states[key]
         offsets = {"stdout": state.stdout, "stderr": state.stderr}
-        found: list[tuple[str, str]] = []
+        found = Matches()
         first_at: float | None = None
         while True:
             final = task.final
@@ -199,13 +208,18 @@ class Watcher:
                     return
             if found and first_at is None:
                 first_at = trio.current_time()
-            if progress:
+            due = first_at is not None and trio.current_time() >= first_at + self.merge_secs
+            if progress and not due:
                 continue  # read on to the end first
-            if found and (final or trio.current_time() >= (first_at or 0) + self.merge_secs):
+            if found and (final or due):
+                # Composed once due, even while the output still grows: what a wake holds is
+                # bounded (`Matches`), and a task that never stops printing still wakes the agent.
                 await self._compose(key, found, offsets, limit)
-                found, first_at = [], None
+                found, first_at = Matches(), None
                 if self._states[key].capped:
                     return
+            if progress:
+                continue
             if final:
                 self._states[key] = attrs.evolve(
                     self._states[key], scanned=True, stdout=offsets["stdout"], stderr=offsets["stderr"]
@@ -217,7 +231,7 @@ class Watcher:
                 await self._changed(task, watcher)
 
     async def _search(
-        self, key: Key, pattern: Pattern, stream: str, lines: list[bytes], found: list[tuple[str, str]]
+        self, key: Key, pattern: Pattern, stream: str, lines: list[bytes], found: Matches
     ) -> str | None:
         """Add the lines that match to ``found``, searched in a worker thread; which bound the
         pattern went over, if it did."""
@@ -228,7 +242,8 @@ class Watcher:
         # Abandoned at a stop: a search is bounded, and the daemon's exit does not wait for it.
         searched = await trio.to_thread.run_sync(search, limiter=self._searching, abandon_on_cancel=True)
         self._states[key] = attrs.evolve(self._states[key], searching=state.searching + searched.seconds)
-        found += [(stream, lines[index].decode("utf-8", errors="replace")) for index in searched.matches]
+        for index in searched.matches:
+            found.add(stream, lines[index])
         return searched.over
 
     async def _drop(self, key: Key, offsets: dict[str, int], over: str) -> None:
@@ -255,9 +270,7 @@ class Watcher:
                 await watcher.changed()
                 nursery.cancel_scope.cancel()
 
-    async def _compose(
-        self, key: Key, found: list[tuple[str, str]], offsets: dict[str, int], limit: int
-    ) -> None:
+    async def _compose(self, key: Key, found: Matches, offsets: dict[str, int], limit: int) -> None:
         state = self._states[key]
         task_id = state.task_id
         number = state.composed + 1
@@ -268,12 +281,7 @@ class Watcher:
                 f"{offsets['stdout']}, stderr_offset={offsets['stderr']}) reads its output on from here."
             )
         else:
-            # Each stream's lines in order; stdout's first (two files have no order between them).
-            found = sorted(found, key=lambda match: _STREAMS.index(match[0]))
-            shown = [f"[{stream}] {line[:SHOWN_CHARS]}" for stream, line in found[:SHOWN_LINES]]
-            if len(found) > SHOWN_LINES:
-                shown.append(f"(and {len(found) - SHOWN_LINES} more matching lines)")
-            body = "\n".join([f"bash task {task_id} printed:", *shown])
+            body = "\n".join([f"bash task {task_id} printed:", *found.lines()])
         await self._add(key, body, offsets, capped=number > limit)
 
     async def _add(self, key: Key, body: str, offsets: dict[str, int], *, capped: bool) -> None:
@@ -288,8 +296,11 @@ class Watcher:
             stdout=offsets["stdout"],
             stderr=offsets["stderr"],
         )
-        # On disk before it is sent: a crash from here on sends it again under the same id.
-        await self._save(key)
+        # On disk before it is sent: a crash from here on sends it again under the same id. On a
+        # full disk the scan waits here, this wake in memory: a daemon that stops meanwhile
+        # leaves it unsent and unsaved, and the next one finds its lines again.
+        if not await self._save(key):
+            await self._unsaved[key].wait()
         self._send(key, wake)
 
     def _send(self, key: Key, wake: MatchWake) -> None:
@@ -310,18 +321,43 @@ class Watcher:
         self._states[run] = attrs.evolve(state, owed=tuple(w for w in state.owed if str(w.number) != number))
         await self._save(run)
 
-    async def _save(self, key: Key) -> None:
-        """Write the run's state as it is now; the file goes once nothing is owed or left to scan."""
+    async def _save(self, key: Key) -> bool:
+        """Write the run's state as it is now; the file goes once nothing is owed or left to scan.
+        Whether it landed: one that did not (a full disk) is tried again by `save_again`."""
         lock = self._saving.setdefault(key, trio.Lock())
         async with lock:
-            state = self._states[key]
+            state = self._states.get(key)
             path = self.path(*key)
-            if (state.scanned or state.capped) and not state.owed:
-                await self.writes.run(_remove, path)
-                self._states.pop(key, None)
-                return
-            data = json.dumps(converter.unstructure(state), separators=(",", ":")).encode()
-            await self.writes.run(write_atomic, path, data)
+            try:
+                if state is None:
+                    pass  # removed by an earlier save: nothing is owed
+                elif (state.scanned or state.capped) and not state.owed:
+                    await self.writes.run(_remove, path)
+                    self._states.pop(key, None)
+                else:
+                    data = json.dumps(converter.unstructure(state), separators=(",", ":")).encode()
+                    await self.writes.run(write_atomic, path, data)
+            except OSError as exc:
+                if key not in self._unsaved:
+                    log.warning(
+                        "cannot save %s (%s): the task's next match wake waits until it is saved, "
+                        "tried again at each output check; free space there",
+                        path,
+                        exc,
+                    )
+                    self._unsaved[key] = trio.Event()
+                return False
+            landed = self._unsaved.pop(key, None)
+            if landed is not None:
+                log.info("saved %s: the task's match wakes go on", path)
+                landed.set()
+            return True
+
+    async def save_again(self) -> None:
+        """Try again to save the states that could not be saved (the manager's output check
+        calls it)."""
+        for key in list(self._unsaved):
+            await self._save(key)
 
     def _load(self, key: Key) -> WatchState | None:
         path = self.path(*key)

@@ -105,17 +105,19 @@ async def running_agent(
     cwd: Path | None = None,
     whole_env: bool = False,
     new_session: bool = False,
+    wrapper: Sequence[str] = (),
 ) -> AsyncIterator[Agent]:
     """hive-agent on ``root/state`` until the block ends (then SIGINT, and its exit awaited).
     ``env`` goes over this process's environment, or is the whole of it (``whole_env``);
-    ``new_session``: it leads a process group of its own, as a shell's job does."""
+    ``new_session``: it leads a process group of its own, as a shell's job does; ``wrapper``: a
+    command line it is started under (which execs it)."""
     notify_path = root / "notify"
     notify_path.unlink(missing_ok=True)  # a previous start's
     notify = trio.socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     with notify, open(root / "agent.err", "ab") as err:
         await notify.bind(os.fspath(notify_path))
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state"), *args],
+            [*wrapper, sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state"), *args],
             env={**({} if whole_env else os.environ), **env, "NOTIFY_SOCKET": os.fspath(notify_path)},
             stderr=err,
             cwd=cwd or root,
