@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import attrs
 
+from hive._when import counted
+
 SHOWN_LINES = 40
 """The most matching lines a wake shows."""
 SHOWN_CHARS = 500
@@ -39,5 +41,5 @@ class Matches:
         """The body's lines: those shown, each with its stream, and how many more there were."""
         shown = [f"[{stream}] {line}" for stream in STREAMS for line in self._shown[stream]][:SHOWN_LINES]
         if self.count > len(shown):
-            shown.append(f"(and {self.count - len(shown)} more matching lines)")
+            shown.append(f"(and {counted(self.count - len(shown), 'more matching line')})")
         return shown
