@@ -238,3 +238,25 @@ async def test_a_task_whose_shell_died_of_sigxfsz_while_the_daemon_was_down_says
     assert "over the cap of 1048576 bytes" in notes
     on_disk = json.loads(daemon.task_file("w", ".json").read_text())
     assert (on_disk["state"], on_disk["stop_reason"]) == ("stopped", "output_cap")
+
+
+class CountingStore(TaskStore):
+    """A store that counts the looks at a task's output size."""
+
+    looks: int = 0
+
+    def output_size(self, task_id: str) -> int:
+        self.looks += 1
+        return super().output_size(task_id)
+
+
+async def test_a_task_far_from_the_cap_is_not_looked_at_for_every_write(short_tmp: Path) -> None:
+    """Its output is checked as it grows, but no sooner than its writers could reach the cap: 600
+    lines written one by one over a few hundred milliseconds, far below the default cap, cost a
+    handful of looks, not one each (244 without that spacing)."""
+    store = CountingStore(short_tmp / "state")
+    async with serving_tools(short_tmp, store=store, output_check_interval=30.0) as tools:
+        cmd = "for i in $(seq 300); do echo line $i; echo err $i >&2; /bin/true; done"
+        result = await tools.call("run", {"cmd": cmd, "wait_seconds": 30})
+        assert result.structured["state"] == "done", result.text
+    assert store.looks < 30, store.looks
