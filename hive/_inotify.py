@@ -5,7 +5,7 @@ An `Inotify` is an inotify instance (non-blocking, closed on exec) and the watch
 `changed` returns once anything watched has changed since the last call, woken by the kernel
 through Trio, never by polling. Events are not told apart: a caller looks again at what it
 watches, so an event is never lost in a queue that overflowed. A caller with many watches on
-one instance asks `changed_watches` which of them saw events (all of them, after an overflow).
+one instance asks `drain_watches` which of them saw events (all of them, after an overflow).
 """
 
 from __future__ import annotations
@@ -59,15 +59,6 @@ class Inotify:
     def unwatch(self, wd: int) -> None:
         """Stop the watch ``wd`` (nothing if it is gone already: its file was deleted)."""
         _libc.inotify_rm_watch(self.fd, wd)
-
-    async def changed_watches(self) -> set[int] | None:
-        """Until something watched has changed: the descriptors of the watches that saw events
-        since the last call, or None after the kernel's queue overflowed (any may have)."""
-        while True:
-            found = self.drain_watches()
-            if found is None or found:
-                return found
-            await trio.lowlevel.wait_readable(self.fd)
 
     def drain_watches(self) -> set[int] | None:
         """Read every event queued: the descriptors of the watches they were on (None: overflowed)."""
