@@ -22,10 +22,11 @@ from hive.bash._tasks import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
 from hive.wake import Wake, open_agent_connection
 from tests.helpers.daemon import DaemonHandle, group_alive
-from tests.helpers.gates import make_gate, release_gate
+from tests.helpers.gates import make_gate, open_gate, release_gate
 from tests.helpers.harness import GUARD, acp_env, running_agent
 from tests.helpers.inotify import wait_until
 from tests.helpers.listener import AgentListener
+from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.small_disk import can_mount_tmpfs, small_disk
 from tests.helpers.tools import serving_tools
@@ -38,9 +39,10 @@ async def test_a_task_past_the_output_cap_is_stopped_and_says_why(short_tmp: Pat
         status = result.structured
         assert status["state"] == "stopped"
         assert status["stop_reason"] == "output_cap"
-        # A check saw it past the cap and sent SIGINT, or the file size limit (a little past the
-        # cap) ended the writer before a check came.
-        assert status["signals"][:1] in ([], ["SIGINT"])
+        # A check saw it past the cap and sent SIGINT, or saw it already past the cap and its
+        # margin and sent SIGKILL, or the file size limit (a little past the cap) ended the
+        # writer before a check came.
+        assert status["signals"][:1] in ([], ["SIGINT"], ["SIGKILL"])
         assert any("over the cap of 65536 bytes" in note for note in status["notes"])
         assert "at the output cap" in result.text
         assert not group_alive(status["pid"])
@@ -171,8 +173,8 @@ async def test_a_record_saved_once_the_disk_has_room_again_no_longer_says_it_cou
 
 
 async def test_a_writer_faster_than_the_check_is_held_within_8_mib_of_the_cap(short_tmp: Path) -> None:
-    """No check comes in time (one every 30 s): the file size limit alone holds the writer, and
-    the task is recorded stopped at the output cap."""
+    """No timed check comes in time (one every 30 s): the output is checked as it grows, and the
+    task is recorded stopped at the output cap."""
     cap = 1024**2
     async with serving_tools(short_tmp, max_output_bytes=cap, output_check_interval=30.0) as tools:
         store = tools.manager.store
@@ -185,7 +187,7 @@ async def test_a_writer_faster_than_the_check_is_held_within_8_mib_of_the_cap(sh
         assert status["state"] == "stopped"
         assert status["stop_reason"] == "output_cap"
         assert "at the output cap" in result.text
-        assert any("file size limit" in note for note in status["notes"]), status["notes"]
+        assert any("over the cap of 1048576 bytes" in note for note in status["notes"]), status["notes"]
         await tools.manager.get("w").recorded.wait()  # the answer can come before the record is written
         on_disk = json.loads(store.record_path("w").read_bytes())
         assert (on_disk["state"], on_disk["stop_reason"]) == ("stopped", "output_cap")
@@ -288,3 +290,77 @@ async def test_hive_agent_with_bash_daemon_starts_on_a_full_disk_and_loses_no_ma
                 after = await connection.status()
     assert held.bash_daemon is not None and held.bash_daemon.state == "running"
     assert after.bash_daemon is not None and after.bash_daemon.restarts == 0, agent.stderr()
+
+
+MIB = 1024**2
+
+
+def _output_size(store: TaskStore, task_id: str) -> int:
+    return store.out_path(task_id).stat().st_size + store.err_path(task_id).stat().st_size
+
+
+async def test_writers_on_both_streams_are_held_within_8_mib_of_the_cap(short_tmp: Path) -> None:
+    """Four fast writers, two on each stream, that ignore SIGINT, with no timed check (one every
+    30 s) and a grace of 30 s: the cap counts both streams, so their output together ends within
+    8 MiB of it (the file size limit alone let each file reach the cap and 4 MiB more)."""
+    cap = 8 * MIB
+    settings = {"max_output_bytes": cap, "output_check_interval": 30.0, "kill_grace": 30.0}
+    async with serving_tools(short_tmp, **settings) as tools:
+        cmd = "trap '' INT; yes aaaaaaa & yes bbbbbbb >&2 & yes ccccccc & yes ddddddd >&2; wait"
+        with trio.fail_after(60):
+            result = await tools.call("run", {"cmd": cmd, "name": "w", "wait_seconds": 50})
+        status = result.structured
+        size = _output_size(tools.manager.store, "w")
+        assert cap < size <= cap + 8 * MIB, size
+        assert (status["state"], status["stop_reason"]) == ("stopped", "output_cap"), status
+        assert "at the output cap" in result.text
+        assert not group_alive(status["pid"])
+
+
+async def test_a_task_whose_shell_died_of_sigxfsz_while_the_daemon_was_down_says_output_cap(
+    daemon: DaemonHandle,
+) -> None:
+    """Past the cap while no daemon runs, only the file size limit holds the task: a writer meets
+    it, and so does the wrapper shell as it reports that on stderr (SIGXFSZ, no exit code written).
+    The next daemon says the task was stopped at the output cap, not that it vanished."""
+    gate = make_gate(daemon.root)
+    cmd = f"read -r line < {gate}; yes aaaaaaa & yes bbbbbbb >&2; wait"
+    async with daemon.running("--max-output-bytes", "1MiB", agent=False), daemon.session() as session:
+        started = structured(await call(session, "run", cmd=cmd, name="w", wait_seconds=0))
+        assert started["state"] == "running"
+        pid = structured(await call(session, "status", id="w"))["pid"]
+    open_gate(gate)
+    with trio.fail_after(30):
+        await wait_exited(pid)
+    assert not daemon.task_file("w", ".exit").read_text().strip().isdigit()  # no exit code written
+    async with daemon.running("--max-output-bytes", "1MiB", agent=False), daemon.session() as session:
+        result = await call(session, "status", id="w")
+    status = structured(result)
+    assert (status["state"], status["stop_reason"], status["exit_code"]) == ("stopped", "output_cap", None)
+    assert "at the output cap" in text_of(result)
+    notes = " / ".join(status["notes"])
+    assert "over the cap of 1048576 bytes" in notes
+    on_disk = json.loads(daemon.task_file("w", ".json").read_text())
+    assert (on_disk["state"], on_disk["stop_reason"]) == ("stopped", "output_cap")
+
+
+class CountingStore(TaskStore):
+    """A store that counts the looks at a task's output size."""
+
+    looks: int = 0
+
+    def output_size(self, task_id: str) -> int:
+        self.looks += 1
+        return super().output_size(task_id)
+
+
+async def test_a_task_far_from_the_cap_is_not_looked_at_for_every_write(short_tmp: Path) -> None:
+    """Its output is checked as it grows, but no sooner than its writers could reach the cap: 600
+    lines written one by one over a few hundred milliseconds, far below the default cap, cost a
+    handful of looks, not one each (244 without that spacing)."""
+    store = CountingStore(short_tmp / "state")
+    async with serving_tools(short_tmp, store=store, output_check_interval=30.0) as tools:
+        cmd = "for i in $(seq 300); do echo line $i; echo err $i >&2; /bin/true; done"
+        result = await tools.call("run", {"cmd": cmd, "wait_seconds": 30})
+        assert result.structured["state"] == "done", result.text
+    assert store.looks < 30, store.looks

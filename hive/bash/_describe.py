@@ -58,6 +58,8 @@ def describe_signals(record: TaskRecord) -> str:
         return "no signal sent"
     if record.signals == ("SIGINT",):
         return "SIGINT to all its processes"
+    if record.signals[0] == "SIGKILL":
+        return "SIGKILL to all its processes"
     return "SIGINT to all its processes, then SIGKILL to those still alive"
 
 

@@ -300,6 +300,14 @@ async def _resume(manager: Manager, task: Task) -> None:
         manager.supervise_soon(task, _adopted_exit(pid, task.record.pid_start_time))
         return
     written = store.read_exit_status(task.id)
+    # Past the cap while no daemon watched it: the file size limit ended its writers, and its
+    # wrapper shell too if it said so on stderr (SIGXFSZ, then no exit status).
+    size = await trio.to_thread.run_sync(store.output_size, task.id)
+    capped = size > manager.settings.max_output_bytes
+    if capped:
+        if task.record.state is TaskState.PENDING:
+            ledger.change(task, Spawned(), started_at=task.record.started_at or task.record.created_at)
+        manager.stopper.ended_past_cap(task, size, "it passed the cap while the daemon was down")
     if written is not None:
         if task.record.state is TaskState.PENDING:  # started, but its record not saved since
             ledger.change(task, Spawned(), started_at=task.record.started_at or task.record.created_at)
@@ -313,6 +321,13 @@ async def _resume(manager: Manager, task: Task) -> None:
             ledger.change(task, StopBegun(StopReason.TIMEOUT), stop_started_at=started + timeout)
         ledger.change(task, Exited(), exit_code=written.code, ended_at=ended_at)
         ledger.note(task, "it ended while the daemon was down; its exit status was recovered")
+    elif capped:
+        ledger.change(task, Exited(), ended_at=manager.clock())
+        ledger.note(
+            task,
+            "it left no exit status: its wrapper shell ended without writing one, as a shell that "
+            "meets the file size limit does (SIGXFSZ)",
+        )
     else:
         ledger.change(task, Vanished(), ended_at=manager.clock())
         ledger.note(

@@ -19,9 +19,16 @@ a stopped task is stopped at once; a leftover of a finished task is stopped once
 output passes the cap. A task's cgroup is removed once it is empty. The notes of the task
 say what was signalled and why.
 
-The output cap is also held by the kernel: every process of a task has RLIMIT_FSIZE at the
-cap plus `FSIZE_MARGIN`, so no writer, however fast, and whether the task still runs or not,
-grows an output file further than that between two checks (see `hive.bash._procs.WRAPPER`).
+The output cap counts stdout and stderr together. A task's output is checked as it grows,
+woken by inotify (`hive.bash._growth`), from its start until it ended and nothing of it is
+left: a task whose output passes the cap is stopped (SIGINT, then the grace), and once it is
+`CAP_MARGIN` past the cap, whatever stage its stop is at, every process of it gets SIGKILL at
+once. Far from the cap a task is looked at no sooner than its writers could have reached it
+at `OUTPUT_RATE`, so that a task writing all along costs few checks. The kernel holds each
+file as a backstop, also while no daemon runs: every process of a task has RLIMIT_FSIZE at the
+cap plus `FSIZE_MARGIN` (see `hive.bash._procs.WRAPPER`), and a writer that meets it gets
+SIGXFSZ (or EFBIG). A task ended so is recorded as stopped at the output cap too (see
+`ended_past_cap`).
 
 Everything that blocks (``stat``, ``statvfs``, reads of ``/proc``) runs in a worker
 thread, batched: one hop per interval for all tasks.
@@ -42,19 +49,25 @@ import trio
 from hive import _proc
 from hive._when import counted, in_seconds
 from hive.bash import _cgroups, _namespaces, _procs
+from hive.bash._growth import GrowthWatch
 from hive.bash._ledger import Ledger
 from hive.bash._model import StopBegun, StopReason
 from hive.bash._settings import TaskSettings
+from hive.bash._store import TaskStore
 from hive.bash._task import Task
 
 log = logging.getLogger(__name__)
 
 CAP_MARGIN = 1024**2
-"""How far past its size at the stop a task's output may grow in the grace of a stop for the cap
-(or a tenth of the cap, if that is more) before SIGKILL comes early."""
+"""How far past the output cap a task's output may grow before every process of it gets SIGKILL
+without waiting out the grace of its stop: the grace is for processes that end, and a writer
+that ignores SIGINT would go on writing in it."""
 FSIZE_MARGIN = 4 * 1024**2
 """How far past the output cap a file of a task may grow (RLIMIT_FSIZE, in every process of the
 task); a process that writes past it gets SIGXFSZ (or EFBIG)."""
+OUTPUT_RATE = 16 * 1024**3
+"""Bytes a second that a task's output files take at most: writes to one file take its inode's
+lock in turn, so the two of them grow about as fast as two cores copy memory, at most."""
 FILLED_UP = "the disk holding {} filled up while it ran; its output may be cut short"
 
 
@@ -91,6 +104,10 @@ def _left_cgroup(cgroup: Path, marks: _procs.TaskMarks) -> list[_procs.ProcInfo]
     return [p for p in found if p.pid not in inside]
 
 
+def _output_sizes(store: TaskStore, task_ids: list[str]) -> list[int]:
+    return [store.output_size(task_id) for task_id in task_ids]
+
+
 @attrs.frozen
 class _Survey:
     """What one interval's worker hop found."""
@@ -120,20 +137,33 @@ class Stopper:
     """Ended tasks (by serial) that may still have processes: looked for at the next survey."""
     _cleaning: set[str] = attrs.field(factory=set)
     _graces: dict[str, trio.CancelScope] = attrs.field(factory=dict)
-    """Serial -> the grace of a stop under way; cancelling it sends SIGKILL at once."""
-    _cap_sizes: dict[str, int] = attrs.field(factory=dict)
-    """Serial -> the output's size when a stop for the cap began."""
+    """Serial -> the grace of a stop under way."""
+    _growth: GrowthWatch = attrs.field(factory=GrowthWatch)
+    _watched: dict[str, Task] = attrs.field(factory=dict)
+    """Serial -> a task whose output is checked as it grows (see `watch_output`)."""
+    _look_by: dict[str, float] = attrs.field(factory=dict)
+    """Serial -> the earliest (Trio) time the task's writers could have reached the cap."""
+    _killing: set[str] = attrs.field(factory=set)
+    """Tasks past the cap and its margin whose SIGKILL is under way."""
+    _spacing: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    """The wait before the next look at the watched tasks: a task newly watched ends it."""
     _own_namespace: int | None = attrs.field(factory=lambda: _namespaces.cgroup_namespace("self"))
     """The daemon's cgroup namespace: a wrapper still in it has not entered its own yet."""
     _namespaces: dict[str, tuple[int, int]] = attrs.field(factory=dict)
     """Serial -> the inode of the task's cgroup namespace and a descriptor holding it."""
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the stops of leftovers (see `survey`) until cancelled."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
+        """Check the output of tasks as it grows, and run the stops of leftovers (see `survey`),
+        until cancelled."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._watch_output)
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            self._growth.close()
 
     # -- beginning a stop -----------------------------------------------------------------------
 
@@ -239,7 +269,7 @@ class Stopper:
 
     @contextlib.contextmanager
     def _grace(self, task: Task, seconds: float) -> Iterator[trio.CancelScope]:
-        """The grace between SIGINT and SIGKILL, cut short by `_check_cap_stop`."""
+        """The grace between SIGINT and SIGKILL."""
         serial = task.record.serial
         with trio.move_on_after(seconds) as scope:
             self._graces[serial] = scope
@@ -247,7 +277,6 @@ class Stopper:
                 yield scope
             finally:
                 del self._graces[serial]
-                self._cap_sizes.pop(serial, None)
 
     def _cgroup(self, task: Task) -> Path | None:
         return self.settings.cgroup_of(task.record)
@@ -328,8 +357,10 @@ class Stopper:
     # -- after the end --------------------------------------------------------------------------
 
     def ended(self, task: Task) -> None:
-        """The task's wrapper has exited: look for processes it left behind at the next survey."""
+        """The task's wrapper has exited: look for processes it left behind at the next survey
+        (its output is checked as it grows until none is left)."""
         self._ended[task.record.serial] = task
+        self.watch_output(task)
 
     def watching(self, task: Task) -> bool:
         """Whether processes of this ended task may still be alive (a stop under way, or
@@ -343,10 +374,9 @@ class Stopper:
         store = self.ledger.store
         running = [t for t in self.tasks.values() if t.supervisor is not None and not t.exited.is_set()]
         ended = list(self._ended.values())
-        # Stops for the cap under way (see `_check_cap_stop`).
-        capped = [t for t in (*self.tasks.values(), *ended) if t.record.serial in self._cap_sizes]
+        measured = {t.record.serial: t for t in (*running, *ended, *self._watched.values())}
         # Everything the thread needs is read here, on the loop.
-        measure = [(t.record.serial, t.id) for t in (*running, *ended, *capped)]
+        measure = [(serial, t.id) for serial, t in measured.items()]
         unstarted = [(t.record.serial, t.record.pid) for t in running if t.record.pid_start_time is None]
         unmarked = [(t.record.serial, pid) for t in running if (pid := self._unlearned(t)) is not None]
         # By cgroup, and by tag and namespace: an ended task's wrapper is reaped, and its pid
@@ -377,29 +407,10 @@ class Stopper:
         survey = await trio.to_thread.run_sync(work)
         for task in running:
             self._check_running(task, survey)
+        for task in measured.values():
+            self._check_output(task, survey.sizes.get(task.record.serial, 0))
         for task in ended:
             self._check_ended(task, survey)
-        for task in capped:
-            self._check_cap_stop(task, survey)
-
-    def _check_cap_stop(self, task: Task, survey: _Survey) -> None:
-        """A stop for the cap whose output still grows well past it gets SIGKILL now: the grace
-        is for processes that end, and a writer that ignores SIGINT would fill the disk in it."""
-        serial = task.record.serial
-        at_stop = self._cap_sizes.get(serial)
-        scope = self._graces.get(serial)
-        if at_stop is None or scope is None:
-            return
-        size = survey.sizes.get(serial, 0)
-        margin = max(self.settings.max_output_bytes // 10, CAP_MARGIN)
-        if size > at_stop + margin:
-            self.ledger.note(
-                task,
-                f"its output went on growing after SIGINT ({size} bytes), so SIGKILL came without "
-                "waiting out the grace",
-            )
-            del self._cap_sizes[serial]
-            scope.cancel()
 
     def _check_running(self, task: Task, survey: _Survey) -> None:
         serial = task.record.serial
@@ -408,14 +419,103 @@ class Stopper:
             self.ledger.change(task, pid_start_time=start)
         if serial in survey.namespaces:
             self._learned(task, survey.namespaces[serial])
-        cap = self.settings.max_output_bytes
-        size = survey.sizes.get(serial, 0)
-        if size > cap and task.record.stop_reason is None and not task.exited.is_set():
-            self.ledger.note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
-            if self.begin(task, StopReason.OUTPUT_CAP):
-                self._cap_sizes[serial] = size
         if survey.disk_full:
             self.ledger.note(task, FILLED_UP.format(self.ledger.store.tasks_dir))
+
+    # -- the output cap -------------------------------------------------------------------------
+
+    def watch_output(self, task: Task) -> None:
+        """Check the output of this task (which runs, or may have processes left) as it grows,
+        until it ended and nothing of it is left."""
+        serial = task.record.serial
+        if serial in self._watched:
+            return
+        self._watched[serial] = task
+        store = self.ledger.store
+        self._growth.add(serial, (store.out_path(task.id), store.err_path(task.id)))
+        self._spacing.cancel()
+
+    def _unwatch_output(self, serial: str) -> None:
+        self._watched.pop(serial, None)
+        self._look_by.pop(serial, None)
+        self._growth.remove(serial)
+
+    async def _watch_output(self) -> None:
+        """Check the output of the watched tasks whose files were written, as they are; a task
+        far from the cap no sooner than its writers could reach it."""
+        store = self.ledger.store
+        cap = self.settings.max_output_bytes
+        while True:
+            changed = await self._growth.changed()
+            # A later run of the name has the paths of an ended one: the survey looks after that.
+            tasks = [
+                t
+                for serial in changed
+                if (t := self._watched.get(serial)) is not None and self.tasks.get(t.id) is t
+            ]
+            if tasks:
+                sizes = await trio.to_thread.run_sync(_output_sizes, store, [t.id for t in tasks])
+                now = trio.current_time()
+                for task, size in zip(tasks, sizes, strict=True):
+                    if task.record.serial in self._watched:
+                        self._look_by[task.record.serial] = now + max(0, cap - size) / OUTPUT_RATE
+                        self._check_output(task, size)
+            if self._look_by:
+                latest = trio.current_time() + self.settings.output_check_interval
+                with trio.CancelScope(deadline=min(latest, *self._look_by.values())) as self._spacing:
+                    await trio.sleep_forever()
+
+    def _check_output(self, task: Task, size: int) -> None:
+        """A running task past the cap is stopped; one past the cap and `CAP_MARGIN`, whatever
+        of it is left gets SIGKILL at once (also what an ended task left behind)."""
+        cap = self.settings.max_output_bytes
+        if size <= cap:
+            return
+        serial = task.record.serial
+        running = task.supervisor is not None and not task.exited.is_set()
+        if running and task.record.stop_reason is None:
+            self.ledger.note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
+            self.begin(task, StopReason.OUTPUT_CAP)
+        alive = task.supervisor is not None or serial in self._ended or serial in self._cleaning
+        # No nursery: the daemon is stopping, and signals nothing on its way down.
+        if size > cap + CAP_MARGIN and alive and serial not in self._killing and self._nursery is not None:
+            self._killing.add(serial)
+            pgid = task.record.pid
+            # The group at once, on the loop (its leader is not reaped yet); the rest (escaped
+            # processes, or the cgroup) in `_kill_past_cap`.
+            if running and pgid is not None and _proc.signal_group(pgid, signal.SIGKILL):
+                self._signalled(task, "SIGKILL")
+            self._nursery.start_soon(self._kill_past_cap, task, size)
+
+    async def _kill_past_cap(self, task: Task, size: int) -> None:
+        cap = self.settings.max_output_bytes
+        try:
+            if task.supervisor is not None:
+                self.ledger.note(
+                    task,
+                    f"its output went on to {size} bytes, more than {CAP_MARGIN} bytes past the cap of "
+                    f"{cap} bytes, so SIGKILL came without waiting out the grace",
+                )
+            await self._kill(
+                task, f"as its output passed the cap by {size - cap} bytes", by_group=not task.exited.is_set()
+            )
+        finally:
+            self._killing.discard(task.record.serial)
+
+    def ended_past_cap(self, task: Task, size: int, how: str) -> None:
+        """A task that ended with its output past the cap, and no stop under way, is recorded
+        stopped at the cap, as a check would have stopped it; ``how`` it got there unchecked
+        (``it ended before a check stopped it``, ...) is in its notes."""
+        cap = self.settings.max_output_bytes
+        if size <= cap or task.record.stop_reason is not None:
+            return
+        self.ledger.note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
+        self.ledger.note(
+            task,
+            f"{how}; until a check comes, the file size limit holds each of its files "
+            f"({cap + FSIZE_MARGIN} bytes), and a writer that meets it dies of SIGXFSZ",
+        )
+        self.ledger.change(task, StopBegun(StopReason.OUTPUT_CAP), stop_started_at=self.clock())
 
     def _check_ended(self, task: Task, survey: _Survey) -> None:
         serial = task.record.serial
@@ -424,6 +524,7 @@ class Stopper:
             if serial not in self._graces:  # else looked at again once the stop is over
                 self._ended.pop(serial, None)
                 self._forget(task)
+                self._unwatch_output(serial)
             return
         if serial in self._cleaning:
             return
@@ -439,11 +540,10 @@ class Stopper:
             )
         else:
             return
+        if self._nursery is None:  # the daemon is stopping
+            return
         self.ledger.note(task, f"{why} (pids {_pids(pids)}); they were stopped")
         self._cleaning.add(serial)
-        if task.record.stop_reason is None:
-            self._cap_sizes[serial] = size
-        assert self._nursery is not None
         self._nursery.start_soon(self._stop_leftovers, task, left)
 
     async def _stop_leftovers(self, task: Task, left: list[_procs.ProcInfo]) -> None:

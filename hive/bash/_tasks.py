@@ -30,7 +30,7 @@ from hive.bash._courier import Key, WakeCourier
 from hive.bash._errors import BadArgument, BashError, DiskError, NameBusy, TaskLimit, UnknownTask
 from hive.bash._ledger import Ledger, wake_for
 from hive.bash._line import RunLine
-from hive.bash._model import Event, Exited, HeldBy, Spawned, StopBegun, StopReason, Vanished, Withdrawn
+from hive.bash._model import Event, Exited, HeldBy, Spawned, Vanished, Withdrawn
 from hive.bash._output import NewOutput, check_offset, read_new, stream_size, until_grown
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._recovery import recover
@@ -508,6 +508,7 @@ class TaskManager:
             task.trace = telemetry.task_started(task.id, task.record.started_at or self.clock(), task.parent)
         async with trio.open_nursery() as stoppers:
             task.supervisor = stoppers
+            self.stopper.watch_output(task)
             if task.record.stop_reason is not None:
                 # A stop was under way when the previous daemon went down: finish it.
                 if task.record.stop_started_at is None:
@@ -571,18 +572,9 @@ class TaskManager:
         ledger = self.ledger
         if not has_space:
             ledger.note(task, FILLED_UP.format(store.tasks_dir))
-        cap = self.settings.max_output_bytes
-        if size > cap and task.record.stop_reason is None:
-            # Past the cap before a check saw it: its writer met the file size limit (SIGXFSZ,
-            # see `_procs.WRAPPER`), and the task ended of that. Stopped for the cap, as a
-            # check would have stopped it.
-            ledger.note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
-            ledger.note(
-                task,
-                f"its writer met the file size limit ({cap + FSIZE_MARGIN} bytes a file) before a "
-                "check stopped it",
-            )
-            ledger.change(task, StopBegun(StopReason.OUTPUT_CAP), stop_started_at=self.clock())
+        # Past the cap before a check saw it: it ended by itself, or its writers met the file
+        # size limit (SIGXFSZ, see `_procs.WRAPPER`) and it ended of that.
+        self.stopper.ended_past_cap(task, size, "it ended before a check stopped it")
         exit_code = self._exit_without_file(task, returncode) if written is None else written.code
         # The end is when the wrapper wrote the status (its last act), not when this daemon got
         # to it: on a loaded machine that is 100 ms and more later.
@@ -624,7 +616,11 @@ class TaskManager:
     def _exit_without_file(self, task: Task, returncode: int | None) -> int | None:
         """The exit code of a task whose `.exit` holds no status, and a note on why it has none."""
         if returncode is not None and returncode < 0:
-            self.ledger.note(task, f"its wrapper shell was killed by {signal.Signals(-returncode).name}")
+            killed_by = signal.Signals(-returncode)
+            limit = ""
+            if killed_by is signal.SIGXFSZ:
+                limit = f" (it met the file size limit, {self.settings.max_output_bytes + FSIZE_MARGIN} bytes a file)"
+            self.ledger.note(task, f"its wrapper shell was killed by {killed_by.name}{limit}")
             return None
         if returncode is not None:
             # The wrapper exits with the command's status: only the file was lost.

@@ -251,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--output-check-secs",
         type=_seconds,
-        help="how often a running task's output size is checked against the cap "
+        help="how often the daemon checks its tasks: the disk, what ended tasks left running, and "
+        "the output cap where inotify cannot watch a task's output (it is checked as it grows) "
         f"[HIVE_BASH_OUTPUT_CHECK_SECS; default {_DEFAULTS.output_check_interval:g}]",
     )
     parser.add_argument(
