@@ -23,6 +23,7 @@ import trio
 from hive._proc import ChildExit, GroupLeader
 from hive._when import in_seconds
 from hive.runtime._errors import AgentUnavailable
+from hive.runtime._guard import current_sentinel
 from hive.runtime._prestart import AgentCommand, Spawned, claim, spawn, unclaimed
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,8 @@ async def start_agent(
     piped, its stdin a pipe, a pipe carrying ``stdin_data`` and then closed, or ``/dev/null``;
     or adopt the one prestarted with exactly this command. With ``stdin_data``, the caller runs
     ``feed_stdin`` beside its reading of the output (it returns at once when the spawn could
-    write it all, up to 1 MiB). It gets SIGINT if this process dies.
+    write it all, up to 1 MiB). It gets SIGINT if this process dies: its whole process group
+    inside ``guarding_agents`` (from the sentinel), else its first process (from the kernel).
 
     The fork is made on Trio's own thread, not a worker's: the kernel sends the parent-death
     signal when the thread that forked the child exits, and Trio's idle workers exit."""
@@ -198,8 +200,16 @@ async def start_agent(
     spawned = claim(command, cwd=cwd)
     if spawned is None:
         await trio.lowlevel.checkpoint()
+        sentinel = current_sentinel()
         try:
-            spawned = spawn(argv, cwd=cwd, env=env, stdin_pipe=stdin_pipe, stdin_data=stdin_data)
+            spawned = spawn(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin_pipe=stdin_pipe,
+                stdin_data=stdin_data,
+                follow_parent=sentinel is None,
+            )
         except FileNotFoundError:
             raise AgentUnavailable(
                 f"cannot start {argv[0]!r}: no such executable (is it installed and on PATH?)"
@@ -208,6 +218,8 @@ async def start_agent(
             raise AgentUnavailable(f"cannot start {argv[0]!r}: permission denied") from None
         except OSError as exc:
             raise AgentUnavailable(f"cannot start {argv[0]!r} in {cwd}: {exc}") from None
+        if sentinel is not None:
+            sentinel.guard(spawned.popen.pid)
     return _hold(spawned)
 
 
