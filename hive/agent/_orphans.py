@@ -92,7 +92,8 @@ class AgentRecorder:
     _agents: list[tuple[AgentProcess, Recorded]] = attrs.field(factory=list)
 
     def __call__(self, agent: AgentProcess) -> None:
-        recorded = Recorded.of(agent.pid, agent.argv[0])
+        started = agent.start_time()
+        recorded = None if started is None else Recorded(agent.pid, started, agent.argv[0])
         self._agents = [(a, r) for a, r in self._agents if a.returncode is None]
         if recorded is not None:
             self._agents.append((agent, recorded))

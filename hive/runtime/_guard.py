@@ -25,7 +25,6 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive._proc import start_time
 from hive._when import in_seconds
 
 log = logging.getLogger(__name__)
@@ -46,12 +45,9 @@ class Sentinel:
     def running(self) -> bool:
         return self._pipe >= 0 and self.process.returncode is None
 
-    def guard(self, pid: int) -> bool:
-        """Have the sentinel SIGINT the process group ``pid`` leads if this process dies while
-        it runs; False (with a warning) if it cannot be told."""
-        started = start_time(pid)
-        if started is None:  # gone already: nothing to guard
-            return True
+    def guard(self, pid: int, started: int) -> bool:
+        """Have the sentinel SIGINT the process group ``pid`` (started at ``started``) leads if
+        this process dies while it runs; False (with a warning) if it cannot be told."""
         try:
             os.write(self._pipe, f"{pid} {started}\n".encode())
         except OSError as exc:
