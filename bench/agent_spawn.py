@@ -14,7 +14,7 @@ and all, and the start time the record of the agents reads), alternating: follow
 and handed to the agents' sentinel (a line written to its pipe, as ``hive.runtime._guard``
 does). With ``setpriv``, ``Popen`` returns once ``setpriv`` is exec'd: its own exec of the agent
 comes after, off the clock but before the agent starts. And the
-sentinel's own start (spawn to its first read of the pipe) and RSS, once.
+sentinel's own start (spawn to exit on a pipe that ends at once) and RSS.
 """
 
 from __future__ import annotations
