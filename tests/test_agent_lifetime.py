@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trio
 
-from fixtures import acp_agent
+from fixtures import acp_agent, fake_claude
 from hive.agent._orphans import (
     AGENTS_FILE,
     DAEMON_FILE,
@@ -104,6 +104,55 @@ async def test_a_sigkilled_harness_s_claude_gets_sigint_and_exits(root: Path) ->
         fake.cleanup()
 
 
+def claude_behind_a_wrapper(fake: FakeClaude) -> dict[str, str]:
+    """``HIVE_CLAUDE_COMMAND`` a shell script that runs the fake claude without ``exec``: the
+    shell is the agent's first process, and waits on claude as its foreground child."""
+    wrapper = fake.root / "claude-wrapper"
+    wrapper.write_text(f'#!/bin/sh\n{sys.executable} {fake_claude.PATH} "$@"\nexit $?\n')
+    wrapper.chmod(0o755)
+    return {**claude_env(fake), "HIVE_CLAUDE_COMMAND": str(wrapper)}
+
+
+async def test_a_sigkilled_harness_s_claude_behind_a_wrapper_script_gets_sigint_and_exits(root: Path) -> None:
+    fake = FakeClaude(root).install()
+    try:
+        fake.script(HOLD)
+        with trio.fail_after(GUARD):
+            async with running_agent(root, claude_behind_a_wrapper(fake)) as agent:
+                await send_wake(agent.socket, Wake("bash-task-a", "1"))
+                start = await claude_start(fake, 1)
+                agent.process.kill()
+                await agent.process.wait()
+            await wait_exited(start["pid"])
+        assert only_sigint(fake.signals())
+    finally:
+        fake.cleanup()
+
+
+async def test_a_harness_restarted_at_once_after_a_sigkill_neither_waits_on_nor_overlaps_a_wrapped_claude(
+    root: Path,
+) -> None:
+    fake = FakeClaude(root).install()
+    try:
+        fake.script(HOLD, [{"init": {}}, {"text": "again"}, {"result": {}}])
+        env = claude_behind_a_wrapper(fake)
+        with trio.fail_after(GUARD):
+            async with running_agent(root, env) as agent:
+                await send_wake(agent.socket, Wake("bash-task-a", "1"))
+                start = await claude_start(fake, 1)
+                left = os.pidfd_open(start["pid"])
+                agent.process.kill()
+                await agent.process.wait()
+            try:
+                async with running_agent(root, env):
+                    assert exited(left)  # gone before the new harness was ready
+            finally:
+                os.close(left)
+        assert only_sigint(fake.signals())
+    finally:
+        fake.cleanup()
+
+
 async def test_a_restarted_harness_sigints_the_agent_its_predecessor_left_and_waits_for_it(
     root: Path,
 ) -> None:
@@ -155,6 +204,40 @@ async def test_a_restarted_harness_sigints_the_agent_its_predecessor_left_and_wa
             if process.returncode is None:
                 process.kill()
                 await process.wait()
+
+
+async def test_a_restarted_harness_sigints_the_whole_process_group_of_an_agent_left_running(
+    root: Path,
+) -> None:
+    """A recorded agent leads its process group, as when a turn is stopped: what runs in it (the
+    claude a wrapper script runs without exec, waiting on it) gets the SIGINT too."""
+    marker = root / "sigint"
+    claude = (
+        "import signal, sys\n"
+        f"def stop(*_): open({str(marker)!r}, 'w').close(); sys.exit(0)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        "sys.stdout.write('ready\\n'); sys.stdout.flush()\n"
+        "while True: signal.pause()\n"
+    )
+    wrapper = await trio.lowlevel.open_process(
+        ["/bin/sh", "-c", f'{sys.executable} -c "$1"; exit $?', "claude-wrapper", claude],
+        stdout=-1,
+        start_new_session=True,
+    )
+    try:
+        assert wrapper.stdout is not None
+        assert await wrapper.stdout.receive_some() == b"ready\n"
+        recorded = Recorded.of(wrapper.pid, "claude-wrapper")
+        assert recorded is not None
+        ProcessRecord(root / AGENTS_FILE).save([recorded])
+        with trio.fail_after(GUARD):
+            await stop_previous(ProcessRecord(root / AGENTS_FILE), within=10, groups=True)
+        assert marker.exists()
+        assert wrapper.returncode is not None
+    finally:
+        if wrapper.returncode is None:
+            os.killpg(wrapper.pid, signal.SIGKILL)
+            await wrapper.wait()
 
 
 async def test_a_sigkilled_harness_s_bash_daemon_gets_sigint_and_exits_quietly(root: Path) -> None:

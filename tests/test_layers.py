@@ -27,6 +27,7 @@ LEAVES = {
     "_text_input",
     "_when",
     "_signals",
+    "_sentinel",
 }
 """The shared mechanisms (hive/_*.py, hive/errors.py): each imports only leaves, and every part may import them."""
 

@@ -1,11 +1,13 @@
 """What a harness that died may have left running, and stopping it before starting again.
 
-Every agent and daemon the harness starts gets SIGINT from the kernel when the harness dies
+Every agent the harness starts gets SIGINT to its process group when the harness dies (from
+the sentinel, ``hive.runtime.guarding_agents``), and every daemon SIGINT from the kernel
 (``hive.runtime._lifetime.die_with_parent``). One that is still running when the next harness
 starts on the same state dir (it ignored that SIGINT, or is still finishing) must not overlap
 the new one's: the harness records the pid and start time of each process it starts in a state
 file, and at start sends each recorded process that is still running, and is the same process
-(its start time tells it from another with a reused pid), SIGINT, and waits for its exit.
+(its start time tells it from another with a reused pid), SIGINT (an agent: its process group,
+as a turn's stop does), and waits for its exit.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ class AgentRecorder:
     _agents: list[tuple[AgentProcess, Recorded]] = attrs.field(factory=list)
 
     def __call__(self, agent: AgentProcess) -> None:
-        recorded = Recorded.of(agent.pid, agent.argv[0])
+        started = agent.start_time()
+        recorded = None if started is None else Recorded(agent.pid, started, agent.argv[0])
         self._agents = [(a, r) for a, r in self._agents if a.returncode is None]
         if recorded is not None:
             self._agents.append((agent, recorded))
@@ -100,13 +103,16 @@ class AgentRecorder:
             log.warning("cannot record agent pid %d in %s: %s", agent.pid, self.record.path, exc)
 
 
-async def stop_previous(record: ProcessRecord, *, within: float = STOP_WITHIN) -> None:
-    """SIGINT to every process in ``record`` still running, and wait for each to exit; raises
-    ``PreviousStillRunning`` for one still running ``within`` seconds later."""
+async def stop_previous(record: ProcessRecord, *, within: float = STOP_WITHIN, groups: bool = False) -> None:
+    """SIGINT to every process in ``record`` still running (with ``groups``, to the process group
+    each leads, as a turn's stop sends it: an agent's every process), and wait for each to exit;
+    raises ``PreviousStillRunning`` for one still running ``within`` seconds later."""
     found = [(r, pidfd) for r in record.load() if (pidfd := Pidfd.adopt(r.pid, r.start_time)) is not None]
     try:
         for recorded, pidfd in found:
-            if not pidfd.send_signal(signal.SIGINT):
+            # One that leads no group (none is left, or it was not started leading one) gets it alone.
+            sent = (groups and pidfd.signal_group(signal.SIGINT)) or pidfd.send_signal(signal.SIGINT)
+            if not sent:
                 continue
             log.info(
                 "%s (pid %d), left running by a previous hive-agent on this state dir: sent it SIGINT, "

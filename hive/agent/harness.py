@@ -67,6 +67,7 @@ from hive.runtime import (
     McpServer,
     RuntimeSpec,
     die_with_parent,
+    guarding_agents,
     open_runtime,
     watching_agents,
 )
@@ -190,7 +191,7 @@ async def serve_agent(
     bash_daemon = ProcessRecord(options.state_dir / DAEMON_FILE)
     subagent_daemon = ProcessRecord(options.state_dir / SUBAGENT_DAEMON_FILE)
     # What a harness that died left running (its agents, its daemons) is stopped first.
-    await stop_previous(ProcessRecord(options.state_dir / AGENTS_FILE))
+    await stop_previous(ProcessRecord(options.state_dir / AGENTS_FILE), groups=True)
     await stop_previous(bash_daemon)
     await stop_previous(subagent_daemon)
     bash = bash_supervision(options, bash_daemon)
@@ -312,10 +313,12 @@ async def _main(options: Options, spec: RuntimeSpec, early: list[signal.Signals]
                     stop(signal.Signals(signum).name)
 
             outer.start_soon(stop_on_signals)
-            # Each agent the runtime spawns is recorded, for a harness started after this one dies.
+            # Each agent the runtime spawns is recorded, for a harness started after this one dies,
+            # and its process group gets SIGINT from the sentinel if this one dies meanwhile.
             recorder = AgentRecorder(ProcessRecord(options.state_dir / AGENTS_FILE))
-            with serving, watching_agents(recorder):
-                await serve_agent(options, spec, running, on_ready=_ready)
+            async with guarding_agents():
+                with serving, watching_agents(recorder):
+                    await serve_agent(options, spec, running, on_ready=_ready)
             outer.cancel_scope.cancel()
 
 

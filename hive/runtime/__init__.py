@@ -51,6 +51,7 @@ __all__ = [
     "agent_environment",
     "die_with_parent",
     "first_command",
+    "guarding_agents",
     "interrupt_unclaimed",
     "one_error",
     "open_runtime",
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
         one_error,
         refused_as_root,
     )
+    from hive.runtime._guard import guarding_agents
     from hive.runtime._lifetime import die_with_parent, start_time
     from hive.runtime._prestart import AgentCommand, Prestart, interrupt_unclaimed, prestart
     from hive.runtime._process import (

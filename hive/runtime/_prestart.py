@@ -83,11 +83,13 @@ def spawn(
     env: Mapping[str, str],
     stdin_pipe: bool,
     stdin_data: bytes | None = None,
+    follow_parent: bool = True,
 ) -> Spawned:
     """Start ``argv`` in a new session (so it leads its process group), stdout and stderr
-    piped, stdin a pipe, a pipe carrying ``stdin_data``, or ``/dev/null``; sent SIGINT if the
-    calling thread dies, so call it on a thread that lives as long as this process (see
-    ``_lifetime``). Of ``stdin_data``, what the pipe takes without blocking is written here (the
+    piped, stdin a pipe, a pipe carrying ``stdin_data``, or ``/dev/null``. With
+    ``follow_parent``, it is sent SIGINT if the calling thread dies, so call it on a thread
+    that lives as long as this process (see ``_lifetime``); without, the caller has it guarded
+    otherwise (``_guard``). Of ``stdin_data``, what the pipe takes without blocking is written here (the
     pipe is widened to 1 MiB first), and the pipe closed if that was all; the rest is left in
     ``Spawned.stdin_rest``. Raises what ``subprocess.Popen`` raises."""
     ours: list[int] = []
@@ -109,7 +111,7 @@ def spawn(
             with contextlib.suppress(OSError):
                 # So that a prompt of up to 1 MiB is written whole here, before Trio.
                 fcntl.fcntl(parent_in, F_SETPIPE_SZ, PIPE_SIZE)
-        command, preexec_fn = following_parent(argv, env, cwd)
+        command, preexec_fn = following_parent(argv, env, cwd) if follow_parent else (list(argv), None)
         popen = subprocess.Popen(
             command,
             cwd=cwd,

@@ -20,9 +20,10 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive._proc import ChildExit, GroupLeader
+from hive._proc import ChildExit, GroupLeader, start_time
 from hive._when import in_seconds
 from hive.runtime._errors import AgentUnavailable
+from hive.runtime._guard import Sentinel, current_sentinel
 from hive.runtime._prestart import AgentCommand, Spawned, claim, spawn, unclaimed
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class AgentProcess:
     _exit: ChildExit
     _stdin_rest: bytes = b""
     _leader: GroupLeader = attrs.field(init=False)
+    _started: int | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         self._leader = GroupLeader(self._exit.pidfd)
@@ -79,6 +81,13 @@ class AgentProcess:
     def pid(self) -> int:
         """Its pid (and its process group's id: it leads a group of its own)."""
         return self.popen.pid
+
+    def start_time(self) -> int | None:
+        """Its start time (``hive._proc.start_time``), read once: with its pid, it names this
+        process for those who record it. None if it has been reaped already."""
+        if self._started is None:
+            self._started = start_time(self.pid)
+        return self._started
 
     @property
     def signalled(self) -> bool:
@@ -190,7 +199,8 @@ async def start_agent(
     piped, its stdin a pipe, a pipe carrying ``stdin_data`` and then closed, or ``/dev/null``;
     or adopt the one prestarted with exactly this command. With ``stdin_data``, the caller runs
     ``feed_stdin`` beside its reading of the output (it returns at once when the spawn could
-    write it all, up to 1 MiB). It gets SIGINT if this process dies.
+    write it all, up to 1 MiB). It gets SIGINT if this process dies: its whole process group
+    inside ``guarding_agents`` (from the sentinel), else its first process (from the kernel).
 
     The fork is made on Trio's own thread, not a worker's: the kernel sends the parent-death
     signal when the thread that forked the child exits, and Trio's idle workers exit."""
@@ -198,8 +208,16 @@ async def start_agent(
     spawned = claim(command, cwd=cwd)
     if spawned is None:
         await trio.lowlevel.checkpoint()
+        sentinel = current_sentinel()
         try:
-            spawned = spawn(argv, cwd=cwd, env=env, stdin_pipe=stdin_pipe, stdin_data=stdin_data)
+            spawned = spawn(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin_pipe=stdin_pipe,
+                stdin_data=stdin_data,
+                follow_parent=sentinel is None,
+            )
         except FileNotFoundError:
             raise AgentUnavailable(
                 f"cannot start {argv[0]!r}: no such executable (is it installed and on PATH?)"
@@ -208,11 +226,14 @@ async def start_agent(
             raise AgentUnavailable(f"cannot start {argv[0]!r}: permission denied") from None
         except OSError as exc:
             raise AgentUnavailable(f"cannot start {argv[0]!r} in {cwd}: {exc}") from None
+        return _hold(spawned, sentinel)
     return _hold(spawned)
 
 
-def _hold(spawned: Spawned) -> AgentProcess:
+def _hold(spawned: Spawned, sentinel: Sentinel | None = None) -> AgentProcess:
     agent = AgentProcess.adopt(spawned)
+    if sentinel is not None and (started := agent.start_time()) is not None:
+        sentinel.guard(agent.pid, started)
     RUNNING.add(agent)
     watcher = _watcher.get()
     if watcher is not None:
