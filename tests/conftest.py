@@ -1,4 +1,5 @@
-"""Shared fixtures: short temporary directories, a real daemon's paths, an agent socket.
+"""Shared fixtures: short temporary directories, a real daemon's paths, an agent socket, the fake
+claude, the fakes and state directory of subagents.
 
 The helpers they are built on, and every other helper the tests share, are in ``tests/helpers``.
 """
@@ -8,14 +9,17 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups, shared_daemon, short_tmp_dir
+from tests.helpers.harness import installed_fake, scratch_root
 from tests.helpers.listener import AgentListener
+from tests.helpers.subagents import World, stop_daemon, world_in
 
 # A test run started with SIGINT ignored (a background job of a script, `nohup ... &`) would pass
 # that on to every process the tests start, which SIGINT then never stops: the tests would wait
@@ -68,3 +72,30 @@ def served() -> Iterator[DaemonHandle]:
     own tasks and connections."""
     with shared_daemon() as handle:
         yield handle
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    """A short scratch directory for a harness and its agents (``scratch_root``: the agents the
+    fakes recorded are SIGKILLed at its end). A module whose tests need other ``kill_events``
+    defines a ``root`` of its own."""
+    with scratch_root("hive-r-") as path:
+        yield path
+
+
+@pytest.fixture
+def fake(root: Path) -> Iterator[FakeClaude]:
+    """The fake claude, installed in ``root``; whatever it left running is stopped at the end."""
+    with installed_fake(root) as claude:
+        yield claude
+
+
+@pytest.fixture
+async def world(short_tmp: Path) -> AsyncIterator[World]:
+    """Subagents' fakes and state directory under ``short_tmp``; at the end, the fakes left running
+    are stopped, and so is a subagent daemon a test's tool call started on first use."""
+    with world_in(short_tmp) as made:
+        try:
+            yield made
+        finally:
+            await stop_daemon(made.state)

@@ -158,7 +158,7 @@ async def test_waiting_can_be_cancelled_and_resumed_without_losing_the_answer() 
         nursery.cancel_scope.cancel()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.lists(st.binary(max_size=200), max_size=8))
 def test_random_bytes_never_break_the_connection(chunks: list[bytes]) -> None:
     async def main() -> None:
@@ -259,7 +259,7 @@ async def test_a_long_line_in_many_small_chunks_is_delivered() -> None:
         nursery.cancel_scope.cancel()
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(
     st.lists(st.one_of(acp_notifications, over_long_lines(SMALL_LINE), blank_lines), max_size=12), st.data()
 )

@@ -31,6 +31,7 @@ from hive.sink import MemorySink
 from tests.helpers.acp_fake import FakeAcp
 from tests.helpers.inotify import wait_until
 from tests.helpers.processes import wait_exited
+from tests.helpers.runtimes import run_and_cancel
 
 GUARD = 60
 
@@ -244,17 +245,6 @@ async def test_permission_is_answered_by_the_policy(agent: FakeAcp) -> None:
 # A thought then text: the thought block is written once the text starts, so the turn is
 # known to be under way when the sink holds the init and the thought.
 WORKING = [{"thought": "hmm"}, {"text": "working"}, {"sleep": 30}]
-
-
-async def cancel_when(runtime: Any, sink: MemorySink, lines_seen: int) -> None:
-    await sink.wait_for_lines(lines_seen)
-    runtime.canceller().cancel()
-
-
-async def run_and_cancel(runtime: Any, sink: MemorySink, after_lines: int = 2) -> Any:
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(cancel_when, runtime, sink, after_lines)
-        return await runtime.run("go", sink)
 
 
 async def test_cancel_sends_session_cancel_and_the_turn_ends_cancelled(agent: FakeAcp) -> None:

@@ -389,7 +389,7 @@ def claude_agent_acp_turns(draw: st.DrawFn) -> tuple[list[Any], dict[str, dict[s
     return merged, inputs
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(claude_agent_acp_turns())
 def test_any_partition_and_order_of_streamed_inputs_writes_each_whole_input_once(
     turn: tuple[list[Any], dict[str, dict[str, Any]]],
@@ -420,7 +420,7 @@ def test_any_partition_and_order_of_streamed_inputs_writes_each_whole_input_once
 # -- any interleaving ---------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(tool_updates(output("out"), BASH) | text_chunks, max_size=12))
 def test_any_interleaving_writes_each_call_once_with_its_input_before_its_result(
     updates: list[SessionUpdate],

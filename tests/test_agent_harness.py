@@ -8,11 +8,9 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -28,10 +26,8 @@ from tests.helpers.harness import (
     acp_env,
     claude_env,
     claude_start,
-    installed_fake,
     release,
     running_agent,
-    scratch_root,
     wait_gone,
     wait_line,
 )
@@ -39,12 +35,6 @@ from tests.helpers.hyperhive import raw_post, session, tool_call
 from tests.helpers.processes import wait_exited
 
 # -- the runtimes ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with scratch_root("hive-h-") as path:
-        yield path
 
 
 # -- with a bash daemon and an ACP agent ---------------------------------------------------------
@@ -155,12 +145,6 @@ async def test_a_signal_while_the_agent_starts_stops_it_with_sigint_and_exits_0(
 
 
 # -- with the fake claude ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake(root: Path) -> Iterator[FakeClaude]:
-    with installed_fake(root) as claude:
-        yield claude
 
 
 async def test_claude_gets_bash_and_hyperhive_and_no_builtin_bash(root: Path, fake: FakeClaude) -> None:

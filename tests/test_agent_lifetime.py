@@ -88,20 +88,16 @@ async def test_a_sigkilled_harness_s_acp_agent_that_ignores_stdin_eof_gets_sigin
     assert only_sigint([e["signal"] for e in acp_events(root, "signal")])
 
 
-async def test_a_sigkilled_harness_s_claude_gets_sigint_and_exits(root: Path) -> None:
-    fake = FakeClaude(root).install()
-    try:
-        fake.script(HOLD)
-        with trio.fail_after(GUARD):
-            async with running_agent(root, claude_env(fake)) as agent:
-                await send_wake(agent.socket, Wake("bash-task-a", "1"))
-                start = await claude_start(fake, 1)
-                agent.process.kill()
-                await agent.process.wait()
-            await wait_exited(start["pid"])
-        assert only_sigint(fake.signals())
-    finally:
-        fake.cleanup()
+async def test_a_sigkilled_harness_s_claude_gets_sigint_and_exits(root: Path, fake: FakeClaude) -> None:
+    fake.script(HOLD)
+    with trio.fail_after(GUARD):
+        async with running_agent(root, claude_env(fake)) as agent:
+            await send_wake(agent.socket, Wake("bash-task-a", "1"))
+            start = await claude_start(fake, 1)
+            agent.process.kill()
+            await agent.process.wait()
+        await wait_exited(start["pid"])
+    assert only_sigint(fake.signals())
 
 
 def claude_behind_a_wrapper(fake: FakeClaude) -> dict[str, str]:

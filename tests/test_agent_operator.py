@@ -8,11 +8,9 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from hive.agent._render import render_log
@@ -22,27 +20,13 @@ from tests.helpers.harness import (
     HOLD,
     claude_env,
     claude_start,
-    installed_fake,
     release,
     running_agent,
-    scratch_root,
 )
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "claude_samples"
 # A bound on the whole test, which waits on events throughout; 60 s was outlasted in CI under load.
 GUARD = 180
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with scratch_root("hive-h-") as path:
-        yield path
-
-
-@pytest.fixture
-def fake(root: Path) -> Iterator[FakeClaude]:
-    with installed_fake(root) as claude:
-        yield claude
 
 
 def sample(name: str) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from tests.helpers.agent_loop import ScriptedRuntime, raw_client, serving
 from tests.helpers.strategies import agent_lines
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(lines=agent_lines)
 def test_bad_requests_are_refused_and_the_connection_stays_usable(lines: list[bytes]) -> None:
     root = Path(tempfile.mkdtemp(prefix="hive-as-", dir="/tmp"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -17,23 +17,11 @@ import trio
 
 from hive.runtime import STOP_GRACE
 from tests.helpers.claude_fake import FakeClaude
-from tests.helpers.harness import GUARD, claude_env, installed_fake, scratch_root
+from tests.helpers.harness import GUARD, claude_env
 from tests.helpers.inotify import wait_until
 
 HIVE_AGENT = Path(sys.executable).parent / "hive-agent"
 STOPPING = "SIGINT: stopping before it is ready"
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with scratch_root("hive-s-") as path:
-        yield path
-
-
-@pytest.fixture
-def fake(root: Path) -> Iterator[FakeClaude]:
-    with installed_fake(root) as claude:
-        yield claude
 
 
 async def at_once(root: Path, pid: int) -> None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hive.bash._output import MAX_NEW_BYTES, read_new
 from hive.bash._tools import BashTools
 from hive.cli._bash_tail import offset_of_last_lines
-from tests.helpers.daemon import DaemonHandle
+from tests.helpers.daemon import DaemonHandle, tail_follow_argv
 from tests.helpers.gates import make_gate, release_gate
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.tools import serving_tools
@@ -222,17 +222,7 @@ async def test_hive_bash_tail_follow_prints_as_the_task_writes_and_ends_with_it(
     async with served.session() as session:
         cmd = f"echo one; read x < {gate}; echo two; exit 4"
         await call(session, "run", cmd=cmd, name="tail-live", wait_seconds=0)
-    argv = [
-        sys.executable,
-        "-m",
-        "hive.cli",
-        "bash",
-        "tail",
-        "--follow",
-        "tail-live",
-        "--socket",
-        str(served.socket),
-    ]
+    argv = tail_follow_argv("tail-live", "--socket", str(served.socket), flag="--follow")
     tail = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
     assert tail.stdout is not None
     try:
@@ -258,17 +248,7 @@ async def test_hive_bash_tail_follow_started_with_sigint_ignored_still_stops_on_
     gate = make_gate(short_tmp)
     async with served.session() as session:
         await call(session, "run", cmd=f"echo one; read x < {gate}", name="tail-held", wait_seconds=0)
-    argv = [
-        sys.executable,
-        "-m",
-        "hive.cli",
-        "bash",
-        "tail",
-        "-f",
-        "tail-held",
-        "--socket",
-        str(served.socket),
-    ]
+    argv = tail_follow_argv("tail-held", "--socket", str(served.socket))
     # A shell runs `cmd &` with SIGINT ignored, and a Python started so keeps ignoring it.
     ignoring = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
     tail = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, preexec_fn=ignoring)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,17 +30,9 @@ from hive.runtime import (
 from hive.sink import MemorySink, ResultMessage
 from tests.helpers.claude_fake import FakeClaude, result_lines
 from tests.helpers.processes import wait_exited
+from tests.helpers.runtimes import run_and_cancel
 
 GUARD = 30  # seconds: a hang fails the test instead of wedging the run
-
-
-@pytest.fixture
-def fake(short_tmp: Path) -> Iterator[FakeClaude]:
-    claude = FakeClaude(short_tmp).install()
-    try:
-        yield claude
-    finally:
-        claude.cleanup()
 
 
 def sample(name: str) -> list[bytes]:
@@ -165,14 +156,7 @@ async def test_a_claude_that_ignores_sigint_gets_only_sigint_and_the_next_turn_s
     sent_before = len(SIGNALS_SENT)
     with trio.fail_after(GUARD):
         async with fake.runtime(stop_grace=0.5) as runtime:
-            async with trio.open_nursery() as nursery:
-
-                async def cancel_when_working() -> None:
-                    await sink.wait_for_lines(2)
-                    runtime.canceller().cancel()
-
-                nursery.start_soon(cancel_when_working)
-                outcome = await runtime.run("go", sink)
+            outcome = await run_and_cancel(runtime, sink)
             next_turn = await runtime.run("next", MemorySink())
             first, second = fake.starts()
             assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (
@@ -233,14 +217,8 @@ async def test_a_stopped_claude_ends_its_own_tool_processes(fake: FakeClaude) ->
     )
     sink = MemorySink()
     with trio.fail_after(GUARD):
-        async with fake.runtime() as runtime, trio.open_nursery() as nursery:
-
-            async def cancel_at_the_tool() -> None:
-                await sink.wait_for_lines(2)
-                runtime.canceller().cancel()
-
-            nursery.start_soon(cancel_at_the_tool)
-            outcome = await runtime.run("go", sink)
+        async with fake.runtime() as runtime:
+            outcome = await run_and_cancel(runtime, sink)
     (child,) = [e["pid"] for e in fake.events("spawned")]
     await wait_exited(child)
     assert fake.signals() == ["SIGINT"]
@@ -327,17 +305,8 @@ async def test_a_stopped_turn_ends_at_a_result_with_another_key_first_while_clau
     sink = MemorySink()
     with trio.fail_after(GUARD):
         # A stop grace longer than the guard: only claude's result can end this stop in time.
-        async with (
-            fake.runtime(stop_grace=2 * GUARD, close_grace=0.2) as runtime,
-            trio.open_nursery() as nursery,
-        ):
-
-            async def cancel_after_init() -> None:
-                await sink.wait_for_lines(1)
-                runtime.canceller().cancel()
-
-            nursery.start_soon(cancel_after_init)
-            outcome = await runtime.run("go", sink)
+        async with fake.runtime(stop_grace=2 * GUARD, close_grace=0.2) as runtime:
+            outcome = await run_and_cancel(runtime, sink, after_lines=1)
     assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (StopReason.CANCELLED, False, True)
     assert fake.signals() == ["SIGINT"]
 
@@ -373,14 +342,8 @@ async def test_sigint_answered_like_the_real_cli_gives_exactly_its_result(fake: 
     )
     sink = MemorySink()
     with trio.fail_after(GUARD):
-        async with fake.runtime() as runtime, trio.open_nursery() as nursery:
-
-            async def cancel_at_the_tool() -> None:
-                await sink.wait_for_lines(2)
-                runtime.canceller().cancel()
-
-            nursery.start_soon(cancel_at_the_tool)
-            outcome = await runtime.run("go", sink)
+        async with fake.runtime() as runtime:
+            outcome = await run_and_cancel(runtime, sink)
     (result,) = result_lines(sink.data)
     assert (result["subtype"], result["terminal_reason"]) == ("error_during_execution", "aborted_tools")
     assert "hive" not in result

@@ -8,25 +8,18 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
-from tests.helpers.harness import GUARD, scratch_root
+from tests.helpers.harness import GUARD
 from tests.helpers.inotify import wait_until
 
 DAEMONS = {
     "bash": ("hive.bash.daemon", "--socket", "bash.sock"),
     "subagent": ("hive.subagent.daemon", "--socket", "subagent.sock"),
 }
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with scratch_root("hive-s-") as path:
-        yield path
 
 
 @pytest.mark.parametrize("daemon", sorted(DAEMONS))

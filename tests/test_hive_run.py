@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,22 +21,14 @@ from hive.errors import BadInput
 from hive.turn import config_from, prompt_from
 from tests.helpers.acp_fake import FakeAcp
 from tests.helpers.claude_fake import FakeClaude
+from tests.helpers.harness import claude_env
 from tests.helpers.processes import wait_exited
 
 GUARD = 30
 
 
-@pytest.fixture
-def fake(short_tmp: Path) -> Iterator[FakeClaude]:
-    claude = FakeClaude(short_tmp).install()
-    try:
-        yield claude
-    finally:
-        claude.cleanup()
-
-
 def hive_env(fake: FakeClaude, **extra: str) -> dict[str, str]:
-    return {**os.environ, **dict(fake.env()), "HIVE_CLAUDE_COMMAND": str(fake.executable), **extra}
+    return {**os.environ, **claude_env(fake), **extra}
 
 
 async def hive_run(
@@ -232,21 +223,13 @@ async def run_and_signal(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        assert process.stdout is not None and process.stderr is not None
-        out, err = bytearray(), bytearray()
-        while b"\n" not in out:
-            out += await process.stdout.receive_some(65536)
+        assert process.stdout is not None
+        first = b""
+        while b"\n" not in first:
+            first += await process.stdout.receive_some(65536)
         process.send_signal(signum)
-
-        async def collect(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
-            while chunk := await stream.receive_some(65536):
-                into += chunk
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(collect, process.stdout, out)
-            nursery.start_soon(collect, process.stderr, err)
-        code = await process.wait()
-    return code, [json.loads(line) for line in out.splitlines()], err.decode()
+        code, out, err = await finish(process, first)
+    return code, [json.loads(line) for line in out.splitlines()], err
 
 
 async def test_sigint_stops_the_turn_the_sigint_way_and_prints_the_agents_result(fake: FakeClaude) -> None:
@@ -355,9 +338,10 @@ async def start_hive_run_acp(agent: FakeAcp, *args: str) -> trio.Process:
     )
 
 
-async def finish(process: trio.Process) -> tuple[int, bytes, str]:
+async def finish(process: trio.Process, read: bytes = b"") -> tuple[int, bytes, str]:
+    """Its exit status, its stdout (after ``read``, what the test read of it already) and its stderr."""
     assert process.stdout is not None and process.stderr is not None
-    out, err = bytearray(), bytearray()
+    out, err = bytearray(read), bytearray()
 
     async def collect(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
         while chunk := await stream.receive_some(65536):

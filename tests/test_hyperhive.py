@@ -470,7 +470,7 @@ def _check_answer(loose_ends_dir: Path) -> dict[str, Any]:
     return answer
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     files=st.dictionaries(
         st.text(min_size=1, max_size=12).filter(lambda n: "/" not in n and "\0" not in n),

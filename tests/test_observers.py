@@ -23,7 +23,7 @@ import trio
 
 from hive.bash import open_bash_client
 from hive.wake import LineReader
-from tests.helpers.daemon import DaemonHandle, shared_daemon
+from tests.helpers.daemon import DaemonHandle, shared_daemon, tail_follow_argv
 from tests.helpers.gates import make_gate, release_gate
 from tests.helpers.jsonrpc import answer, notification, request, run_request, send
 from tests.helpers.listener import AgentListener
@@ -128,17 +128,7 @@ async def test_hive_bash_tail_follow_to_the_end_leaves_the_agents_wake_owed(watc
     with trio.fail_after(WITHIN):
         async with agent.serving():
             await agent_starts(watched, "tailed", f"echo first; read line < {gate}; echo last; exit 3")
-            argv = [
-                sys.executable,
-                "-m",
-                "hive.cli",
-                "bash",
-                "tail",
-                "-f",
-                "tailed",
-                "--socket",
-                str(watched.socket),
-            ]
+            argv = tail_follow_argv("tailed", "--socket", str(watched.socket))
             async with trio.open_nursery() as nursery:
                 tail: trio.Process = await nursery.start(
                     partial(trio.run_process, argv, stdout=subprocess.PIPE, check=False)

@@ -387,7 +387,7 @@ class OwedEndsMachine(RuleBasedStateMachine):
         assert not on_disk & self.told_now, f"told, yet still on disk: {on_disk & self.told_now}"
 
 
-OwedEndsMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=50, deadline=None)
+OwedEndsMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=50)
 TestOwedEnds = OwedEndsMachine.TestCase
 
 

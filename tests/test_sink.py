@@ -254,7 +254,7 @@ def framed(lines: list[str], pads: list[str]) -> Batch:
 
 
 @given(st.data(), result_objects, st.lists(other_objects, max_size=4), st.lists(other_objects, max_size=4))
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 def test_a_result_is_found_however_it_is_spelled(
     data: st.DataObject,
     result: dict[str, object],
@@ -282,7 +282,7 @@ def test_a_result_is_found_however_it_is_spelled(
 
 
 @given(st.data(), st.lists(result_objects | other_objects, min_size=1, max_size=8))
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 def test_the_lines_taken_for_results_are_exactly_the_results(
     data: st.DataObject, objects: list[dict[str, object]]
 ) -> None:

@@ -84,7 +84,7 @@ def send_and_drain(path: str, payload: bytes, half_close: bool) -> bytes:
     return received
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(payload=socket_payloads(INITIALIZE), half_close=st.booleans())
 def test_random_bytes_never_stop_the_server(fuzzed: Fuzzed, payload: bytes, half_close: bool) -> None:
     reply = send_and_drain(fuzzed.path, payload, half_close)

@@ -6,8 +6,7 @@ import json
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,18 +20,9 @@ from tests.helpers.listener import AgentListener
 from tests.helpers.processes import wait_exited
 from tests.helpers.servers import subagent_daemon_process
 from tests.helpers.strategies import subagent_lines
-from tests.helpers.subagents import World, daemon_pid, stop_daemon, wait_until, world_in
+from tests.helpers.subagents import World, daemon_pid, stop_daemon, wait_until
 
 TURN = 90
-
-
-@pytest.fixture
-async def world(short_tmp: Path) -> AsyncIterator[World]:
-    with world_in(short_tmp) as made:
-        try:
-            yield made
-        finally:
-            await stop_daemon(made.state)
 
 
 async def tool(world: World, which: str, **arguments: Any) -> dict[str, Any]:

@@ -8,7 +8,6 @@ import errno
 import logging
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -21,15 +20,9 @@ from hive.subagent._convert import DecodeError
 from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._records import SessionRecord
 from hive.subagent._store import Store
-from tests.helpers.subagents import Courier, World, serving, tool_use_seen, turn_done, wait_until, world_in
+from tests.helpers.subagents import Courier, World, serving, tool_use_seen, turn_done, wait_until
 
 TURN = 60
-
-
-@pytest.fixture
-def world(short_tmp: Path) -> Iterator[World]:
-    with world_in(short_tmp) as made:
-        yield made
 
 
 def planted(path: Path, target: Path) -> Path:

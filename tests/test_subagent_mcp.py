@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from tests.helpers.jsonrpc import initialize, notification, request
@@ -18,21 +16,10 @@ from tests.helpers.subagents import (
     World,
     daemon_pid,
     mcp_session,
-    stop_daemon,
     wait_until,
-    world_in,
 )
 
 TURN = 90
-
-
-@pytest.fixture
-async def world(short_tmp: Path) -> AsyncIterator[World]:
-    with world_in(short_tmp) as made:
-        try:
-            yield made
-        finally:
-            await stop_daemon(made.state)
 
 
 def session_of(result: Any) -> dict[str, Any]:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,16 +27,9 @@ from tests.helpers.subagents import (
     turn_done,
     wait_for_slot,
     wait_until,
-    world_in,
 )
 
 TURN = 60  # seconds: a hang fails the test instead of wedging the run
-
-
-@pytest.fixture
-def world(short_tmp: Path) -> Iterator[World]:
-    with world_in(short_tmp) as made:
-        yield made
 
 
 # -- the wrong implementations --------------------------------------------------------------------

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import trio
 
 from hive.subagent._tools import SubagentTools
 from hive.subagent._wire import Call
-from tests.helpers.subagents import Courier, World, serving, turn_done, world_in
+from tests.helpers.subagents import Courier, World, serving, turn_done
 
 TURN = 60
 SUBAGENT = Path(__file__).resolve().parent.parent / "hive" / "subagent"
-
-
-@pytest.fixture
-def world(short_tmp: Path) -> Iterator[World]:
-    with world_in(short_tmp) as made:
-        yield made
 
 
 async def test_an_end_a_status_call_was_waiting_for_wakes_nobody(world: World) -> None:

@@ -123,9 +123,8 @@ async def test_a_daemon_that_ran_a_while_is_started_again_after_the_first_delay(
         await nursery.start(partial(supervise, "d", starts, lambda _: None))
         starts.daemons[0].die(1)
         (await starts.next_daemon()).die(1)  # delay 0.5, then 1
-        await trio.sleep(1.5)
-        steady = starts.daemons[-1]
-        await trio.sleep(Backoff().steady)
+        steady = await starts.next_daemon()
+        await trio.sleep(Backoff().steady)  # the event is the run itself: as long as resets the backoff
         died = trio.current_time()
         steady.die(1)
         await starts.next_daemon()

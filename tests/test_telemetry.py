@@ -41,7 +41,7 @@ from hive.wake import Wake, send_wake
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.harness import claude_env, installed_fake, running_agent, scratch_root
+from tests.helpers.harness import claude_env, running_agent
 from tests.helpers.listener import AgentListener
 from tests.helpers.tools import serving_tools
 
@@ -487,19 +487,19 @@ class Receiver:
         return found
 
 
-async def test_hive_run_refuses_an_exporter_it_cannot_use_before_it_spawns_the_agent(short_tmp: Path) -> None:
-    fake = FakeClaude(short_tmp).install()
+async def test_hive_run_refuses_an_exporter_it_cannot_use_before_it_spawns_the_agent(
+    fake: FakeClaude,
+) -> None:
     fake.script([{"default_turn": True}])
     with trio.fail_after(GUARD):
         done = await trio.run_process(
             [sys.executable, "-m", "hive.cli", "run", "hello"],
             env={
                 **os.environ,
-                **dict(fake.env()),
-                "HIVE_CLAUDE_COMMAND": str(fake.executable),
+                **claude_env(fake),
                 "OTEL_TRACES_EXPORTER": "zipkin",
             },
-            cwd=short_tmp,
+            cwd=fake.root,
             capture_stdout=True,
             capture_stderr=True,
             check=False,
@@ -507,11 +507,9 @@ async def test_hive_run_refuses_an_exporter_it_cannot_use_before_it_spawns_the_a
     assert done.returncode == 2
     assert b"hive: OTEL_TRACES_EXPORTER='zipkin': hive exports traces with otlp or console" in done.stderr
     assert fake.starts() == []
-    fake.cleanup()
 
 
-async def test_hive_run_exports_its_turn_over_otlp_and_claude_runs_under_it(short_tmp: Path) -> None:
-    fake = FakeClaude(short_tmp).install()
+async def test_hive_run_exports_its_turn_over_otlp_and_claude_runs_under_it(fake: FakeClaude) -> None:
     fake.script([{"replay": "02_tool_turn_with_partial_messages.jsonl"}])
     receiver = Receiver()
     with trio.fail_after(GUARD):
@@ -521,20 +519,18 @@ async def test_hive_run_exports_its_turn_over_otlp_and_claude_runs_under_it(shor
                 [sys.executable, "-m", "hive.cli", "run", "--name", "e2e", "list the files"],
                 env={
                     **os.environ,
-                    **dict(fake.env()),
-                    "HIVE_CLAUDE_COMMAND": str(fake.executable),
+                    **claude_env(fake),
                     "OTEL_TRACES_EXPORTER": "otlp",
                     "OTEL_METRICS_EXPORTER": "otlp",
                     "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
                     "OTEL_SERVICE_NAME": "hive-e2e",
                 },
-                cwd=short_tmp,
+                cwd=fake.root,
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
             )
             nursery.cancel_scope.cancel()
-    fake.cleanup()
     assert done.returncode == 0, done.stderr
     spans = receiver.spans()
     (turn,) = [s for s in spans if s.name == "invoke_agent e2e"]
@@ -575,26 +571,23 @@ async def test_a_bash_task_started_in_a_turn_is_in_the_turns_trace_and_its_wake_
 
 
 async def test_hive_runs_console_exports_go_to_stderr_and_its_stdout_stays_stream_json(
-    short_tmp: Path,
+    fake: FakeClaude,
 ) -> None:
-    fake = FakeClaude(short_tmp).install()
     fake.script([{"replay": "02_tool_turn_with_partial_messages.jsonl"}])
     with trio.fail_after(GUARD):
         done = await trio.run_process(
             [sys.executable, "-m", "hive.cli", "run", "--name", "shown", "list the files"],
             env={
                 **_without_otel(),
-                **dict(fake.env()),
-                "HIVE_CLAUDE_COMMAND": str(fake.executable),
+                **claude_env(fake),
                 "OTEL_TRACES_EXPORTER": "console",
                 "OTEL_METRICS_EXPORTER": "console",
             },
-            cwd=short_tmp,
+            cwd=fake.root,
             capture_stdout=True,
             capture_stderr=True,
             check=False,
         )
-    fake.cleanup()
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines[-1]["type"] == "result"
@@ -634,15 +627,14 @@ def _without_otel() -> dict[str, str]:
 
 
 async def test_hive_run_exits_within_the_bound_after_its_result_with_a_collector_that_never_answers(
-    short_tmp: Path,
+    fake: FakeClaude,
 ) -> None:
-    fake = FakeClaude(short_tmp).install()
     fake.script([{"replay": "02_tool_turn_with_partial_messages.jsonl"}])
-    with hanging_collector() as otel, open(short_tmp / "run.err", "wb") as err, trio.fail_after(GUARD):
+    with hanging_collector() as otel, open(fake.root / "run.err", "wb") as err, trio.fail_after(GUARD):
         process = await trio.lowlevel.open_process(
             [sys.executable, "-m", "hive.cli", "run", "list the files"],
-            env={**_without_otel(), **dict(fake.env()), "HIVE_CLAUDE_COMMAND": str(fake.executable), **otel},
-            cwd=short_tmp,
+            env={**_without_otel(), **claude_env(fake), **otel},
+            cwd=fake.root,
             stdout=subprocess.PIPE,
             stderr=err,
         )
@@ -651,14 +643,15 @@ async def test_hive_run_exits_within_the_bound_after_its_result_with_a_collector
             output = b""
             while b'"type":"result"' not in output:
                 data = await process.stdout.receive_some()
-                assert data, (short_tmp / "run.err").read_text()
+                assert data, (fake.root / "run.err").read_text()
                 output += data
             assert await exited_within_the_bound(process) == 0
-    fake.cleanup()
 
 
-async def test_hive_agent_exits_within_the_bound_on_sigint_with_a_collector_that_never_answers() -> None:
-    with scratch_root("hive-o-") as root, installed_fake(root) as fake, hanging_collector() as otel:
+async def test_hive_agent_exits_within_the_bound_on_sigint_with_a_collector_that_never_answers(
+    root: Path, fake: FakeClaude
+) -> None:
+    with hanging_collector() as otel:
         fake.script([{"default_turn": True}])
         with trio.fail_after(GUARD):
             async with running_agent(root, {**claude_env(fake), **otel}) as agent:

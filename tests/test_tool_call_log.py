@@ -5,7 +5,6 @@ as rawOutput), the log shows the call's whole input and the same result line as 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,8 @@ import trio
 from fixtures import acp_agent
 from hive.cli import main
 from hive.wake import Wake, send_wake
-from tests.helpers.harness import GUARD, acp_env, claude_env, installed_fake, running_agent, scratch_root
+from tests.helpers.claude_fake import FakeClaude
+from tests.helpers.harness import GUARD, acp_env, claude_env, running_agent
 
 RUN_INPUT = {"cmd": "pytest -x", "name": "tests", "wait_seconds": 30}
 ENDED = {
@@ -27,12 +27,6 @@ TOOL_LINES = [
     '   → mcp__bash__run {"cmd": "pytest -x", "name": "tests", "wait_seconds": 30}',
     "   ← task tests: done, exit code 1 after 0.02 s",
 ]
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with scratch_root("hive-tl-") as path:
-        yield path
 
 
 async def turn_log(root: Path, env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -69,21 +63,22 @@ async def test_an_acp_agents_tool_call_shows_its_whole_input_and_claudes_result_
     assert [e["outcome"] for e in record if e["event"] == "permission"] == ["selected"]
 
 
-async def test_claudes_tool_call_shows_the_same_lines(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_claudes_tool_call_shows_the_same_lines(
+    root: Path, fake: FakeClaude, capsys: pytest.CaptureFixture[str]
+) -> None:
     content = json.dumps(ENDED, separators=(",", ":"))
-    with installed_fake(root) as fake:
-        fake.script(
-            [
-                {"init": {}},
-                {"tool_use": {"name": "mcp__bash__run", "input": RUN_INPUT}},
-                {
-                    "tool_result": {
-                        "content": content,
-                        "tool_use_result": {"content": content, "structuredContent": ENDED},
-                    }
-                },
-                {"text": "The tests failed."},
-                {"result": {}},
-            ]
-        )
-        assert await turn_log(root, claude_env(fake), capsys) == TOOL_LINES
+    fake.script(
+        [
+            {"init": {}},
+            {"tool_use": {"name": "mcp__bash__run", "input": RUN_INPUT}},
+            {
+                "tool_result": {
+                    "content": content,
+                    "tool_use_result": {"content": content, "structuredContent": ENDED},
+                }
+            },
+            {"text": "The tests failed."},
+            {"result": {}},
+        ]
+    )
+    assert await turn_log(root, claude_env(fake), capsys) == TOOL_LINES

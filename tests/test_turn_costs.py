@@ -7,35 +7,26 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from fixtures import acp_agent
 from hive.fleet._history import Histories
 from hive.wake import Compact, Prompt, open_agent_connection
+from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import (
     GUARD,
     Agent,
     acp_env,
     claude_env,
-    installed_fake,
     running_agent,
-    scratch_root,
 )
 
 SESSION_COSTS = (0.25, 0.5, 0.625, 1.0)
 """What the session has cost after each turn, as the agent reports it (exact in binary)."""
 TURN_COSTS = [0.25, 0.25, 0.125, 0.375]
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with scratch_root("hive-c-") as path:
-        yield path
 
 
 async def _ask(agent: Agent, request: Prompt | Compact, turn: int) -> None:
@@ -73,15 +64,16 @@ async def _run(root: Path, env: dict[str, str], steps: list[Prompt | Compact]) -
         assert shown["last_tokens"] == records[-1]["tokens"]
 
 
-async def test_claude_turns_cost_each_their_own_across_a_compaction_and_a_restart(root: Path) -> None:
+async def test_claude_turns_cost_each_their_own_across_a_compaction_and_a_restart(
+    root: Path, fake: FakeClaude
+) -> None:
     def turn(cost: float, tokens: int) -> list[dict[str, Any]]:
         usage = {"input_tokens": tokens, "output_tokens": 1}
         return [{"init": {}}, {"text": "ok"}, {"result": {"total_cost_usd": cost, "usage": usage}}]
 
-    with installed_fake(root) as fake:
-        fake.script(*(turn(cost, 10 * n) for n, cost in enumerate(SESSION_COSTS, 1)))
-        with trio.fail_after(GUARD):
-            await _run(root, claude_env(fake), [Prompt("one"), Prompt("two"), Compact(), Prompt("three")])
+    fake.script(*(turn(cost, 10 * n) for n, cost in enumerate(SESSION_COSTS, 1)))
+    with trio.fail_after(GUARD):
+        await _run(root, claude_env(fake), [Prompt("one"), Prompt("two"), Compact(), Prompt("three")])
 
 
 async def test_acp_turns_cost_each_their_own_across_a_restart(root: Path) -> None:

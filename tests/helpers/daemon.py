@@ -33,6 +33,12 @@ def short_tmp_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="hive-t-", dir="/tmp"))
 
 
+def tail_follow_argv(task: str, *where: str, flag: str = "-f") -> list[str]:
+    """The command line of ``hive bash tail -f task``, its daemon found by ``where`` (``--socket
+    PATH`` or ``--state-dir PATH``)."""
+    return [sys.executable, "-m", "hive.cli", "bash", "tail", flag, task, *where]
+
+
 def relay_argv(socket_path: Path) -> list[str]:
     """The command line of the real relay (``hive-bash-mcp``) to ``socket_path``."""
     return [sys.executable, "-m", "hive.bash.relay", "--socket", str(socket_path)]

@@ -97,6 +97,47 @@ async def wait_gone(path: Path) -> None:
     await wait_until(lambda: not path.exists(), path.parent)
 
 
+async def start_until_ready(argv: list[str], root: Path, env: dict[str, str], **options: Any) -> trio.Process:
+    """Start ``argv`` (a hive-agent) with ``env`` and a NOTIFY_SOCKET under ``root``, its stderr
+    appended to ``root/agent.err``; return once it says READY=1. An exit before then fails the test
+    with its stderr; an exit, a cancel or a failure of the wait SIGINTs it and awaits its exit."""
+    notify_path = root / "notify"
+    notify_path.unlink(missing_ok=True)  # a previous start's
+    notify = trio.socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with notify:
+        await notify.bind(os.fspath(notify_path))
+        with open(root / "agent.err", "ab") as err:
+            process = await trio.lowlevel.open_process(
+                argv, env={**env, "NOTIFY_SOCKET": os.fspath(notify_path)}, stderr=err, **options
+            )
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def exited() -> None:
+                    await process.wait()
+                    said = (root / "agent.err").read_text(errors="replace")[-4000:]
+                    raise AssertionError(
+                        f"hive-agent in {root} exited {process.returncode} before READY=1:\n{said}"
+                    )
+
+                nursery.start_soon(exited)
+                while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
+                    pass
+                nursery.cancel_scope.cancel()
+        except BaseException:
+            await stopped(process)
+            raise
+    return process
+
+
+async def stopped(process: trio.Process) -> None:
+    """SIGINT to ``process`` if it runs, and its exit awaited (within `GUARD`, even when cancelled)."""
+    if process.returncode is None:
+        process.send_signal(signal.SIGINT)
+        with trio.move_on_after(GUARD, shield=True):
+            await process.wait()
+
+
 @asynccontextmanager
 async def running_agent(
     root: Path,
@@ -111,36 +152,17 @@ async def running_agent(
     ``env`` goes over this process's environment, or is the whole of it (``whole_env``);
     ``new_session``: it leads a process group of its own, as a shell's job does; ``wrapper``: a
     command line it is started under (which execs it)."""
-    notify_path = root / "notify"
-    notify_path.unlink(missing_ok=True)  # a previous start's
-    notify = trio.socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    with notify, open(root / "agent.err", "ab") as err:
-        await notify.bind(os.fspath(notify_path))
-        process = await trio.lowlevel.open_process(
-            [*wrapper, sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state"), *args],
-            env={**({} if whole_env else os.environ), **env, "NOTIFY_SOCKET": os.fspath(notify_path)},
-            stderr=err,
-            cwd=cwd or root,
-            start_new_session=new_session,
-        )
-        agent = Agent(root, process)
-        try:
-            async with trio.open_nursery() as nursery:
-
-                async def exited() -> None:
-                    await process.wait()
-                    raise AssertionError(f"hive-agent exited {process.returncode}:\n{agent.stderr()}")
-
-                nursery.start_soon(exited)
-                while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
-                    pass
-                nursery.cancel_scope.cancel()
-            yield agent
-        finally:
-            if process.returncode is None:
-                process.send_signal(signal.SIGINT)
-                with trio.move_on_after(GUARD, shield=True):
-                    await process.wait()
+    process = await start_until_ready(
+        [*wrapper, sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state"), *args],
+        root,
+        {**({} if whole_env else os.environ), **env},
+        cwd=cwd or root,
+        start_new_session=new_session,
+    )
+    try:
+        yield Agent(root, process)
+    finally:
+        await stopped(process)
 
 
 def acp_env(root: Path, turns: list[Any]) -> dict[str, str]:
@@ -151,6 +173,11 @@ def acp_env(root: Path, turns: list[Any]) -> dict[str, str]:
         "FAKE_ACP_STATE": str(root / "acp-state"),
         "FAKE_ACP_MAX_SECONDS": "120",
     }
+    return acp_runtime_env(agent_env)
+
+
+def acp_runtime_env(agent_env: dict[str, str]) -> dict[str, str]:
+    """hive's environment for the ACP fixture as its agent, run with ``agent_env``."""
     return {
         "HIVE_RUNTIME": "acp",
         "HIVE_ACP_COMMAND": sys.executable,

@@ -17,7 +17,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -31,6 +30,8 @@ import trio
 
 from fixtures import acp_agent, fake_claude
 from hive.wake import Status, open_agent_connection
+from tests.helpers.daemon import tail_follow_argv
+from tests.helpers.harness import acp_runtime_env, start_until_ready
 from tests.helpers.web import base_of
 from tests.scenario.plan import Action, AgentPlan, agent_plan, schedule
 
@@ -40,6 +41,10 @@ SETTLE_WITHIN = 120.0
 STOP_WITHIN = 60.0
 """Guards only: a harness's start, the fleet's settling once the schedule is over, a harness's
 stop (a harness still running then is reported by the checks)."""
+
+
+KILLED_DAEMONS = {"kill_bash_daemon": "hive.bash.daemon", "kill_subagent_daemon": "hive.subagent.daemon"}
+"""The faults that SIGKILL a daemon of an agent's harness, and the module the daemon runs."""
 
 
 @attrs.define
@@ -89,37 +94,20 @@ class AgentRun:
     async def start(self) -> None:
         """Start the harness and wait for its READY=1."""
         self.starts += 1
-        notify_path = self.root / "notify"
-        notify_path.unlink(missing_ok=True)
-        notify = trio.socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        with notify, open(self.root / "agent.err", "ab") as err:
-            await notify.bind(os.fspath(notify_path))
-            self.process = await trio.lowlevel.open_process(
-                self.argv(),
-                env={**os.environ, **self.env, "NOTIFY_SOCKET": os.fspath(notify_path)},
-                stdin=subprocess.DEVNULL,
-                stderr=err,
-                cwd=self.root,
-            )
-            process = self.process
-            with trio.move_on_after(START_WITHIN) as waited:
-                async with trio.open_nursery() as nursery:
-
-                    async def exited() -> None:
-                        await process.wait()
-                        raise AssertionError(
-                            f"hive-agent {self.plan.name} exited {process.returncode} at start"
-                        )
-
-                    nursery.start_soon(exited)
-                    while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
-                        pass
-                    nursery.cancel_scope.cancel()
-            if waited.cancelled_caught:
-                said = (self.root / "agent.err").read_text(errors="replace")[-2000:]
-                raise AssertionError(
-                    f"hive-agent {self.plan.name} did not say READY=1 within {START_WITHIN:g} s:\n{said}"
+        try:
+            with trio.fail_after(START_WITHIN):
+                self.process = await start_until_ready(
+                    self.argv(),
+                    self.root,
+                    {**os.environ, **self.env},
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.root,
                 )
+        except trio.TooSlowError:
+            said = (self.root / "agent.err").read_text(errors="replace")[-2000:]
+            raise AssertionError(
+                f"hive-agent {self.plan.name} did not say READY=1 within {START_WITHIN:g} s:\n{said}"
+            ) from None
 
     async def kill(self) -> int | None:
         """SIGKILL the harness (what a crash or an OOM kill does) and wait for it."""
@@ -207,14 +195,8 @@ class Fleet:
             nursery.start_soon(self._observe, agent, ["stop", action.target], "stop", action)
         elif kind == "web_stop":
             nursery.start_soon(self._web_stop, agent, action)
-        elif kind == "kill_bash_daemon":
-            pid = agent.child("hive.bash.daemon")
-            if pid is not None:
-                with suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            self.operated.faults.append((action.agent, kind, pid))
-        elif kind == "kill_subagent_daemon":
-            pid = agent.child("hive.subagent.daemon")
+        elif kind in KILLED_DAEMONS:
+            pid = agent.child(KILLED_DAEMONS[kind])
             if pid is not None:
                 with suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -262,17 +244,7 @@ class Fleet:
         self.operated.observed.append((action.agent, kind, action.target, done.returncode))
 
     async def _tail(self, agent: AgentRun, action: Action) -> None:
-        argv = [
-            sys.executable,
-            "-m",
-            "hive.cli",
-            "bash",
-            "tail",
-            "-f",
-            action.target,
-            "--state-dir",
-            str(agent.state),
-        ]
+        argv = tail_follow_argv(action.target, "--state-dir", str(agent.state))
         process = await trio.lowlevel.open_process(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with trio.move_on_after(3):
             await process.wait()
@@ -396,12 +368,7 @@ def acp_runtime(root: Path, plan: AgentPlan) -> dict[str, str]:
         "FAKE_ACP_STATE": str(root / "acp-state"),
         "FAKE_ACP_MAX_SECONDS": "600",
     }
-    return {
-        "HIVE_RUNTIME": "acp",
-        "HIVE_ACP_COMMAND": sys.executable,
-        "HIVE_ACP_ARGS": json.dumps([acp_agent.PATH]),
-        "HIVE_ACP_ENV": json.dumps(agent_env),
-    }
+    return acp_runtime_env(agent_env)
 
 
 def acp_turn(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
