@@ -5,7 +5,7 @@ this moves lines, and reads just enough of each (its method and id) to stand in 
 that is not there:
 
 - It connects lazily: the first request tries the socket once, without waiting. With no
-  daemon it answers ``initialize`` itself (protocol version negotiated as the SDK does,
+  daemon it answers ``initialize`` itself (protocol version negotiated as the daemon does,
   ``tools`` capability, serverInfo ``bash``), ``ping``, ``tools/list`` (the four tool names,
   each with an open schema) and ``tools/call`` (a tool error, ``isError: true``, naming the
   socket and the reason, or, while the ``--outage-file`` of the hive-agent that supervises the
@@ -19,7 +19,7 @@ that is not there:
   longest wait a call may ask for, 30 s, plus a margin) gets a JSON-RPC error
   (``-32001``) for its id, and a late answer to it is dropped; the relay goes on.
 - A daemon that refuses the connection (its peer-uid check) says why in one line,
-  :func:`refusal_line`; the relay answers every request then pending, and every later one,
+  :func:`hive.daemon.refusal_line`; the relay answers every request then pending, and every later one,
   with a JSON-RPC error (``-32003``) carrying that reason, and never retries.
 - A line that is not JSON gets a ``-32700`` error (id null) from the relay and goes no
   further; a JSON-RPC batch is relayed as its messages, one line each, and answered so.
@@ -54,6 +54,7 @@ from hive._limits import MAX_WAIT, state_dir_path
 from hive._main import run_main
 from hive._outage import read_outage
 from hive._when import in_seconds
+from hive.daemon.protocol import INVALID_REQUEST, PARSE_ERROR, REFUSED, negotiate, refusal_of
 
 READ_SIZE = 65536
 REPLY_MARGIN = 15.0
@@ -62,43 +63,16 @@ REPLY_TIMEOUT_ENV = "HIVE_BASH_RELAY_REPLY_TIMEOUT"
 MAX_BUFFERED = 4 * 1024 * 1024
 """Bytes held for a daemon that is not reading before the relay stops reading stdin."""
 
-HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-"""The protocol versions the daemon's MCP SDK negotiates with ``initialize``, oldest first."""
 TOOL_NAMES = ("run", "status", "stop", "list")
 
 UNAVAILABLE = -32000
 TIMED_OUT = -32001
-REFUSED = -32003
-INVALID_REQUEST = -32600
-PARSE_ERROR = -32700
 
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
 class _ClientGone(Exception):
     """The client closed our stdout."""
-
-
-def refusal_line(reason: str) -> bytes:
-    """The one line the daemon writes to a connection it refuses, before closing it."""
-    error = {"code": REFUSED, "message": reason}
-    return _line({"jsonrpc": "2.0", "id": None, "error": error})
-
-
-def refusal_of(message: object) -> str | None:
-    """The daemon's reason, if ``message`` is its :func:`refusal_line`."""
-    if not isinstance(message, dict) or message.get("id") is not None or "method" in message:
-        return None
-    error = message.get("error")
-    if isinstance(error, dict) and error.get("code") == REFUSED and isinstance(error.get("message"), str):
-        return str(error["message"])
-    return None
-
-
-def negotiate(params: object) -> str:
-    """The protocol version to answer ``initialize`` with: the client's, if the daemon speaks it."""
-    requested = params.get("protocolVersion") if isinstance(params, dict) else None
-    return requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
 
 
 def _line(message: object) -> bytes:
