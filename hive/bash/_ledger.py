@@ -21,6 +21,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import attrs
 import trio
@@ -29,6 +30,7 @@ from hive import telemetry
 from hive.bash._batches import Batcher
 from hive.bash._courier import WakeCourier
 from hive.bash._describe import wake_body
+from hive.bash._durable import make_durable
 from hive.bash._errors import DiskError
 from hive.bash._owed import (
     Abandoned,
@@ -58,7 +60,7 @@ from hive.bash._owed import (
 )
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._task import Task
-from hive.bash._task_records import TaskRecords, disk_note, make_durable
+from hive.bash._task_records import TaskRecords, disk_note
 from hive.bash._write_lines import UnclaimedEnd, Write, WriteLines
 from hive.wake import Wake, end_id
 
@@ -165,9 +167,19 @@ class Ledger(TaskRecords):
 
     def save_start(self, record: TaskRecord, loose_end: LooseEnd) -> None:
         """Save a new run's record and loose end, not fsynced (blocking: the spawn's worker
-        thread calls it before the process starts). See `_recovery` for what a power loss keeps."""
+        thread calls it before the process starts); they are made durable with those of the
+        runs that start with it, before its caller is told it started (see `started_files`)."""
         self.store.save_record(record, durable=False)
         self.store.save_loose_end(loose_end, durable=False)
+
+    def started_files(self, task: Task) -> tuple[list[Path], list[Path]]:
+        """What must be durable before the agent is told the task started: its record and loose
+        end, and the directories that hold their names (and the files its start moved aside)."""
+        store = self.store
+        return (
+            [store.record_path(task.id), store.loose_end_path(task.id)],
+            [store.tasks_dir, store.loose_ends_dir],
+        )
 
     def unsave_start(self, record: TaskRecord) -> None:
         """Remove what `save_start` saved for a run whose process then did not start (blocking)."""
@@ -259,18 +271,24 @@ class Ledger(TaskRecords):
         never one lost. ``current``: the tasks by id (a record replaced by a later run's is
         not this one's to sync).
         """
-        paths = self.unsynced_records(current)
+        records = self.unsynced_records(current)
         writes = self._handle(Interval())
         await self._lines.carry_out(writes)
         store = self.store
+        loose_ends = []
         for write in writes:
             action = write.action
             if write.landed and isinstance(action, PersistLooseEnd):
                 task_id, serial = action.key
-                paths.append(store.loose_end_path(task_id, serial if action.at is Place.OWN else None))
+                loose_ends.append(store.loose_end_path(task_id, serial if action.at is Place.OWN else None))
         removed, self._removed_unsynced = self._removed_unsynced, False
-        if paths or removed:
-            await self.writes.run(make_durable, paths, store.loose_ends_dir if removed else None)
+        # The records' directory before the loose ends': a removal of a loose end is durable
+        # only once the final record that tells its end is.
+        directories = [store.tasks_dir] if records else []
+        if loose_ends or removed:
+            directories.append(store.loose_ends_dir)
+        if directories:
+            await self.writes.run(make_durable, records + loose_ends, directories)
 
     # -- carrying out the model's actions -------------------------------------------------------
 

@@ -23,18 +23,17 @@ What survives what:
   refused write refuses the task, and tasks do not depend on the daemon (their output and
   exit status go to files they write themselves). Writes go to the page cache, which
   outlives the process that made them.
-- **A power loss: what was fsynced.** The record and loose end written as a task starts are
-  *not* fsynced (that would cost every `run` two disk flushes before its process starts); the
-  record saved once the task runs is (temporary file, fsync, rename); the final record, and
-  the loose end of an end still owed (rewritten then with its wake), are fsynced at the next
-  interval after the end, all of an interval's together, and at an orderly stop (the loose
-  end saved at the start owes the end meanwhile: see `Ledger.sync_ends`), as are the
-  removals of the loose ends of ends told (their directory: a removal a power loss undoes
-  is an end told twice). The
-  directory is not fsynced after a rename, so the newest rename may be lost: the file is
-  then found as it was before (or not at all, for a task started moments before the power
-  went, whose files are then recovered without their record). The tasks themselves die with
-  the machine and come back ``interrupted``: their wrapper never wrote an exit status.
+- **A power loss: what was made durable.** A `run` is answered `task started` only once its
+  record and loose end are durable: fsynced, and their directories too (the syncs of the
+  tasks that start together are made together, see `hive.bash._durable`; an answer that
+  tells the end needs none). The state directories are fsynced into their parents as they are
+  made. The final record, and the loose end of an end still owed (rewritten then with its
+  wake), are made durable at the next interval after the end, all of an interval's together,
+  and at an orderly stop (the loose end saved at the start owes the end meanwhile: see
+  `Ledger.sync_ends`), as are the removals of the loose ends of ends told (their directory,
+  after the records': a removal a power loss undoes is an end told twice). The tasks
+  themselves die with the machine and come back ``interrupted``: their wrapper never wrote
+  an exit status.
 """
 
 from __future__ import annotations

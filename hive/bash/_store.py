@@ -1,6 +1,6 @@
 """The state directory: task records, commands, output files, exit files and loose ends.
 
-    <state>/bash-tasks/<id>.json      the task record (temp + rename; fsync but at the start, see _recovery)
+    <state>/bash-tasks/<id>.json      the task record (temp + rename; made durable as _recovery says)
     <state>/bash-tasks/<id>.cmd       the command, written before the task starts; bash reads it
     <state>/bash-tasks/<id>.out|.err  the task's stdout and stderr, written by the task itself
     <state>/bash-tasks/<id>.exit      the exit status, written by the task's wrapper shell
