@@ -22,6 +22,7 @@ import trio
 
 from tests.helpers import power_cut
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups
+from tests.helpers.inotify import wait_until
 from tests.helpers.jsonrpc import answer, open_raw_session, request, run_request, send
 from tests.helpers.listener import AgentListener
 
@@ -180,3 +181,50 @@ async def test_a_power_cut_loses_no_acknowledged_task_and_no_end(daemon: DaemonH
     assert not failures, (
         f"{rounds.summary()}:\n" + "\n".join(failures) + "\n" + json.dumps([attrs.asdict(a) for a in acks])
     )
+
+
+async def test_a_record_or_loose_end_a_cut_left_empty_owes_its_task_ended_interrupted(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    tasks_dir = daemon.state_dir / "bash-tasks"
+    async with daemon.running(stop=False) as process:  # no agent socket served: its wakes wait
+        for name in ("torn", "bare"):
+            stream, reader = await open_raw_session(daemon.socket)
+            async with stream:
+                await send(stream, run_request(2, cmd="true", name=name, wait_seconds=0))
+                await answer(reader, 2)
+        with trio.fail_after(30):
+            for name in ("torn", "bare"):
+                await wait_until(
+                    lambda name=name: daemon.task_file(name, ".exit").read_bytes().strip(), tasks_dir
+                )
+        os.kill(process.pid, signal.SIGKILL)
+        await process.wait()
+    # As a cut leaves them: names made durable, the data in them not.
+    for path in (
+        daemon.task_file("torn", ".json"),
+        daemon.loose_end("torn"),
+        daemon.task_file("torn", ".exit"),
+    ):
+        path.write_bytes(b"")
+    daemon.task_file("bare", ".json").write_bytes(b"")
+    daemon.loose_end("bare").write_bytes(b"")
+    for suffix in (".cmd", ".out", ".err", ".exit"):
+        daemon.task_file("bare", suffix).unlink()
+    (daemon.state_dir / "mcp-loose-ends" / "bash-task-lone@0123456789abcdef.json").write_bytes(b"")
+
+    async with agent.serving(), daemon.running():
+        with trio.fail_after(30):
+            while not {"bash-task-torn", "bash-task-bare", "bash-task-lone"} <= set(agent.senders()):
+                await agent.wait_for(len(agent.wakes) + 1)
+        stream, reader = await open_raw_session(daemon.socket)
+        async with stream:
+            for number, name in enumerate(("torn", "bare"), start=2):
+                await send(
+                    stream, request(number, "tools/call", {"name": "status", "arguments": {"id": name}})
+                )
+                status = (await answer(reader, number))["structuredContent"]
+                assert status["state"] == "interrupted", status
+    for wake in agent.wakes:
+        assert "interrupted" in wake.body, wake.body
+    assert "skipping unreadable" not in daemon.stderr_text()
