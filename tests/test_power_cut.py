@@ -20,7 +20,13 @@ from typing import Any
 import attrs
 import trio
 
+from hive.agent._loop import SESSION_FILE, TURN_LOG
+from hive.agent._model import Phase
+from hive.agent._session import SessionStore
+from hive.agent.harness import lock_state_dir
+from hive.wake import Wake
 from tests.helpers import power_cut
+from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups
 from tests.helpers.inotify import wait_until
 from tests.helpers.jsonrpc import answer, open_raw_session, request, run_request, send
@@ -228,3 +234,25 @@ async def test_a_record_or_loose_end_a_cut_left_empty_owes_its_task_ended_interr
     for wake in agent.wakes:
         assert "interrupted" in wake.body, wake.body
     assert "skipping unreadable" not in daemon.stderr_text()
+
+
+async def test_a_power_cut_after_a_turn_keeps_the_session_and_the_turn(short_tmp: Path) -> None:
+    """The harness, in-process over a scripted runtime: once a turn has ended, a cut keeps the
+    session to resume (else the next turn starts a new one, and the agent loses its context)
+    and the turn log."""
+    journal, state = short_tmp / "journal", short_tmp / "agent"
+    runtime = ScriptedRuntime()
+    with power_cut.journalling(journal), trio.fail_after(30):
+        lock = lock_state_dir(state)
+        try:
+            async with serving(state, runtime) as harness:
+                await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))
+                await runtime.next_prompt()
+                runtime.end()
+                await harness.wait_state(lambda s: s.phase is Phase.IDLE and not s.queued)
+        finally:
+            lock.close()
+    after = short_tmp / "after"
+    assert power_cut.rebuild(power_cut.entries(journal), short_tmp, state.name, after)
+    assert SessionStore(after / SESSION_FILE, "scripted").load() == "session-1"
+    assert (after / TURN_LOG).exists()

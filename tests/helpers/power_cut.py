@@ -19,12 +19,14 @@ Standard library only: the journalled program imports it as a script, before any
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import runpy
 import stat
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,17 @@ class _Journal:
         line = json.dumps(entry).encode() + b"\n"
         with self._lock:
             os.write(self._fd, line)
+
+
+@contextlib.contextmanager
+def journalling(path: Path) -> Iterator[None]:
+    """Journal this process's fsyncs to ``path`` within the block (for code run in-process)."""
+    saved = os.open, os.fsync, os.fdatasync
+    install(str(path))
+    try:
+        yield
+    finally:
+        os.open, os.fsync, os.fdatasync = saved
 
 
 def install(path: str) -> None:
