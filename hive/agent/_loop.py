@@ -38,6 +38,7 @@ import attrs
 import trio
 
 from hive import telemetry
+from hive._files import fsync_dir
 from hive._when import counted, span
 from hive.agent._log import TurnLog, TurnSink
 from hive.agent._model import (
@@ -499,6 +500,9 @@ async def open_harness(
     try:
         tail = TurnLog.read_tail(state_dir / TURN_LOG)
         turn_log = TurnLog.open(state_dir / TURN_LOG)
+        # Its name, where it was just made, durable with the queue's and the session's: a power
+        # cut does not take the whole log.
+        await trio.to_thread.run_sync(fsync_dir, state_dir)
         try:
             yield Harness(
                 runtime,

@@ -25,8 +25,9 @@ import trio
 from hive import telemetry
 from hive._limits import NAME_RULE, is_name
 from hive.bash import _cgroups, _limits, _procs
-from hive.bash._batches import Batcher
+from hive.bash._batches import Batcher, BatcherStopped
 from hive.bash._courier import Key, WakeCourier
+from hive.bash._durable import GroupSync
 from hive.bash._errors import BadArgument, BashError, DiskError, NameBusy, TaskLimit, UnknownTask
 from hive.bash._ledger import Ledger, wake_for
 from hive.bash._line import RunLine
@@ -70,6 +71,8 @@ class TaskManager:
     writes: Batcher = attrs.field(factory=Batcher)
     """Where records and loose ends are saved and removed, apart from the reads, which an
     answer waits for."""
+    syncs: GroupSync = attrs.field(factory=GroupSync)
+    """Where the records and loose ends of the tasks that start together are made durable together."""
     ledger: Ledger = attrs.field(init=False)
     """The records and loose ends on disk, and the ends owed to the agent."""
     stopper: Stopper = attrs.field(init=False)
@@ -100,6 +103,7 @@ class TaskManager:
                 await nursery.start(self.spawns.serve)
                 await nursery.start(self.reads.serve)
                 await nursery.start(self.writes.serve)
+                await nursery.start(self.syncs.trips.serve)
                 await nursery.start(self.ledger.serve)
                 await nursery.start(self.stopper.serve)
                 await nursery.start(partial(self.courier.run, self._acked))
@@ -284,6 +288,7 @@ class TaskManager:
         # before that finds it by its wrapper's mark (see `_recovery`).
         self.ledger.spawned(task)
         assert self._nursery is not None
+        self._nursery.start_soon(self._make_durable, task)
         if waits:
             if line.saved(task.key):
                 # Stopped while its files were being saved.
@@ -295,6 +300,21 @@ class TaskManager:
         if notify_on is not None:
             self._nursery.start_soon(self.watcher.watch, task)
         return task, unreported
+
+    async def _make_durable(self, task: Task) -> None:
+        """Make what was saved as ``task`` started durable, with what other starts saved meanwhile."""
+        files, directories = self.ledger.started_files(task)
+        try:
+            await self.syncs.sync(files, directories)
+        except BatcherStopped:
+            pass  # the daemon is stopping: nobody waits to be told the task started
+        finally:
+            task.durable.set()
+
+    async def durable(self, task: Task) -> None:
+        """Wait until what was saved as ``task`` started is durable: an acknowledged start
+        survives a power cut."""
+        await task.durable.wait()
 
     def _new_id(self, name: str | None) -> str:
         """The id of a new run: ``name``, if no task that has not ended holds it; else one drawn."""

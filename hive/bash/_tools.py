@@ -457,6 +457,10 @@ class BashTools:
         )
         try:
             await self.manager.wait(task, wait)
+            if not (task.final and wait > 0):
+                # Told it started: then it must survive a power cut (an answer that tells
+                # its end needs no such thing).
+                await self.manager.durable(task)
         except BaseException:
             # The caller will never read this answer, so the ends are owed to it as wakes.
             self.manager.release(task, told=False)
