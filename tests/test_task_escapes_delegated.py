@@ -1,0 +1,197 @@
+"""What can escape a task of an unprivileged daemon in a cgroup delegated to it (the NixOS shape:
+a service with ``User=`` and ``Delegate=yes``), issue 39, defects 5 and 6. Such a daemon makes its
+tasks' cgroups below its own but no cgroup namespace (``unshare --cgroup`` takes CAP_SYS_ADMIN),
+and its tasks run as its user, who may write any ``cgroup.procs`` of the delegated subtree: a
+process that moves itself out of its task's cgroup keeps only its ``HIVE_BASH_TASK`` tag, by which
+a stop finds it; one that also cleared its environment cannot be told as the task's, and the
+task's record and end say plainly that it may have escaped."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from hive.bash import _cgroups
+from tests.helpers.daemon import DaemonHandle, remove_cgroup_tree
+from tests.helpers.forked_daemon import DaemonUser, forked_shared_daemon
+from tests.helpers.inotify import wait_until
+from tests.helpers.results import call, structured
+from tests.test_stopping import all_exit, make_fifo, pinned, wait_ready
+
+NOBODY = 65534
+ESCAPED = "may have escaped"
+
+
+def _why_not_delegated() -> str | None:
+    """Why a cgroup cannot be delegated to another user here; None if it can."""
+    if os.geteuid() != 0:
+        return "needs root, to delegate a cgroup to an unprivileged user"
+    own = _cgroups.own_cgroup_dir()
+    if own is None:
+        return "needs a cgroup v2 hierarchy"
+    probe = own / f"hive-test-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+    except OSError as exc:
+        return f"needs a writable cgroup v2 hierarchy ({exc})"
+    probe.rmdir()
+    return None
+
+
+pytestmark = pytest.mark.skipif(_why_not_delegated() is not None, reason=str(_why_not_delegated()))
+
+
+@pytest.fixture(scope="module")
+def delegated() -> Iterator[Path]:
+    """A cgroup delegated to ``nobody`` as systemd's ``Delegate=yes`` does: the directory and the
+    files that moving processes and making children take are that user's."""
+    own = _cgroups.own_cgroup_dir()
+    assert own is not None
+    cgroup = own / f"hive-test-delegated-{os.getpid()}"
+    cgroup.mkdir()
+    try:
+        for path in (
+            cgroup,
+            *(cgroup / name for name in ("cgroup.procs", "cgroup.threads", "cgroup.subtree_control")),
+        ):
+            os.chown(path, NOBODY, NOBODY)
+        yield cgroup
+    finally:
+        remove_cgroup_tree(cgroup)
+
+
+@pytest.fixture(scope="module")
+def unprivileged(delegated: Path) -> Iterator[DaemonHandle]:
+    with forked_shared_daemon("--kill-grace", "0.3", user=DaemonUser(NOBODY, NOBODY, delegated)) as handle:
+        yield handle
+
+
+@pytest.fixture
+def nobodys_tmp(short_tmp: Path) -> Path:
+    """The test's directory, where the tasks (run as ``nobody``) write."""
+    os.chown(short_tmp, NOBODY, NOBODY)
+    return short_tmp
+
+
+def _escaping(root: Path, move_to: Path, *, clear_env: bool) -> str:
+    """A task whose process moves itself into ``move_to`` and leaves its session and its parent
+    (a double fork), deaf to SIGINT; with ``clear_env``, it also clears its environment, the tag
+    with it. It says ready on the FIFO once it has moved, then the task sleeps."""
+    inner = (
+        f"echo $$ > {shlex.quote(str(move_to / 'cgroup.procs'))} || exit; "
+        "trap '' INT; echo $$ > escaped.pid; exec sleep 1000"
+    )
+    env = "env -i " if clear_env else ""
+    return (
+        f"cd {shlex.quote(str(root))}; (setsid {env}bash -c {shlex.quote(inner)} &) & "
+        "until [ -s escaped.pid ]; do sleep 0.01; done; echo ready > ready; sleep 1000"
+    )
+
+
+def _fifo(root: Path) -> Path:
+    fifo = make_fifo(root)
+    os.chown(fifo, NOBODY, NOBODY)
+    return fifo
+
+
+def _task_parent(daemon: DaemonHandle, delegated: Path) -> Path:
+    return delegated / _cgroups.task_parent_name(daemon.state_dir)
+
+
+@contextlib.contextmanager
+def _target(daemon: DaemonHandle, delegated: Path, root: Path, into: str) -> Iterator[Path]:
+    """Where the escapee moves: the daemon's own cgroup, or a sibling of the task's cgroup that
+    the task makes (made here as ``nobody`` would make it, and removed afterwards)."""
+    if into == "the daemon's cgroup":
+        yield delegated
+        return
+    sibling = _task_parent(daemon, delegated) / f"escape-{root.name}"
+    sibling.mkdir()
+    try:
+        os.chown(sibling / "cgroup.procs", NOBODY, NOBODY)
+        yield sibling
+    finally:
+        remove_cgroup_tree(sibling)
+
+
+@pytest.mark.parametrize("how", ["stop", "timeout"])
+@pytest.mark.parametrize("into", ["the daemon's cgroup", "a sibling it makes"])
+async def test_a_process_that_leaves_its_cgroup_keeping_its_tag_is_stopped_with_the_task(
+    unprivileged: DaemonHandle, delegated: Path, nobodys_tmp: Path, how: str, into: str
+) -> None:
+    root = nobodys_tmp
+    fifo = _fifo(root)
+    with _target(unprivileged, delegated, root, into) as move_to:
+        async with unprivileged.session() as session:
+            timeout = {"timeout_secs": 2} if how == "timeout" else {}
+            cmd = _escaping(root, move_to, clear_env=False)
+            await call(session, "run", cmd=cmd, name="t", wait_seconds=0, **timeout)
+            await wait_ready(fifo)
+            with pinned(root, ("escaped",)) as fds:
+                if how == "stop":
+                    ended = structured(await call(session, "stop", id="t"))
+                else:
+                    ended = structured(await call(session, "status", id="t", wait_seconds=30))
+                await all_exit(fds)
+    assert ended["state"] == ("stopped" if how == "stop" else "timed_out"), ended
+    assert ended["held_by"] == "cgroup"
+    assert any("1 of its processes had left its cgroup" in note for note in ended["notes"]), ended["notes"]
+    assert not any(ESCAPED in note for note in ended["notes"]), ended["notes"]
+
+
+async def test_a_cleared_environment_that_leaves_its_cgroup_is_said_to_have_escaped_and_a_clean_task_is_not(
+    unprivileged: DaemonHandle, delegated: Path, nobodys_tmp: Path
+) -> None:
+    root = nobodys_tmp
+    fifo = _fifo(root)
+    async with unprivileged.session() as session:
+        await call(session, "run", cmd=_escaping(root, delegated, clear_env=True), name="u", wait_seconds=0)
+        await wait_ready(fifo)
+        with pinned(root, ("escaped",)) as fds:
+            stopped = structured(await call(session, "stop", id="u"))
+            status = structured(await call(session, "status", id="u"))
+            escaped = int((root / "escaped.pid").read_text())
+            signal.pidfd_send_signal(fds["escaped"], 0)  # not stopped: `pinned` kills it
+        await call(session, "run", cmd="sleep 1000", name="c", wait_seconds=0)
+        clean = structured(await call(session, "stop", id="c"))
+    for seen in (stopped, status):
+        assert seen["state"] == "stopped", seen
+        (note,) = [n for n in seen["notes"] if ESCAPED in n]
+        assert f"pids {escaped})" in note and "were not stopped" in note, note
+        assert ESCAPED in seen["message"]
+    assert clean["state"] == "stopped"
+    assert not any(ESCAPED in note for note in clean["notes"]), clean["notes"]
+
+
+async def test_the_end_of_a_timed_out_task_says_what_may_have_escaped_it(
+    unprivileged: DaemonHandle, delegated: Path, nobodys_tmp: Path
+) -> None:
+    root = nobodys_tmp
+    fifo = _fifo(root)
+    async with unprivileged.session() as session:
+        cmd = _escaping(root, delegated, clear_env=True)
+        await call(session, "run", cmd=cmd, name="w", wait_seconds=0, timeout_secs=1)
+        await wait_ready(fifo)
+        with pinned(root, ("escaped",)):
+            # Nobody waits for its end: it is owed to the agent, as a wake kept in its loose end.
+            loose_end = unprivileged.loose_end("w")
+
+            def owed_wake() -> str | None:
+                try:
+                    wake = json.loads(loose_end.read_bytes()).get("wake")
+                except (OSError, ValueError):
+                    return None
+                return None if wake is None else str(wake["body"])
+
+            with trio.fail_after(30):
+                body = await wait_until(owed_wake, loose_end.parent)
+    assert body.startswith("bash task w ended: timed out"), body
+    assert ESCAPED in body, body
