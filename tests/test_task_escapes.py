@@ -4,6 +4,7 @@ session of its own with a cleared environment whose parent has exited (issue 39,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from collections.abc import Iterator
@@ -90,6 +91,32 @@ async def test_without_cgroups_a_cleared_environment_in_a_double_fork_is_stopped
     ended = await ended_after(without_cgroups, short_tmp, hidden(short_tmp), how)
     assert ended["held_by"] == "subreaper"
     assert ended["signals"] == ["SIGINT", "SIGKILL"]
+
+
+@contextlib.contextmanager
+def no_new_cgroups(parent: Path) -> Iterator[None]:
+    """No cgroup can be made below ``parent`` (``cgroup.max.descendants`` 0: mkdir fails, as it
+    does when the daemon is out of open files) while the block runs."""
+    limit = parent / "cgroup.max.descendants"
+    limit.write_text("0")
+    try:
+        yield
+    finally:
+        limit.write_text("max")
+
+
+@needs_cgroups
+@pytest.mark.parametrize("how", ["stop", "timeout"])
+async def test_a_task_whose_cgroup_could_not_be_made_holds_a_cleared_environment_in_a_double_fork(
+    with_cgroups: DaemonHandle, short_tmp: Path, how: str
+) -> None:
+    parent = task_cgroup_parent(with_cgroups.state_dir)
+    assert parent is not None
+    with no_new_cgroups(parent):
+        ended = await ended_after(with_cgroups, short_tmp, hidden(short_tmp), how)
+    assert ended["held_by"] == "subreaper"
+    assert ended["signals"] == ["SIGINT", "SIGKILL"]
+    assert "cannot make a cgroup for task e" in with_cgroups.stderr_text()
 
 
 def _proc(
