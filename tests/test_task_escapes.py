@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,6 +92,33 @@ async def test_without_cgroups_a_cleared_environment_in_a_double_fork_is_stopped
     ended = await ended_after(without_cgroups, short_tmp, hidden(short_tmp), how)
     assert ended["held_by"] == "subreaper"
     assert ended["signals"] == ["SIGINT", "SIGKILL"]
+
+
+@needs_cgroups
+async def test_a_process_that_leaves_its_tasks_namespace_too_is_said_to_have_escaped(
+    with_cgroups: DaemonHandle, short_tmp: Path
+) -> None:
+    """A task run as root may ``nsenter`` the daemon's cgroup namespace, clear its environment
+    and move into the daemon's cgroup: no mark of the task is left, and the stop says so."""
+    parent = task_cgroup_parent(with_cgroups.state_dir)
+    assert parent is not None
+    procs = shlex.quote(str(parent.parent / "cgroup.procs"))
+    inner = f"echo $$ > {procs}; trap '' INT; echo $$ > escaped.pid; exec sleep 1000"
+    out = f"exec nsenter --cgroup=/proc/{os.getpid()}/ns/cgroup -- bash -c {shlex.quote(inner)}"
+    cmd = (
+        f"cd {shlex.quote(str(short_tmp))}; (setsid env -i bash -c {shlex.quote(out)} &) & "
+        "until [ -s escaped.pid ]; do sleep 0.01; done; echo ready > ready; sleep 1000"
+    )
+    fifo = make_fifo(short_tmp)
+    async with with_cgroups.session() as session:
+        await call(session, "run", cmd=cmd, name="n", wait_seconds=0)
+        await wait_ready(fifo)
+        with pinned(short_tmp, ("escaped",)) as fds:
+            stopped = structured(await call(session, "stop", id="n"))
+            signal.pidfd_send_signal(fds["escaped"], 0)  # not stopped: `pinned` kills it
+    escaped = int((short_tmp / "escaped.pid").read_text())
+    (note,) = [n for n in stopped["notes"] if "may have escaped" in n]
+    assert f"pids {escaped})" in note, note
 
 
 @contextlib.contextmanager

@@ -195,3 +195,26 @@ async def test_the_end_of_a_timed_out_task_says_what_may_have_escaped_it(
                 body = await wait_until(owed_wake, loose_end.parent)
     assert body.startswith("bash task w ended: timed out"), body
     assert ESCAPED in body, body
+
+
+async def test_a_cleared_environment_still_in_its_tasks_cgroup_is_no_other_tasks_escapee(
+    unprivileged: DaemonHandle, nobodys_tmp: Path
+) -> None:
+    root = nobodys_tmp
+    fifo = _fifo(root)
+    stays = (
+        f"cd {shlex.quote(str(root))}; "
+        "(setsid env -i bash -c 'trap \"\" INT; echo $$ > escaped.pid; exec sleep 1000' &) & "
+        "until [ -s escaped.pid ]; do sleep 0.01; done; echo ready > ready; sleep 1000"
+    )
+    async with unprivileged.session() as session:
+        await call(session, "run", cmd="sleep 1000", name="before", wait_seconds=0)
+        await call(session, "run", cmd=stays, name="stays", wait_seconds=0)
+        await wait_ready(fifo)
+        with pinned(root, ("escaped",)) as fds:
+            before = structured(await call(session, "stop", id="before"))
+            stays_ended = structured(await call(session, "stop", id="stays"))
+            await all_exit(fds)
+    for ended in (before, stays_ended):
+        assert ended["state"] == "stopped", ended
+        assert not any(ESCAPED in note for note in ended["notes"]), ended["notes"]

@@ -10,9 +10,10 @@ inherited by every descendant and readable in ``/proc/<pid>/environ`` by the sam
 after a daemon restart), and so do its descendants, found by their parent. The daemon is
 also the child subreaper (`become_subreaper`), so such a process, once orphaned, is
 re-parented to the daemon rather than to init, and the daemon reaps it (`reap_orphans`).
-What the fallback cannot hold: an orphan that also cleared its environment (``setsid env -i
-...`` whose parent has exited) is a child of the daemon with no tag, and no task can be told
-as its own. The tag is set in both cases. Everything here that reads ``/proc`` is blocking:
+What the fallback cannot hold where tasks get no cgroup namespace (see
+`hive.bash._namespaces`): an orphan that also cleared its environment (``setsid env -i ...``
+whose parent has exited) is a child of the daemon with no tag, and no task can be told as its
+own; a stop notes such orphans (`unmarked_orphans`). The tag is set in both cases. Everything here that reads ``/proc`` is blocking:
 run it in a worker thread.
 """
 
@@ -483,21 +484,24 @@ def reap_orphans(procs: Iterable[ProcInfo]) -> list[int]:
     return reaped
 
 
-def unmarked_orphans(since: int | None) -> list[int]:
+def unmarked_orphans(since: int | None) -> list[ProcInfo]:
     """The live processes orphaned to this daemon (the subreaper) that carry no task's tag,
-    started at ``since`` (clock ticks, as ``/proc/<pid>/stat`` says) or later (blocking). Its
-    wrappers are not among them: they are its children, not orphans."""
+    started at ``since`` (clock ticks, as ``/proc/<pid>/stat`` says) or later, by pid
+    (blocking). Its wrappers are not among them: they are its children, not orphans."""
     me = os.getpid()
     with _wrappers.lock:
         wrappers = set(_wrappers.pids)
     return sorted(
-        p.pid
-        for p in snapshot()
-        if p.ppid == me
-        and not p.zombie
-        and p.tag is None
-        and p.pid not in wrappers
-        and (since is None or p.start_time >= since)
+        (
+            p
+            for p in snapshot()
+            if p.ppid == me
+            and not p.zombie
+            and p.tag is None
+            and p.pid not in wrappers
+            and (since is None or p.start_time >= since)
+        ),
+        key=lambda p: p.pid,
     )
 
 

@@ -91,6 +91,11 @@ def _left_cgroup(cgroup: Path, marks: _procs.TaskMarks) -> list[_procs.ProcInfo]
     return [p for p in found if p.pid not in inside]
 
 
+def _within(cgroup: Path | None, cgroups: set[Path]) -> bool:
+    """Whether ``cgroup`` is one of ``cgroups`` or below one of them."""
+    return cgroup is not None and (cgroup in cgroups or not cgroups.isdisjoint(cgroup.parents))
+
+
 @attrs.frozen
 class _Survey:
     """What one interval's worker hop found."""
@@ -210,8 +215,7 @@ class Stopper:
             all_gone = not outside
         if not all_gone:
             await self._kill(task, "still alive when the grace ended")
-        if marks.cgroup_ns is None:
-            await self._unattributed(task)
+        await self._unattributed(task)
 
     def _left_cgroup(self, task: Task, left: Sequence[int]) -> None:
         if left:
@@ -222,13 +226,26 @@ class Stopper:
             )
 
     async def _unattributed(self, task: Task) -> None:
-        """Say plainly what may have escaped a stopped task that has no cgroup namespace: the
-        processes the daemon (the subreaper) adopted since the task started that carry no mark
-        of any task. They cannot be told as this task's, and are not stopped."""
+        """Say plainly what may have escaped a stopped task: the processes the daemon (the
+        subreaper) adopted since the task started that carry no mark of any task (no tag, no
+        task's cgroup namespace, not in a task's cgroup): a cleared environment that also left
+        its cgroup where tasks get no namespace, or its namespace too (``nsenter``, as root).
+        They cannot be told as this task's, and are not stopped."""
         if not self.settings.reap_orphans:
             return
         since = task.record.pid_start_time
-        orphans = await trio.to_thread.run_sync(_procs.unmarked_orphans, since)
+        namespaces = {inode for inode, _fd in self._namespaces.values()}
+        tasks = (*self.tasks.values(), *self._ended.values())
+        cgroups = {cgroup for t in tasks if (cgroup := self._cgroup(t)) is not None}
+
+        def unmarked() -> list[int]:
+            return [
+                p.pid
+                for p in _procs.unmarked_orphans(since)
+                if p.cgroup_ns not in namespaces and not _within(_cgroups.cgroup_dir(p.pid), cgroups)
+            ]
+
+        orphans = await trio.to_thread.run_sync(unmarked)
         if orphans:
             self.ledger.note(
                 task,
