@@ -391,6 +391,7 @@ class TaskManager:
                     cgroup_fd=cgroup_fd,
                     fsize_limit=self.settings.max_output_bytes + FSIZE_MARGIN,
                     unshare=self.settings.unshare,
+                    subreaper=self.settings.unshare is None and self.settings.reap_orphans,
                 )
                 started = True
                 return child, held_by
