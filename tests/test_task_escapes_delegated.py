@@ -1,10 +1,10 @@
 """What can escape a task of an unprivileged daemon in a cgroup delegated to it (the NixOS shape:
 a service with ``User=`` and ``Delegate=yes``), issue 39, defects 5 and 6. Such a daemon makes its
 tasks' cgroups below its own but no cgroup namespace (``unshare --cgroup`` takes CAP_SYS_ADMIN),
-and its tasks run as its user, who may write any ``cgroup.procs`` of the delegated subtree: a
-process that moves itself out of its task's cgroup keeps only its ``HIVE_BASH_TASK`` tag, by which
-a stop finds it; one that also cleared its environment cannot be told as the task's, and the
-task's record and end say plainly that it may have escaped."""
+and its tasks run as its user, who may write any ``cgroup.procs`` of the delegated subtree. A
+process that moves itself out of its task's cgroup is found by its ``HIVE_BASH_TASK`` tag; one
+that also cleared its environment, by its parentage: the task's wrapper is its subreaper while
+the task runs. The same holds for the daemon run with ``--no-cgroups``."""
 
 from __future__ import annotations
 
@@ -67,6 +67,14 @@ def delegated() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def unprivileged(delegated: Path) -> Iterator[DaemonHandle]:
     with forked_shared_daemon("--kill-grace", "0.3", user=DaemonUser(NOBODY, NOBODY, delegated)) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def unprivileged_without_cgroups(delegated: Path) -> Iterator[DaemonHandle]:
+    with forked_shared_daemon(
+        "--kill-grace", "0.3", "--no-cgroups", user=DaemonUser(NOBODY, NOBODY, delegated)
+    ) as handle:
         yield handle
 
 
@@ -192,3 +200,31 @@ async def test_a_cleared_environment_still_in_its_tasks_cgroup_is_no_other_tasks
     for ended in (before, stays_ended):
         assert ended["state"] == "stopped", ended
         assert not any(ESCAPED in note for note in ended["notes"]), ended["notes"]
+
+
+@pytest.mark.parametrize("how", ["stop", "timeout"])
+async def test_without_cgroups_a_cleared_environment_in_a_double_fork_is_stopped(
+    unprivileged_without_cgroups: DaemonHandle, nobodys_tmp: Path, how: str
+) -> None:
+    """Held by the subreaper alone: the wrapper's, while the task runs."""
+    root = nobodys_tmp
+    fifo = _fifo(root)
+    inner = "trap '' INT; echo $$ > escaped.pid; exec sleep 1000"
+    cmd = (
+        f"cd {shlex.quote(str(root))}; (setsid env -i bash -c {shlex.quote(inner)} &) & "
+        "until [ -s escaped.pid ]; do sleep 0.01; done; echo ready > ready; sleep 1000"
+    )
+    async with unprivileged_without_cgroups.session() as session:
+        timeout = {"timeout_secs": 2} if how == "timeout" else {}
+        await call(session, "run", cmd=cmd, name="f", wait_seconds=0, **timeout)
+        await wait_ready(fifo)
+        with pinned(root, ("escaped",)) as fds:
+            if how == "stop":
+                ended = structured(await call(session, "stop", id="f"))
+            else:
+                ended = structured(await call(session, "status", id="f", wait_seconds=30))
+            await all_exit(fds)
+    assert ended["state"] == ("stopped" if how == "stop" else "timed_out"), ended
+    assert ended["held_by"] == "subreaper"
+    assert ended["signals"] == ["SIGINT", "SIGKILL"]
+    assert not any(ESCAPED in note for note in ended["notes"]), ended["notes"]
