@@ -148,7 +148,7 @@ class TaskManager:
         self.tasks[task.id] = task
 
     def compose_wake(self, record: TaskRecord) -> OwedWake:
-        """The wake for a task's end: its state, exit code and last stdout lines (blocking: reads them)."""
+        """The wake for a task's end: its state, exit code, notes and last stdout lines (blocking: reads them)."""
         return wake_for(record, self._wake_tail(record.id))
 
     def _wake_tail(self, task_id: str) -> str:
@@ -411,6 +411,7 @@ class TaskManager:
                     cgroup_fd=cgroup_fd,
                     fsize_limit=self.settings.max_output_bytes + FSIZE_MARGIN,
                     unshare=self.settings.unshare,
+                    subreaper=self.settings.unshare is None and self.settings.reap_orphans,
                 )
                 started = True
                 return child, held_by

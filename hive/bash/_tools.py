@@ -175,7 +175,7 @@ TOOLS = [
         "to files; the answer gives their paths. If the command finishes within wait_seconds (default 3) you get "
         "its full status right away and no wake follows. Otherwise the answer is `task started: id=<id>`, "
         "the task keeps running, and when it ends you are woken by a message from `bash-task-<id>` with "
-        "its exit code and last stdout lines. Use `status` to check on it or wait for it, `stop` to end it. "
+        "its exit code, its notes and its last stdout lines. Use `status` to check on it or wait for it, `stop` to end it. "
         "Where the daemon runs at most so many tasks at once and all are taken, the task waits in line "
         "(state `pending`, with its place_in_line: `task queued: id=<id>`) and starts when a running task "
         "ends; its timeout_secs counts from its start.",
