@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import trio
 
+from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle
+from tests.helpers.harness import GUARD, claude_env, running_agent
 from tests.helpers.jsonrpc import answers_initialize
 
 
@@ -96,5 +99,19 @@ async def test_the_bash_daemon_serves_mcp_without_the_sdk(
         monkeypatch.delenv("PYTHONPROFILEIMPORTTIME")
         assert await trio.to_thread.run_sync(answers_initialize, str(daemon.socket))
         imported = imported_roots(daemon.stderr_text())
+    assert "trio" in imported and "hive" in imported  # the listing is there
+    assert not imported & SDK_MODULES, sorted(imported & SDK_MODULES)
+
+
+async def test_hive_agent_serves_its_hyperhive_tools_without_the_sdk_or_hypercorn(
+    root: Path, fake: FakeClaude
+) -> None:
+    """hive-agent, through its READY=1 (its hyperhive tools served, their socket answering),
+    imported neither the MCP SDK nor hypercorn: its hyperhive server is the kit's (hive.daemon)."""
+    with trio.fail_after(GUARD):
+        async with running_agent(root, {**claude_env(fake), "PYTHONPROFILEIMPORTTIME": "1"}) as agent:
+            socket = agent.state / "hyperhive.sock"
+            assert await trio.to_thread.run_sync(answers_initialize, str(socket), "hyperhive")
+            imported = imported_roots(agent.stderr())
     assert "trio" in imported and "hive" in imported  # the listing is there
     assert not imported & SDK_MODULES, sorted(imported & SDK_MODULES)
