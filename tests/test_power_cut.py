@@ -2,10 +2,12 @@
 made durable (fsync of the file, fsync of its directory: see `tests.helpers.power_cut`).
 
 A real daemon runs tasks with its fsyncs journalled; the test notes where in the journal each
-`run` was answered `task started` and where each end reached the agent. Then, for cuts at
-several points of the journal, the state directory is rebuilt as only the durable state would
-leave it, and a real daemon restarted on it must know every task it acknowledged by then, and
-tell the agent every end it had not told by then (``interrupted``, for a task the cut killed).
+`run` was answered `task started` and where each end and each match wake (``notify_on``) reached
+the agent. Then, for cuts at several points of the journal, the state directory is rebuilt as
+only the durable state would leave it, and a real daemon restarted on it must know every task it
+acknowledged by then, tell the agent every end it had not told by then (``interrupted``, for a
+task the cut killed), and tell every matching line once, under one id (the tasks' output, which
+is theirs to make durable, is taken to have been kept).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from tests.helpers.jsonrpc import answer, open_raw_session, request, run_request
 from tests.helpers.listener import AgentListener
 
 TASKS = 10
+WATCHED = 4
+"""Of the tasks, those that print lines their ``notify_on`` pattern matches, in two wakes."""
 CUTS = 6
 
 
@@ -43,6 +47,7 @@ class Acknowledged:
     task_id: str
     at: int
     told_at: int | None = None
+    number: int = 0
 
 
 @attrs.define
@@ -51,13 +56,26 @@ class JournalledListener(AgentListener):
 
     journal: Path | None = None
     arrived_at: dict[str, int] = attrs.field(factory=dict)
+    """Where the journal was as each task's end arrived, by task id."""
+    matches: dict[str, tuple[int, str]] = attrs.field(factory=dict)
+    """Where the journal was as each match wake arrived first, and its body, by its id."""
 
     async def _take(self, request: Any) -> None:
-        if self.journal is not None and getattr(request, "sender", None) is not None:
-            self.arrived_at.setdefault(
-                request.sender.removeprefix("bash-task-"), journal_length(self.journal)
-            )
+        if self.journal is not None and isinstance(request, Wake) and request.end_id is not None:
+            at = journal_length(self.journal)
+            if is_match(request):
+                self.matches.setdefault(request.end_id, (at, request.body))
+            else:
+                self.arrived_at.setdefault(request.sender.removeprefix("bash-task-"), at)
         await super()._take(request)
+
+
+def is_match(wake: Wake) -> bool:
+    return ":m" in (wake.end_id or "")
+
+
+def matched_lines(body: str) -> set[str]:
+    return {line.removeprefix("[stdout] ") for line in body.splitlines()[1:]}
 
 
 def journal_length(journal: Path) -> int:
@@ -67,13 +85,22 @@ def journal_length(journal: Path) -> int:
         return 0
 
 
+def printed_matches(number: int) -> set[str]:
+    """The lines task ``number`` prints that its pattern matches."""
+    return {f"hit {number} a", f"hit {number} b"} if number < WATCHED else set()
+
+
 async def start_task(daemon: DaemonHandle, journal: Path, number: int) -> Acknowledged:
+    if number < WATCHED:  # two wakes: the second line comes well after the first one's wake
+        arguments = {"cmd": f"echo hit {number} a; sleep 0.5; echo hit {number} b", "notify_on": "^hit"}
+    else:
+        arguments = {"cmd": f"sleep 0.{number % 4}; echo {number}"}
     stream, reader = await open_raw_session(daemon.socket)
     async with stream:
-        await send(stream, run_request(2, cmd=f"sleep 0.{number % 4}; echo {number}", wait_seconds=0))
+        await send(stream, run_request(2, wait_seconds=0, **arguments))
         started = (await answer(reader, 2))["structuredContent"]
     assert started["state"] == "running", started
-    return Acknowledged(started["id"], journal_length(journal))
+    return Acknowledged(started["id"], journal_length(journal), number=number)
 
 
 async def known(daemon: DaemonHandle, task_ids: list[str]) -> set[str]:
@@ -91,10 +118,14 @@ async def known(daemon: DaemonHandle, task_ids: list[str]) -> set[str]:
     return found
 
 
-def cut_points(acks: list[Acknowledged], length: int) -> list[int]:
-    """Where to cut: just after each answer and each end told, and at points spread over the
+def cut_points(acks: list[Acknowledged], matches: dict[str, tuple[int, str]], length: int) -> list[int]:
+    """Where to cut: just after each answer, each end and each match wake told, and at points spread over the
     journal, ``CUTS`` in all (or fewer, if there are not so many)."""
-    events = sorted({a.at for a in acks} | {a.told_at for a in acks if a.told_at is not None})
+    events = sorted(
+        {a.at for a in acks}
+        | {a.told_at for a in acks if a.told_at is not None}
+        | {at for at, _ in matches.values()}
+    )
     spread = {round(i * length / (CUTS - 1)) for i in range(CUTS)}
     points = sorted(set(events[:: max(1, len(events) // (CUTS // 2))]) | spread)
     return sorted({points[round(i * (len(points) - 1) / (CUTS - 1))] for i in range(CUTS)})
@@ -106,30 +137,61 @@ class CutResult:
     acknowledged: int
     unknown: set[str]
     never_told: set[str]
+    lines_never_told: set[str] = attrs.field(factory=set)
+    told_twice: set[str] = attrs.field(factory=set)
+    """Matching lines told under two ids."""
 
 
 async def restart_after_cut(
-    root: Path, original: DaemonHandle, entries: list[dict[str, Any]], cut: int, acks: list[Acknowledged]
+    root: Path,
+    original: DaemonHandle,
+    entries: list[dict[str, Any]],
+    cut: int,
+    acks: list[Acknowledged],
+    matches: dict[str, tuple[int, str]],
 ) -> CutResult:
     restarted = DaemonHandle.under(root)
     root.mkdir()
     acknowledged = [a for a in acks if a.at <= cut]
     owed = {a.task_id for a in acknowledged if a.told_at is None or a.told_at > cut}
     power_cut.rebuild(entries[:cut], original.root, original.state_dir.name, restarted.state_dir)
+    for output in [
+        *restarted.state_dir.glob("bash-tasks/*.out"),
+        *restarted.state_dir.glob("bash-tasks/*.err"),
+    ]:
+        output.write_bytes((original.state_dir / "bash-tasks" / output.name).read_bytes())
+    # What the agent has of each match wake: its first arrival (a repeat of an id is dropped).
+    first = {end_id: body for end_id, (at, body) in matches.items() if at <= cut}
+    expected = {line for a in acknowledged for line in printed_matches(a.number)}
+
+    def told_lines() -> set[str]:
+        return {line for body in first.values() for line in matched_lines(body)}
+
     agent = AgentListener(restarted.agent_socket)
     try:
         async with agent.serving(), restarted.running(stop=False) as process:
             found = await known(restarted, [a.task_id for a in acknowledged])
-            with trio.fail_after(30):
-                while not owed & found <= {w.sender.removeprefix("bash-task-") for w in agent.wakes}:
+            with trio.move_on_after(30):
+                while not (
+                    owed & found <= {w.sender.removeprefix("bash-task-") for w in agent.wakes}
+                    and expected <= told_lines()
+                ):
                     await agent.wait_for(len(agent.wakes) + 1)
+                    for wake in agent.wakes:
+                        if is_match(wake):
+                            first.setdefault(wake.end_id or "", wake.body)
             os.kill(process.pid, signal.SIGKILL)  # it has shown what it knows
             await process.wait()
     finally:
         remove_task_cgroups(restarted.state_dir)
     told = {w.sender.removeprefix("bash-task-") for w in agent.wakes}
     unknown = {a.task_id for a in acknowledged} - found
-    return CutResult(cut, len(acknowledged), unknown, owed - told)
+    ids_of: dict[str, set[str]] = {}
+    for end_id, body in first.items():
+        for line in matched_lines(body):
+            ids_of.setdefault(line, set()).add(end_id)
+    twice = {line for line, ids in ids_of.items() if len(ids) > 1}
+    return CutResult(cut, len(acknowledged), unknown, owed - told, expected - told_lines(), twice)
 
 
 @attrs.define
@@ -140,15 +202,18 @@ class Rounds:
         return (
             f"{len(self.results)} cuts, {sum(r.acknowledged for r in self.results)} tasks acknowledged, "
             f"{sum(len(r.unknown) for r in self.results)} unknown after restart, "
-            f"{sum(len(r.never_told) for r in self.results)} ends never told"
+            f"{sum(len(r.never_told) for r in self.results)} ends never told, "
+            f"{sum(len(r.lines_never_told) for r in self.results)} matching lines never told, "
+            f"{sum(len(r.told_twice) for r in self.results)} told under two ids"
         )
 
     def failures(self) -> Iterator[str]:
         for result in self.results:
-            if result.unknown or result.never_told:
+            if result.unknown or result.never_told or result.lines_never_told or result.told_twice:
                 yield (
                     f"cut at entry {result.cut}: unknown {sorted(result.unknown)}, "
-                    f"never told {sorted(result.never_told)}"
+                    f"never told {sorted(result.never_told)}, lines never told "
+                    f"{sorted(result.lines_never_told)}, told under two ids {sorted(result.told_twice)}"
                 )
 
 
@@ -169,7 +234,7 @@ async def test_a_power_cut_loses_no_acknowledged_task_and_no_end(daemon: DaemonH
                 for number in burst:
                     nursery.start_soon(start, number)
         with trio.fail_after(30):
-            while not {a.task_id for a in acks} <= set(agent.arrived_at):
+            while not {a.task_id for a in acks} <= set(agent.arrived_at) or len(agent.matches) < 2 * WATCHED:
                 await agent.wait_for(len(agent.wakes) + 1)
         os.kill(process.pid, signal.SIGKILL)
         await process.wait()
@@ -178,9 +243,9 @@ async def test_a_power_cut_loses_no_acknowledged_task_and_no_end(daemon: DaemonH
 
     entries = power_cut.entries(journal)
     rounds = Rounds()
-    for number, cut in enumerate(cut_points(acks, len(entries))):
+    for number, cut in enumerate(cut_points(acks, agent.matches, len(entries))):
         rounds.results.append(
-            await restart_after_cut(daemon.root / f"cut{number}", daemon, entries, cut, acks)
+            await restart_after_cut(daemon.root / f"cut{number}", daemon, entries, cut, acks, agent.matches)
         )
     print(f"power cuts: {rounds.summary()} ({len(entries)} fsyncs journalled)")
     failures = list(rounds.failures())
@@ -256,3 +321,47 @@ async def test_a_power_cut_after_a_turn_keeps_the_session_and_the_turn(short_tmp
     assert power_cut.rebuild(power_cut.entries(journal), short_tmp, state.name, after)
     assert SessionStore(after / SESSION_FILE, "scripted").load() == "session-1"
     assert (after / TURN_LOG).exists()
+
+
+async def test_a_watched_task_whose_record_a_cut_left_empty_is_still_watched(
+    daemon: DaemonHandle, agent: AgentListener
+) -> None:
+    """A power cut left the records of two watched tasks empty (their loose ends too): one's
+    match wake was composed and owed, the other's line printed after the daemon died. Both
+    are told, each under its run's own id."""
+    tasks_dir = daemon.state_dir / "bash-tasks"
+    go = daemon.root / "go"
+    os.mkfifo(go)
+    async with daemon.running(stop=False) as process:  # no agent socket served: its wakes wait
+        for name, cmd in (("composed", "echo hit one"), ("unseen", f"read line < {go}; echo hit two")):
+            stream, reader = await open_raw_session(daemon.socket)
+            async with stream:
+                await send(stream, run_request(2, cmd=cmd, name=name, notify_on="^hit", wait_seconds=0))
+                await answer(reader, 2)
+        with trio.fail_after(30):
+            await wait_until(lambda: b'"composed":1' in _watch_state(tasks_dir, "composed"), tasks_dir)
+        os.kill(process.pid, signal.SIGKILL)
+        await process.wait()
+    await trio.to_thread.run_sync(go.write_text, "go\n")
+    with trio.fail_after(30):
+        await wait_until(lambda: daemon.task_file("unseen", ".exit").read_bytes().strip(), tasks_dir)
+    serials = {}
+    for name in ("composed", "unseen"):
+        serials[name] = json.loads(daemon.task_file(name, ".json").read_bytes())["serial"]
+        daemon.task_file(name, ".json").write_bytes(b"")
+        daemon.loose_end(name).write_bytes(b"")
+
+    async with agent.serving(), daemon.running():
+        with trio.fail_after(30):
+            await agent.wait_for_ends(
+                {f"composed:{serials['composed']}:m1", f"unseen:{serials['unseen']}:m1"}
+            )
+    bodies = {w.end_id: w.body for w in agent.wakes}
+    assert "hit one" in bodies[f"composed:{serials['composed']}:m1"]
+    assert "hit two" in bodies[f"unseen:{serials['unseen']}:m1"]
+
+
+def _watch_state(tasks_dir: Path, task_id: str) -> bytes:
+    for path in tasks_dir.glob(f"{task_id}@*.watch"):
+        return path.read_bytes()
+    return b""

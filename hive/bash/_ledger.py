@@ -63,6 +63,7 @@ from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._store import TaskStore, UnreadableLooseEnd, serial_from_files
 from hive.bash._task import Task
 from hive.bash._task_records import TaskRecords, disk_note
+from hive.bash._watch import saved_watch
 from hive.bash._write_lines import UnclaimedEnd, Write, WriteLines
 from hive.wake import Wake, end_id
 
@@ -403,10 +404,14 @@ def _stand_in(store: TaskStore, named: UnreadableLooseEnd, record: TaskRecord | 
     task, where its files are left, is recovered from them, and what they say is told)."""
     task_id = named.task_id
     serial = named.serial
+    if serial is None and record is not None:
+        serial = record.serial
     if serial is None:
+        # A watched run's state keeps its serial: its end is owed under the id its match wakes have.
+        watched = saved_watch(store, task_id, None)
         serial = (
-            record.serial
-            if record is not None
+            watched.serial
+            if watched is not None
             else serial_from_files([*store.task_paths(task_id)[1:], named.path], task_id)
         )
     if record is not None and record.serial == serial:

@@ -57,6 +57,7 @@ from hive.bash._settings import TaskSettings
 from hive.bash._stopping import Stopper
 from hive.bash._store import serial_from_files
 from hive.bash._task import Task
+from hive.bash._watch import saved_watch
 
 log = logging.getLogger(__name__)
 
@@ -193,15 +194,26 @@ async def _recover_from_files(manager: Manager, orphans: dict[str, LooseEnd], un
         cmd = await trio.to_thread.run_sync(store.read_cmd, task_id)
         created = _mtime(store.cmd_path(task_id)) or manager.clock()
         log.warning("recovering task %s from its files: its record is missing or unreadable", task_id)
+        # A watched run's state was made durable with its record as it started: it keeps the
+        # run's serial (its match wakes' ids) and its pattern, which a record a cut left empty lost.
+        watched = await trio.to_thread.run_sync(
+            saved_watch, store, task_id, None if loose_end is None else loose_end.serial
+        )
+        if loose_end is not None:
+            serial = loose_end.serial
+        elif watched is not None:
+            serial = watched.serial
+        else:
+            serial = await trio.to_thread.run_sync(serial_from_files, store.task_paths(task_id)[1:], task_id)
         record = TaskRecord(
             id=task_id,
-            serial=loose_end.serial
-            if loose_end is not None
-            else await trio.to_thread.run_sync(serial_from_files, store.task_paths(task_id)[1:], task_id),
+            serial=serial,
             cmd=cmd if cmd is not None else f"(unknown: {task_id}.cmd could not be read)",
             cwd=str(manager.settings.workdir),
             created_at=created,
             notes=("its record was lost while the daemon was down; it was recovered from its files",),
+            notify_on=None if watched is None else watched.notify_on,
+            notify_max=None if watched is None else watched.notify_max,
         )
         task = Task(record, record_dirty=True)
         manager.register(task)

@@ -91,7 +91,7 @@ class TaskManager:
             compose=self.compose_wake,
         )
         self.stopper = Stopper(self.ledger, self.settings, self.tasks, self.clock)
-        self.watcher = Watcher(self.store, self.courier, self.reads, self.writes)
+        self.watcher = Watcher(self.store, self.courier, self.reads, self.writes, self.syncs)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -304,6 +304,8 @@ class TaskManager:
     async def _make_durable(self, task: Task) -> None:
         """Make what was saved as ``task`` started durable, with what other starts saved meanwhile."""
         files, directories = self.ledger.started_files(task)
+        if task.record.notify_on is not None:
+            files.append(self.watcher.path(task.id, task.record.serial))
         try:
             await self.syncs.sync(files, directories)
         except BatcherStopped:
@@ -348,6 +350,7 @@ class TaskManager:
                 # On disk before the process starts, so that no crash of the daemon can lose a
                 # task that ran; not fsynced (see `_recovery` for what a power loss keeps).
                 self.ledger.save_start(record, loose_end)
+                self.watcher.save_start(record)
                 yield files
 
         return self._start_process(record, new_run)
@@ -363,6 +366,7 @@ class TaskManager:
         try:
             with store.new_run(record.id, record.cmd.encode()), self._unsaved_unless_started(record):
                 self.ledger.save_start(record, loose_end)
+                self.watcher.save_start(record)
         except OSError as exc:
             raise DiskError(_cannot_create(exc, store.tasks_dir)) from None
 
@@ -449,6 +453,7 @@ class TaskManager:
             yield
         except BaseException:
             self.ledger.unsave_start(record)
+            self.watcher.unsave_start(record)
             raise
 
     def _forget(self, task: Task, previous: Task | None) -> None:
