@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from hive.wake import Wake
 from tests.helpers import power_cut
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups
+from tests.helpers.gates import make_gate, release_gate
 from tests.helpers.inotify import wait_until
 from tests.helpers.jsonrpc import answer, open_raw_session, request, run_request, send
 from tests.helpers.listener import AgentListener
@@ -251,6 +253,80 @@ async def test_a_power_cut_loses_no_acknowledged_task_and_no_end(daemon: DaemonH
     failures = list(rounds.failures())
     assert not failures, (
         f"{rounds.summary()}:\n" + "\n".join(failures) + "\n" + json.dumps([attrs.asdict(a) for a in acks])
+    )
+
+
+QUEUED = 4
+"""Tasks started together under ``--max-running 1``: the first runs, the others wait in line."""
+
+
+async def call_tool(daemon: DaemonHandle, tool: str, **arguments: Any) -> dict[str, Any]:
+    """One tool call's result, on a raw session of its own."""
+    stream, reader = await open_raw_session(daemon.socket)
+    async with stream:
+        await send(stream, request(2, "tools/call", {"name": tool, "arguments": arguments}))
+        result: dict[str, Any] = await answer(reader, 2)
+    return result
+
+
+def runs_in(ran: Path) -> list[tuple[str, int]]:
+    """The runs a marker file noted: each task's name, and where the journal was as it ran."""
+    return [(name, int(at)) for name, at in (line.split() for line in ran.read_text().splitlines())]
+
+
+async def test_a_power_cut_runs_each_queued_task_once(daemon: DaemonHandle) -> None:
+    """A task that waits in line runs once, whatever the point of a cut: its command is durable
+    when it is acknowledged ``pending`` (the restarted daemon runs it, if it had not run), and
+    it is out of the line on disk, durably, before it runs (the restarted daemon does not run
+    it again). Each run notes its name, and where the journal was, in a marker file, which is
+    taken to have been kept up to the cut."""
+    journal, ran, gate = daemon.root / "journal", daemon.root / "ran", make_gate(daemon.root)
+    names = [f"q{number}" for number in range(QUEUED)]
+    queued_at = {}
+    with trio.fail_after(60):
+        async with daemon.running(
+            "--max-running", "1", agent=False, wrapper=power_cut.journalled_argv(journal), stop=False
+        ) as process:
+            for name in names:
+                hold = f"; read x < {gate}" if name == names[0] else ""
+                cmd = f"echo {name} $(wc -l < {journal}) >> {ran}{hold}"
+                started = await call_tool(daemon, "run", cmd=cmd, name=name, wait_seconds=0)
+                state = started["structuredContent"]["state"]
+                assert state == ("running" if name == names[0] else "pending"), started
+                if state == "pending":
+                    queued_at[name] = journal_length(journal)
+            await release_gate(gate)
+            for name in names:
+                ended = await call_tool(daemon, "status", id=name, wait_seconds=30)
+                assert ended["structuredContent"]["state"] == "done", ended
+            os.kill(process.pid, signal.SIGKILL)
+            await process.wait()
+    runs = runs_in(ran)
+    assert sorted(name for name, _ in runs) == names
+    entries = power_cut.entries(journal)
+    wrong = {}
+    for number, cut in enumerate(sorted({*queued_at.values(), *(at for _, at in runs)})):
+        restarted = DaemonHandle.under(daemon.root / f"cut{number}")
+        restarted.root.mkdir()
+        if not power_cut.rebuild(entries[:cut], daemon.root, daemon.state_dir.name, restarted.state_dir):
+            continue
+        ran.write_text("".join(f"{name} {at}\n" for name, at in runs if at <= cut))
+        try:
+            with trio.fail_after(60):
+                async with restarted.running("--max-running", "1", agent=False):
+                    for name in names:  # each one the cut left known ends (its turn may come first)
+                        await call_tool(restarted, "status", id=name, wait_seconds=30)
+        finally:
+            remove_task_cgroups(restarted.state_dir)
+        counts = Counter(name for name, _ in runs_in(ran))
+        wrong[cut] = {
+            name: counts[name]
+            for name in names
+            if counts[name] > 1 or (counts[name] == 0 and queued_at.get(name, cut + 1) <= cut)
+        }
+    assert wrong and not any(wrong.values()), (
+        f"the runs of tasks that ran twice, or that were acknowledged pending and never ran, "
+        f"by the journal entry a cut came after: {wrong}"
     )
 
 

@@ -177,12 +177,14 @@ class Ledger(TaskRecords):
 
     def started_files(self, task: Task) -> tuple[list[Path], list[Path]]:
         """What must be durable before the agent is told the task started: its record and loose
-        end, and the directories that hold their names (and the files its start moved aside)."""
+        end, and the directories that hold their names (and the files its start moved aside);
+        for a task that waits in line, its command too, which it runs from when its turn comes
+        (after a power cut, too)."""
         store = self.store
-        return (
-            [store.record_path(task.id), store.loose_end_path(task.id)],
-            [store.tasks_dir, store.loose_ends_dir],
-        )
+        files = [store.record_path(task.id), store.loose_end_path(task.id)]
+        if task.record.queued is not None:
+            files.append(store.cmd_path(task.id))
+        return files, [store.tasks_dir, store.loose_ends_dir]
 
     def unsave_start(self, record: TaskRecord) -> None:
         """Remove what `save_start` saved for a run whose process then did not start (blocking)."""

@@ -26,8 +26,10 @@ What survives what:
 - **A power loss: what was made durable.** A `run` is answered `task started` only once its
   record and loose end are durable: fsynced, and their directories too (the syncs of the
   tasks that start together are made together, see `hive.bash._durable`; an answer that
-  tells the end needs none). The state directories are fsynced into their parents as they are
-  made. The final record, and the loose end of an end still owed (rewritten then with its
+  tells the end needs none); a task acknowledged ``pending`` has its command durable too, and
+  its record is made durable out of the line before it runs, so that a cut neither runs it
+  twice nor leaves it in line with no command. The state directories are fsynced into their
+  parents as they are made. The final record, and the loose end of an end still owed (rewritten then with its
   wake), are made durable at the next interval after the end, all of an interval's together,
   and at an orderly stop (the loose end saved at the start owes the end meanwhile: see
   `Ledger.sync_ends`), as are the removals of the loose ends of ends told (their directory,

@@ -372,15 +372,18 @@ class TaskManager:
 
     def _spawn_waiting(self, record: TaskRecord) -> tuple[_procs.Child, HeldBy]:
         """Start a task that waited for a place to run, in the files saved as it joined the
-        line; its record is saved first, out of the line (blocking). Errors as `_spawn`'s."""
+        line; its record is saved first, out of the line, and made durable (blocking). Errors
+        as `_spawn`'s."""
         store = self.store
 
         @contextlib.contextmanager
         def saved_run(record: TaskRecord) -> Iterator[RunFiles]:
             with store.open_run(record.id) as files:
-                # Out of the line on disk before its process starts: a daemon that dies now
-                # finds it by its wrapper's mark, or knows it may have run, and never runs it twice.
-                store.save_record(record, durable=False)
+                # Out of the line on disk, durably, before its process starts: a daemon that
+                # dies now (or a power cut) finds it by its wrapper's mark, or knows it may have
+                # run, and never runs it twice.
+                store.save_record(record)
+                store.sync_tasks_dir()
                 yield files
 
         return self._start_process(record, saved_run)
