@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import trio
 
+from hive.agent._log import TurnLog
 from hive.agent._loop import SESSION_FILE, TURN_LOG
 from hive.agent._model import Phase
 from hive.agent._session import SessionStore
@@ -380,7 +381,7 @@ async def test_a_record_or_loose_end_a_cut_left_empty_owes_its_task_ended_interr
 async def test_a_power_cut_after_a_turn_keeps_the_session_and_the_turn(short_tmp: Path) -> None:
     """The harness, in-process over a scripted runtime: once a turn has ended, a cut keeps the
     session to resume (else the next turn starts a new one, and the agent loses its context)
-    and the turn log."""
+    and the turn's closing record in the turn log."""
     journal, state = short_tmp / "journal", short_tmp / "agent"
     runtime = ScriptedRuntime()
     with power_cut.journalling(journal), trio.fail_after(30):
@@ -396,7 +397,9 @@ async def test_a_power_cut_after_a_turn_keeps_the_session_and_the_turn(short_tmp
     after = short_tmp / "after"
     assert power_cut.rebuild(power_cut.entries(journal), short_tmp, state.name, after)
     assert SessionStore(after / SESSION_FILE, "scripted").load() == "session-1"
-    assert (after / TURN_LOG).exists()
+    last = TurnLog.read_tail(after / TURN_LOG).last
+    assert last is not None, (after / TURN_LOG).read_bytes()
+    assert (last.turn, last.outcome, last.delivered, last.session_id) == (1, "completed", True, "session-1")
 
 
 async def test_a_watched_task_whose_record_a_cut_left_empty_is_still_watched(
