@@ -184,7 +184,6 @@ INITIALIZE = (
 )
 
 
-def answers_initialize(path: str, server: str = "bash") -> bool:
-    """Whether the MCP server ``server`` answers ``initialize`` on the socket ``path``."""
+def answers_initialize(path: str) -> bool:
     reply = raw_exchange(path, INITIALIZE)
-    return json.loads(reply.splitlines()[0])["result"]["serverInfo"]["name"] == server
+    return json.loads(reply.splitlines()[0])["result"]["serverInfo"]["name"] == "bash"
