@@ -58,9 +58,13 @@ def path_field(directory: str, name: str) -> Any:
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """``path`` as a directory: made 0700 (with its parents) when missing, a warning when open to others."""
+    """``path`` as a directory: made 0700 (with its parents) when missing, a warning when open to others.
+
+    Each directory made here is durable before this returns (its parent fsynced after it): a
+    power cut cannot take it, and every file made durable in it, away.
+    """
     try:
-        path.mkdir(mode=PRIVATE_DIR, parents=True)
+        _make_durable_dir(path)
     except FileExistsError:
         pass
     else:
@@ -75,6 +79,20 @@ def ensure_private_dir(path: Path) -> Path:
             stat.S_IMODE(mode),
         )
     return path
+
+
+def _make_durable_dir(path: Path, mode: int = PRIVATE_DIR) -> None:
+    """mkdir ``path`` and the parents it lacks (those as ``mkdir -p`` makes them), fsyncing
+    each one's parent once it is made; FileExistsError if ``path`` is there."""
+    try:
+        path.mkdir(mode=mode)
+    except FileNotFoundError:
+        if path.parent == path:
+            raise
+        with contextlib.suppress(FileExistsError):
+            _make_durable_dir(path.parent, 0o777)
+        path.mkdir(mode=mode)
+    fsync_dir(path.parent)
 
 
 def _regular(fd: int, path: Path) -> int:

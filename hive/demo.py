@@ -3,7 +3,7 @@
 It runs ``hive-agent`` (``--with-bash-daemon``) on a temporary state directory, with the scripted
 demo ACP agent (``hive.demo_agent``) as its agent, and sends it one operator message. The agent's
 first turn starts a background task through the ``bash`` relay and calls the hyperhive tool
-``loose_ends`` over HTTP; the task's end wakes the harness, and a second turn starts with the
+``loose_ends`` through its relay; the task's end wakes the harness, and a second turn starts with the
 wake's body in its prompt. The demo then stops ``hive-agent`` with SIGINT, prints the turn log
 through ``hive agent log``'s renderer, and removes its directory.
 """

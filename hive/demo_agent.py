@@ -2,7 +2,8 @@
 
 It speaks ACP through the official SDK (``acp``) on stdin and stdout, and uses the MCP servers
 the harness gives it in ``session/new`` with the `mcp` SDK's clients: the ``bash`` relay (stdio)
-and the ``hyperhive`` tools (streamable HTTP, with the bearer token in the headers it was given).
+and the ``hyperhive`` tools (stdio too: ``hive-hyperhive-mcp``, the relay to hive-agent's own
+server).
 What it does is fixed, not decided:
 
 - a prompt that is not a wake: it starts a background task with ``bash`` ``run``
@@ -29,12 +30,10 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import acp
-import httpx2
 import mcp_types
 from acp import schema
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from hive import __version__
 from hive._main import run_main
@@ -63,9 +62,7 @@ class DemoAgent:
     async def initialize(self, protocol_version: int, **_: Any) -> schema.InitializeResponse:
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
-            agent_capabilities=schema.AgentCapabilities(
-                load_session=False, mcp_capabilities=schema.McpCapabilities(http=True)
-            ),
+            agent_capabilities=schema.AgentCapabilities(load_session=False),
             agent_info=schema.Implementation(
                 name="hive-demo-agent", title="hive demo agent (scripted, no model)", version=__version__
             ),
@@ -195,23 +192,13 @@ def _tasks(listed: Any) -> str:
 
 @contextlib.asynccontextmanager
 async def _mcp_session(server: Any) -> AsyncIterator[ClientSession]:
-    """An initialized MCP session with ``server`` (an ACP stdio or http MCP server entry)."""
-    if getattr(server, "command", None) is not None:
-        params = StdioServerParameters(
-            command=server.command,
-            args=list(server.args),
-            env={**os.environ, **{v.name: v.value for v in server.env}},
-        )
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
-        return
-    headers = {h.name: h.value for h in server.headers}
-    async with (
-        httpx2.AsyncClient(headers=headers) as client,
-        streamable_http_client(server.url, http_client=client) as (read, write),
-        ClientSession(read, write) as session,
-    ):
+    """An initialized MCP session with ``server`` (an ACP stdio MCP server entry: hive gives none other)."""
+    params = StdioServerParameters(
+        command=server.command,
+        args=list(server.args),
+        env={**os.environ, **{v.name: v.value for v in server.env}},
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
 

@@ -154,12 +154,22 @@ async def test_an_init_per_session_and_a_result_per_turn(agent: FakeAcp) -> None
 # -- initialize and sessions --------------------------------------------------------------------
 
 
-async def test_an_agent_without_mcp_over_http_is_refused_at_startup(agent: FakeAcp) -> None:
+async def test_an_agent_without_mcp_over_http_is_refused_at_startup_only_if_a_server_is_http(
+    agent: FakeAcp,
+) -> None:
     agent.script(capabilities={"mcpCapabilities": {"sse": True}})
-    with trio.fail_after(GUARD), pytest.raises(AgentRefused, match=r"mcpCapabilities\.http"):
-        async with agent.runtime():
+    web = HttpServer(name="web", url="http://127.0.0.1:9/mcp")
+    with (
+        trio.fail_after(GUARD),
+        pytest.raises(AgentRefused, match=r"mcpCapabilities\.http.*names web over HTTP"),
+    ):
+        async with agent.runtime(mcp_servers=(StdioServer(name="bash", command="b"), web)):
             pass
     assert agent.signals() == ["SIGINT"]  # and it was stopped the SIGINT way
+    # hive's own servers are stdio: with no HTTP server, such an agent serves.
+    with trio.fail_after(GUARD):
+        async with agent.runtime(mcp_servers=(StdioServer(name="bash", command="b"),)) as runtime:
+            await runtime.run("hi", MemorySink())
 
 
 async def test_session_new_hands_the_agent_hives_mcp_servers(agent: FakeAcp) -> None:

@@ -16,7 +16,6 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from fixtures import acp_agent
-from hive.agent._hyperhive import Hyperhive
 from hive.wake import Compact, Prompt, Wake, open_agent_connection, send_wake
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import (
@@ -31,7 +30,6 @@ from tests.helpers.harness import (
     wait_gone,
     wait_line,
 )
-from tests.helpers.hyperhive import raw_post, session, tool_call
 from tests.helpers.processes import wait_exited
 
 # -- the runtimes ----------------------------------------------------------------------------------
@@ -65,15 +63,16 @@ async def test_a_background_task_wakes_the_agent_and_its_end_is_the_next_turns_p
     assert len(prompts) == 1
     assert prompts[0]["text"].startswith("[wake from bash-task-job]\nbash task job ended: done, exit code 0")
     assert "the-task-output" in prompts[0]["text"]
-    # The agent got the bash relay and the hyperhive tools (with their token).
+    # The agent got the bash relay and the hyperhive tools' relay, both stdio servers.
     new = next(e for e in acp_agent.read_record(root / "acp-record.jsonl") if e["event"] == "new_session")
     servers = {s["name"]: s for s in new["mcpServers"]}
     assert set(servers) == {"bash", "hyperhive"}
     assert "--socket" in servers["bash"]["args"]
-    headers = {h["name"]: h["value"] for h in servers["hyperhive"]["headers"]}
-    assert headers["Authorization"].startswith("Bearer ")
+    assert servers["hyperhive"]["args"][-2:] == ["--socket", str(agent.state / "hyperhive.sock")]
+    assert "url" not in servers["hyperhive"]
     assert status_reply.session_id == new_session_id(root)
     assert not (agent.state / "agent.sock").exists() and not (agent.state / "bash.sock").exists()
+    assert not (agent.state / "hyperhive.sock").exists()
     assert "no hive-bash-daemon answers" not in agent.stderr()
 
 
@@ -87,21 +86,34 @@ async def _status(agent: Agent) -> Any:
         return await conn.status()
 
 
-async def test_an_acp_agent_without_http_mcp_is_refused_before_anything_is_served(root: Path) -> None:
+async def test_an_acp_agent_without_http_mcp_is_refused_before_anything_is_served_if_a_server_is_http(
+    root: Path,
+) -> None:
     env = acp_env(root, ["default"])
     script = json.loads((root / "acp-script.json").read_text())
     script["capabilities"] = {"mcpCapabilities": {"sse": False}}
     (root / "acp-script.json").write_text(json.dumps(script))
+    config = root / "mcp.json"
+    config.write_text('{"mcpServers": {"web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}')
     with trio.fail_after(GUARD):
         done = await trio.run_process(
-            [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(root / "state")],
+            [
+                sys.executable,
+                "-m",
+                "hive.agent.harness",
+                "--state-dir",
+                str(root / "state"),
+                "--mcp-config",
+                str(config),
+            ],
             env={**os.environ, **env},
             capture_stderr=True,
             check=False,
         )
     assert done.returncode == 2
-    assert b"mcpCapabilities.http" in done.stderr
+    assert b"mcpCapabilities.http), and the MCP config names web over HTTP" in done.stderr
     assert not (root / "state" / "agent.sock").exists()
+    assert not (root / "state" / "hyperhive.sock").exists()
 
 
 async def test_a_missing_claude_exits_2_at_start_as_a_missing_acp_agent_does(root: Path) -> None:
@@ -159,12 +171,11 @@ async def test_claude_gets_bash_and_hyperhive_and_no_builtin_bash(root: Path, fa
     assert Path(mcp_file) == root / "state" / "claude-mcp.json"
     assert os.stat(mcp_file).st_mode & 0o777 == 0o600
     config = json.loads(Path(mcp_file).read_text())["mcpServers"]
-    token = config["hyperhive"]["headers"]["Authorization"]
-    assert not any(token in arg or "x ended" in arg for arg in start["argv"])
+    assert not any("x ended" in arg for arg in start["argv"])
     assert set(config) == {"bash", "hyperhive"}
     assert config["bash"]["type"] == "stdio"
-    assert config["hyperhive"]["type"] == "http"
-    assert config["hyperhive"]["headers"]["Authorization"].startswith("Bearer ")
+    assert config["hyperhive"]["type"] == "stdio"
+    assert config["hyperhive"]["args"][-2:] == ["--socket", str(root / "state" / "hyperhive.sock")]
     assert options["disallowed_tools"] == ["Bash"]
     assert set(options["allowed_tools"][0].split(",")) == {"mcp__bash", "mcp__hyperhive"}
     assert start["prompt"] == "[wake from bash-task-x]\nx ended"
@@ -231,14 +242,13 @@ async def test_the_operators_compact_and_the_agents_compact_tool_reach_the_runti
             compacted = await claude_start(fake, 2)
             assert compacted["prompt"] == "/compact"
             await agent.hive_line(lambda r: r["kind"] == "compact")
-            # The agent's compact tool, called during its turn, with the token it was given.
+            # The agent's compact tool, called during its turn through the relay it was given.
             await send_wake(agent.socket, Wake("bash-task-b", "2"))
             held = await claude_start(fake, 3)
             given = json.loads(Path(held["options"]["mcp_config"][0]).read_text())["mcpServers"]["hyperhive"]
-            hyperhive = Hyperhive(given["url"], given["headers"]["Authorization"].removeprefix("Bearer "))
-            refused = await raw_post(hyperhive, {}, tool_call("compact"))
-            assert refused.status_code == 401
-            async with session(hyperhive) as tools:
+            relay = StdioServerParameters(command=given["command"], args=given["args"], env=dict(os.environ))
+            async with stdio_client(relay) as (read, write), ClientSession(read, write) as tools:
+                await tools.initialize()
                 answer = await tools.call_tool("compact", {})
                 assert not answer.is_error
             assert (await _status(agent)).compact_pending

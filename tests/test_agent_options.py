@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from hive.agent._options import OptionsError, build_parser, parse_options, read_mcp_config, relay_server
+from hive.agent._options import (
+    OptionsError,
+    build_parser,
+    hyperhive_relay_server,
+    parse_options,
+    read_mcp_config,
+    relay_server,
+)
 from hive.agent.harness import runtime_config, warn_without_bash_daemon
 from hive.runtime import Backend, HttpServer, Permission, RuntimeSpec, StdioServer
 
@@ -100,7 +107,7 @@ def test_the_environment_sets_each_flag_and_a_flag_wins(tmp_path: Path) -> None:
     turns = flags.turns
     assert (turns.model, turns.compaction.watermark, turns.idle_timeout) == ("opus", None, 5)
     assert turns.stop_grace == 0
-    assert runtime_config(flags, RuntimeSpec(), None).stop_grace == 0
+    assert runtime_config(flags, RuntimeSpec()).stop_grace == 0
 
 
 @pytest.mark.parametrize(
@@ -176,20 +183,27 @@ def test_every_agent_gets_the_bash_relay_and_hyperhive_and_claude_loses_builtin_
     # A config that brings a bash of its own (as the NixOS module's does) gets hive's relay instead.
     path.write_text('{"mcpServers": {"notes": {"command": "notes-mcp"}, "bash": {"command": "other"}}}')
     options = parse_options(["--mcp-config", str(path)], env={"HIVE_STATE_DIR": str(tmp_path)})
-    hyperhive = HttpServer("hyperhive", "http://127.0.0.1:1/mcp", (("Authorization", "Bearer t"),))
-    claude = runtime_config(options, RuntimeSpec(), hyperhive)
+    claude = runtime_config(options, RuntimeSpec())
     assert [s.name for s in claude.mcp_servers] == ["bash", "hyperhive", "notes"]
     assert claude.mcp_servers[0] == relay_server(tmp_path / "bash.sock")
+    # The hyperhive tools through their relay, to the harness's own socket in its state dir.
+    hyperhive = claude.mcp_servers[1]
+    assert hyperhive == hyperhive_relay_server(tmp_path / "hyperhive.sock")
+    assert isinstance(hyperhive, StdioServer)
+    assert (
+        Path(hyperhive.command).name == "hive-hyperhive-mcp" or "hive.agent.hyperhive_mcp" in hyperhive.args
+    )
+    assert hyperhive.args[-2:] == ("--socket", str(tmp_path / "hyperhive.sock"))
     assert all(s.allow_all_tools for s in claude.mcp_servers)
     assert claude.disallowed_tools == ("Bash",)
-    acp = runtime_config(options, RuntimeSpec(backend=Backend.ACP, command="agent"), hyperhive)
+    acp = runtime_config(options, RuntimeSpec(backend=Backend.ACP, command="agent"))
     assert acp.disallowed_tools == ()
     assert [s.name for s in acp.mcp_servers] == ["bash", "hyperhive", "notes"]
 
 
 def test_subagents_add_the_subagent_server_waking_this_agent(tmp_path: Path) -> None:
     options = parse_options(["--subagents"], env={"HIVE_STATE_DIR": str(tmp_path)})
-    config = runtime_config(options, RuntimeSpec(), None)
+    config = runtime_config(options, RuntimeSpec())
     subagent = config.mcp_servers[-1]
     assert isinstance(subagent, StdioServer)
     assert subagent.name == "subagent" and subagent.allow_all_tools

@@ -15,11 +15,10 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hive._unix import uid_allowed
 from hive.bash import TaskSettings
-from hive.bash._framing import misread
-from hive.bash._server import uid_allowed
 from hive.bash.daemon import DaemonConfig, config_from_args, serve_daemon
-from hive.bash.relay import refusal_of
+from hive.daemon import read_message, refusal_of
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.jsonrpc import (
     INITIALIZE,
@@ -350,9 +349,12 @@ def leaves(exc: BaseException) -> list[BaseException]:
 
 
 @given(st.binary(max_size=200) | rpc_json.map(lambda v: json.dumps(v).encode()))
-def test_misread_answers_only_a_line_that_is_json_and_never_raises(line: bytes) -> None:
-    answer = misread(line, None)
+def test_a_line_read_as_a_message_never_raises_and_a_misread_one_is_answered_with_a_usable_id(
+    line: bytes,
+) -> None:
+    message = read_message(line)
+    answer = getattr(message, "answer", None)
     if answer is not None:
         error = json.loads(answer)
-        assert error["error"]["code"] == -32602
+        assert error["error"]["code"] in (-32600, -32602)
         assert error["id"] is None or isinstance(error["id"], str | int)

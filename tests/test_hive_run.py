@@ -315,11 +315,11 @@ async def test_hive_run_with_an_agent_refused_at_initialize_exits_non_zero_sayin
     short_tmp: Path,
 ) -> None:
     agent = FakeAcp(short_tmp)
-    agent.script("default", capabilities={"mcpCapabilities": {}})
+    agent.script("default", protocol_version=2)
     try:
         done = await hive_run_acp(agent, "hello")
         assert done.returncode == 2
-        assert "mcpCapabilities.http" in done.stderr.decode()
+        assert "speaks protocol version 2; hive speaks 1" in done.stderr.decode()
         assert done.stdout == b""
     finally:
         agent.cleanup()

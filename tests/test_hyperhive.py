@@ -1,11 +1,13 @@
-"""The hyperhive tools over streamable HTTP: the real `mcp` SDK client against the server, a real
-bash daemon's loose ends, the bearer token, bad files in the loose-ends directory, and shutdown."""
+"""The hyperhive tools as hive-agent serves them: the kit's MCP server on a Unix socket, reached
+through the real relay (hive-hyperhive-mcp) by the real `mcp` SDK's stdio client; a real bash
+daemon's loose ends, bad files in the loose-ends directory, the harness stopping and coming back."""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
+import stat
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -14,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import httpx2
 import jsonschema
 import pytest
 import trio
@@ -23,19 +24,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
 
-import hive.agent._hyperhive as hyperhive_module
 import hive.agent._hyperhive_tools as tools_module
-from hive.agent._hyperhive import SHUTDOWN_GRACE, Hyperhive, hyperhive_server, serve_hyperhive
+from hive.agent._hyperhive import serve_hyperhive
 from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
 from hive.agent._loose_ends import describe, read_loose_ends
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._wire import encode
-from hive.runtime import HttpServer
 from hive.wake import Refused
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.forked_daemon import forked_daemon_under
 from tests.helpers.gates import make_gate, open_gate, start_gated
-from tests.helpers.hyperhive import raw_post, session, tool_call
+from tests.helpers.hyperhive import session
 from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.strategies import loose_end_files, loose_ends, records
@@ -46,25 +45,23 @@ LOOSE_ENDS_SCHEMA = next(t["output_schema"] for t in TOOLS if t["name"] == "loos
 @pytest.fixture
 def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
     """The paths of a daemon under ``short_tmp``, forked from the zygote when the test starts it
-    (see ``tests.helpers.forked_daemon``): a restart costs a fork, not the SDK's import."""
+    (see ``tests.helpers.forked_daemon``): a restart costs a fork, not the imports."""
     yield from forked_daemon_under(short_tmp)
 
 
 @attrs.define
 class Served:
-    hyperhive: Hyperhive
+    socket: Path
     scope: trio.CancelScope
     compacts: list[None] = attrs.field(factory=list)
     returned: trio.Event = attrs.field(factory=trio.Event)
 
-    @property
-    def port(self) -> int:
-        return int(self.hyperhive.url.split(":")[2].split("/")[0])
-
 
 @asynccontextmanager
-async def serving(loose_ends_dir: Path, shutdown_grace: float = SHUTDOWN_GRACE) -> AsyncIterator[Served]:
-    """The server in a scope of its own; the block may cancel it (``scope``) and wait for its end."""
+async def serving(loose_ends_dir: Path, socket: Path | None = None) -> AsyncIterator[Served]:
+    """The server (on ``socket``, else ``hyperhive.sock`` beside ``loose_ends_dir``) in a scope of
+    its own; the block may cancel it (``scope``) and wait for its end."""
+    socket = socket or loose_ends_dir.parent / "hyperhive.sock"
     compacts: list[None] = []
     scope = trio.CancelScope()
     returned = trio.Event()
@@ -72,45 +69,24 @@ async def serving(loose_ends_dir: Path, shutdown_grace: float = SHUTDOWN_GRACE) 
     async def compact() -> None:
         compacts.append(None)
 
-    async def serve(*, task_status: trio.TaskStatus[Hyperhive]) -> None:
+    async def serve(*, task_status: trio.TaskStatus[None]) -> None:
         with scope:
             await serve_hyperhive(
-                loose_ends_dir=loose_ends_dir,
-                on_compact=compact,
-                shutdown_grace=shutdown_grace,
-                task_status=task_status,
+                socket, loose_ends_dir=loose_ends_dir, on_compact=compact, task_status=task_status
             )
         returned.set()
 
     async with trio.open_nursery() as nursery:
-        h = await nursery.start(serve)
-        yield Served(h, scope, compacts, returned)
+        await nursery.start(serve)
+        yield Served(socket, scope, compacts, returned)
         scope.cancel()
 
 
-def listening_ports() -> set[int]:
-    """The TCP ports this process listens on (IPv4): its sockets' inodes, found in /proc/net/tcp."""
-    ours = set()
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue  # closed meanwhile
-        if target.startswith("socket:["):
-            ours.add(target.removeprefix("socket:[").removesuffix("]"))
-    ports = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[3] == "0A" and fields[9] in ours:  # TCP_LISTEN
-            ports.add(int(fields[1].split(":")[1], 16))
-    return ports
-
-
-# -- the tools over HTTP -------------------------------------------------------------------------
+# -- the tools through the relay --------------------------------------------------------------------
 
 
 async def test_lists_the_two_tools_with_their_schemas(short_tmp: Path) -> None:
-    async with serving(short_tmp / "mcp-loose-ends") as served, session(served.hyperhive) as s:
+    async with serving(short_tmp / "mcp-loose-ends") as served, session(served.socket) as s:
         listed = await s.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
     assert set(tools) == {"loose_ends", "compact"}
@@ -123,7 +99,7 @@ async def test_lists_the_two_tools_with_their_schemas(short_tmp: Path) -> None:
 
 
 async def test_compact_calls_on_compact_and_says_it_follows_the_turn(short_tmp: Path) -> None:
-    async with serving(short_tmp / "mcp-loose-ends") as served, session(served.hyperhive) as s:
+    async with serving(short_tmp / "mcp-loose-ends") as served, session(served.socket) as s:
         assert served.compacts == []
         result = await call(s, "compact")
         assert not result.is_error
@@ -162,7 +138,7 @@ async def test_loose_ends_of_a_real_daemon_with_no_agent_socket(
             try:
                 async with (
                     serving(daemon.state_dir / "mcp-loose-ends") as served,
-                    session(served.hyperhive) as s,
+                    session(served.socket) as s,
                 ):
                     result = await call(s, "loose_ends")
                     first = await call(s, "loose_ends", limit=1)
@@ -214,7 +190,11 @@ async def test_loose_ends_of_a_real_daemon_with_no_agent_socket(
 
 
 async def test_no_daemon_yet_means_no_loose_ends(short_tmp: Path) -> None:
-    async with serving(short_tmp / "state" / "mcp-loose-ends") as served, session(served.hyperhive) as s:
+    state = short_tmp / "state"
+    async with (
+        serving(state / "mcp-loose-ends", short_tmp / "hyperhive.sock") as served,
+        session(served.socket) as s,
+    ):
         result = await call(s, "loose_ends")
     assert not result.is_error
     assert structured(result)["loose_ends"] == []
@@ -238,7 +218,7 @@ async def test_bad_files_in_the_loose_ends_dir_do_not_break_the_tool(short_tmp: 
     (loose / "bash-task-link.json").symlink_to(loose / "bash-task-good.json")
     (loose / "unrelated.txt").write_text("not a loose end")
     with trio.fail_after(30):
-        async with serving(loose) as served, session(served.hyperhive) as s:
+        async with serving(loose) as served, session(served.socket) as s:
             result = await call(s, "loose_ends")
     assert not result.is_error, text_of(result)
     answer = structured(result)
@@ -253,72 +233,38 @@ async def test_bad_files_in_the_loose_ends_dir_do_not_break_the_tool(short_tmp: 
     assert "7 files" in text_of(result)
 
 
-def leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
-    return [exc]
+# -- the socket, the harness stopping and coming back ------------------------------------------------
 
 
-# -- the token ------------------------------------------------------------------------------------
-
-
-async def test_a_request_without_the_token_gets_401_and_reaches_no_tool(short_tmp: Path) -> None:
-    async with serving(short_tmp / "mcp-loose-ends") as served:
-        h = served.hyperhive
-        refusals = [
-            {},
-            {"Authorization": "Bearer wrong-token"},
-            {"Authorization": f"Bearer {h.token}x"},
-            {"Authorization": f"bearer{h.token}"},
-            {"Authorization": h.token},
-        ]
-        for headers in refusals:
-            response = await raw_post(h, headers, tool_call("compact"))
-            assert response.status_code == 401, headers
-            assert response.headers["www-authenticate"].startswith("Bearer")
-            assert "Authorization" in response.json()["error"]
-        assert served.compacts == []
-
-        # The same request with the token reaches the tool: the refusals above were the token's.
-        accepted = await raw_post(h, {"Authorization": f"Bearer {h.token}"}, tool_call("compact"))
-        assert accepted.status_code == 200, accepted.text
-        assert served.compacts == [None]
-
-        # The SDK's client with a wrong token fails to connect, and reaches nothing either.
-        # (The SDK reports the 401 as an error response, without its status.)
-        with pytest.raises(BaseExceptionGroup) as refused:
-            async with session(h, {"Authorization": "Bearer wrong"}):
-                pass
-        assert [type(exc) for exc in leaves(refused.value)] == [MCPError], repr(refused.value)
-        assert served.compacts == [None]
-
-
-def test_hyperhive_server_gives_the_agent_the_url_and_the_token() -> None:
-    h = Hyperhive(url="http://127.0.0.1:4242/mcp", token="tok")
-    assert hyperhive_server(h) == HttpServer(
-        name="hyperhive",
-        url="http://127.0.0.1:4242/mcp",
-        headers=(("Authorization", "Bearer tok"),),
-        allow_all_tools=True,
-    )
-    assert "tok" not in repr(h)
-
-
-# -- shutdown -------------------------------------------------------------------------------------
-
-
-async def test_cancelling_its_scope_stops_the_server_and_its_listener(short_tmp: Path) -> None:
+async def test_the_socket_is_the_owners_alone_and_goes_when_the_server_stops(short_tmp: Path) -> None:
     with trio.fail_after(30):
         async with serving(short_tmp / "mcp-loose-ends") as served:
-            async with session(served.hyperhive) as s:
-                await call(s, "loose_ends")
-                assert served.port in listening_ports()
-                # A client still connected (keep-alive) does not hold the shutdown up.
-                served.scope.cancel()
-                await served.returned.wait()
-            assert served.port not in listening_ports()
-            with pytest.raises(OSError):
-                await trio.open_tcp_stream("127.0.0.1", served.port)
+            mode = os.stat(served.socket).st_mode
+            assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+            served.scope.cancel()
+            await served.returned.wait()
+            assert not served.socket.exists()
+
+
+async def test_while_the_harness_is_down_a_call_says_so_and_the_same_relay_reaches_it_back(
+    short_tmp: Path,
+) -> None:
+    loose = short_tmp / "mcp-loose-ends"
+    socket = short_tmp / "hyperhive.sock"
+    with trio.fail_after(30):
+        async with session(socket) as s:
+            listed = await s.list_tools()
+            assert {tool.name for tool in listed.tools} == {"loose_ends", "compact"}
+            down = await call(s, "compact")
+            async with serving(loose, socket) as served:
+                back = await call(s, "compact")
+    assert down.is_error
+    said = text_of(down)
+    assert f"hive-hyperhive-mcp cannot reach hive-agent's hyperhive server at {socket}" in said
+    assert "no socket there (is hive-agent running?)" in said
+    assert "nothing was done; call again once it is back" in said
+    assert not back.is_error, text_of(back)
+    assert served.compacts == [None]
 
 
 @attrs.define
@@ -335,114 +281,37 @@ class BlockedRead:
         return read_loose_ends(loose_ends_dir)
 
 
-async def test_a_request_in_flight_is_answered_after_the_listener_closes(
+async def test_a_call_in_flight_when_the_harness_stops_is_answered_with_an_error_saying_so(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     blocked = BlockedRead()
     monkeypatch.setattr(tools_module, "read_loose_ends", blocked)
-    answers: list[httpx2.Response] = []
-    with trio.fail_after(30):
-        async with serving(short_tmp / "mcp-loose-ends") as served:
-            h = served.hyperhive
-
-            async def ask() -> None:
-                answers.append(
-                    await raw_post(h, {"Authorization": f"Bearer {h.token}"}, tool_call("loose_ends"))
-                )
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(ask)
-                await blocked.entered.wait()
-                served.scope.cancel()
-                # Everything the shutdown can do without the request is done: the listener is gone.
-                await trio.testing.wait_all_tasks_blocked()
-                assert served.port not in listening_ports()
-                assert not served.returned.is_set()
-                blocked.release.set()
-            await served.returned.wait()
-    (answer,) = answers
-    assert answer.status_code == 200, answer.text
-    result = answer.json()["result"]
-    assert not result["isError"]
-    assert result["structuredContent"]["total"] == 0
-
-
-async def test_a_request_that_never_finishes_is_cancelled_after_the_grace(
-    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    blocked = BlockedRead()
-    monkeypatch.setattr(tools_module, "read_loose_ends", blocked)
-    grace = SHUTDOWN_GRACE / 4
-    try:
-        with trio.fail_after(grace + 20):
-            async with (
-                serving(short_tmp / "mcp-loose-ends", grace) as served,
-                trio.open_nursery() as nursery,
-            ):
-
-                async def ask() -> None:
-                    with pytest.raises(Exception):  # noqa: B017 (the server went away mid-request)
-                        async with session(served.hyperhive) as s:
-                            await call(s, "loose_ends")
-
-                nursery.start_soon(ask)
-                await blocked.entered.wait()
-                start = trio.current_time()
-                served.scope.cancel()
-                await served.returned.wait()
-                took = trio.current_time() - start
-                assert served.port not in listening_ports()
-    finally:
-        blocked.release.set()
-    assert took >= grace
-
-
-async def test_a_cancel_while_it_starts_ends_it_and_nothing_is_left_listening(
-    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Issue 38, item 11: hypercorn started shielded, waiting for a stop that its caller sets only
-    # once the start returned, so a cancel during the start (SIGINT to a starting hive-agent)
-    # hung it for good.
-    importing = trio.Event()
-    release = threading.Event()
-    token = trio.lowlevel.current_trio_token()
-    imports = hyperhive_module._import_http_stack
-
-    def slow_import() -> None:
-        trio.from_thread.run_sync(importing.set, trio_token=token)
-        release.wait()
-        imports()
-
-    async def compact() -> None:
-        pass
-
-    monkeypatch.setattr(hyperhive_module, "_import_http_stack", slow_import)
-    before = listening_ports()
     try:
         with trio.fail_after(30):
-            async with trio.open_nursery() as nursery:
-                with trio.CancelScope() as start:
+            async with serving(short_tmp / "mcp-loose-ends") as served, session(served.socket) as s:
+                async with trio.open_nursery() as nursery:
 
-                    async def stop_while_importing() -> None:
-                        await importing.wait()
-                        start.cancel()
-                        release.set()
+                    async def stop_once_called() -> None:
+                        await blocked.entered.wait()
+                        served.scope.cancel()  # the harness stops: its server is cancelled
 
-                    nursery.start_soon(stop_while_importing)
-                    await nursery.start(
-                        functools.partial(
-                            serve_hyperhive, loose_ends_dir=short_tmp / "mcp-loose-ends", on_compact=compact
-                        )
-                    )
-                assert start.cancelled_caught
+                    nursery.start_soon(stop_once_called)
+                    with pytest.raises(MCPError) as failed:
+                        await call(s, "loose_ends")
+                await served.returned.wait()
+                assert not served.socket.exists()
     finally:
-        release.set()
-    assert listening_ports() <= before
+        blocked.release.set()
+    said = failed.value.error.message
+    assert (
+        f"hive-agent's hyperhive server at {served.socket} went away before answering this tools/call" in said
+    )
+    assert "hive-agent stopped; call again once it is back" in said
 
 
 async def test_importing_the_module_imports_neither_the_sdk_nor_hypercorn() -> None:
     probe = (
-        "import sys, hive.agent._hyperhive; "
+        "import sys, hive.agent._hyperhive, hive.agent.hyperhive_mcp; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types', 'hypercorn', 'starlette'}))"
     )
     done = await trio.run_process([sys.executable, "-c", probe], capture_stdout=True)

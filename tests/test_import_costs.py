@@ -9,8 +9,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import trio
+
+from tests.helpers.claude_fake import FakeClaude
+from tests.helpers.daemon import DaemonHandle
+from tests.helpers.harness import GUARD, claude_env, running_agent
+from tests.helpers.jsonrpc import answers_initialize
 
 
 @pytest.mark.parametrize("backend", ["hive.claude", "hive.acp"])
@@ -67,3 +74,44 @@ def test_the_acp_converter_is_built_by_the_first_message() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "{'text': 'hi', 'type': 'text'}"
+
+
+SDK_MODULES = {"mcp", "mcp_types", "pydantic", "pydantic_core", "hypercorn", "starlette"}
+"""What serving MCP once took: seconds of CPU to import, at every start of a long-lived process."""
+
+
+def imported_roots(stderr: str) -> set[str]:
+    """The top-level packages a process imported, read off its ``-X importtime`` lines."""
+    return {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+async def test_the_bash_daemon_serves_mcp_without_the_sdk(
+    daemon: DaemonHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running daemon (READY=1 said, a session answered through the relay) imported neither
+    the MCP SDK nor pydantic: its MCP is the kit's (hive.daemon)."""
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
+    async with daemon.running(agent=False):
+        monkeypatch.delenv("PYTHONPROFILEIMPORTTIME")
+        assert await trio.to_thread.run_sync(answers_initialize, str(daemon.socket))
+        imported = imported_roots(daemon.stderr_text())
+    assert "trio" in imported and "hive" in imported  # the listing is there
+    assert not imported & SDK_MODULES, sorted(imported & SDK_MODULES)
+
+
+async def test_hive_agent_serves_its_hyperhive_tools_without_the_sdk_or_hypercorn(
+    root: Path, fake: FakeClaude
+) -> None:
+    """hive-agent, through its READY=1 (its hyperhive tools served, their socket answering),
+    imported neither the MCP SDK nor hypercorn: its hyperhive server is the kit's (hive.daemon)."""
+    with trio.fail_after(GUARD):
+        async with running_agent(root, {**claude_env(fake), "PYTHONPROFILEIMPORTTIME": "1"}) as agent:
+            socket = agent.state / "hyperhive.sock"
+            assert await trio.to_thread.run_sync(answers_initialize, str(socket), "hyperhive")
+            imported = imported_roots(agent.stderr())
+    assert "trio" in imported and "hive" in imported  # the listing is there
+    assert not imported & SDK_MODULES, sorted(imported & SDK_MODULES)

@@ -204,6 +204,30 @@ def test_the_stand_in_answers_the_handshake_the_tools_and_a_call_naming_the_sock
     assert stand_in.tools_changed() and not stand_in.tools_changed()  # said once
 
 
+def test_the_hyperhive_stand_in_is_the_hyperhive_server_and_says_hive_agent_is_down() -> None:
+    stand_in = StandIn("/s/hyperhive.sock", relayed=relay.HYPERHIVE)
+    init = answer(stand_in, "initialize", {"protocolVersion": "2025-06-18"})["result"]
+    assert init["serverInfo"]["name"] == "hyperhive"
+    assert "`loose_ends`" in init["instructions"] and "run`" not in init["instructions"]
+    tools = answer(stand_in, "tools/list")["result"]["tools"]
+    assert [tool["name"] for tool in tools] == ["loose_ends", "compact"]
+    said = answer(stand_in, "tools/call", {"name": "compact"})["result"]["content"][0]["text"]
+    assert said.startswith(
+        "hive-hyperhive-mcp cannot reach hive-agent's hyperhive server at /s/hyperhive.sock"
+    )
+    assert "hive-bash-daemon" not in said and "HIVE_BASH_SOCKET" not in said
+    assert "hive-agent, the harness that serves them, is not running" in said
+
+
+def test_the_replayed_initialize_is_named_after_the_relay() -> None:
+    for relayed in (relay.BASH, relay.HYPERHIVE):
+        handshake = Handshake(relayed)
+        handshake.note(ClientMessage({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}, None))
+        replayed = handshake.replay()
+        assert replayed is not None
+        assert replayed[0] == f"{relayed.program}:replayed-initialize:1"
+
+
 def test_the_stand_in_says_the_tools_changed_only_to_a_client_it_initialized() -> None:
     stand_in = StandIn("/s")
     answer(stand_in, "tools/list")

@@ -22,6 +22,7 @@ import trio
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
+from hive import daemon as kit
 from hive._limits import MAX_WAIT
 from hive.bash import _server, relay
 from hive.bash._tools import TOOLS
@@ -294,12 +295,12 @@ async def test_the_daemon_tells_a_peer_its_uid_check_refuses_why_and_the_relay_s
     # Running the relay as another user needs root and a world-readable interpreter; instead
     # the daemon is told the peer is a stranger, and the rest is the real daemon code path.
     stranger = 65534 if os.getuid() != 65534 else 65533
-    monkeypatch.setattr(_server, "peer_uid", lambda sock: stranger)
+    monkeypatch.setattr("hive.daemon._serve.peer_uid", lambda sock: stranger)
     path = short_tmp / "bash.sock"
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     await sock.bind(str(path))
     sock.listen(16)
-    await nursery.start(_server.serve_mcp, trio.SocketListener(sock), _server.make_mcp_server(None))  # type: ignore[arg-type]
+    await nursery.start(kit.serve_mcp, trio.SocketListener(sock), _server.make_mcp_server(None))  # type: ignore[arg-type]
     async with open_relay(path, short_tmp / "relay.err") as client:
         with trio.fail_after(GUARD):
             await client.send(initialize(1))
@@ -372,12 +373,13 @@ async def test_a_relay_of_another_uid_hears_from_the_real_daemon_why_it_is_refus
 
 
 def test_the_refusal_names_both_uids_and_its_line_is_what_the_relay_recognises() -> None:
-    assert _server.refusal(1000, 1000) is None
-    assert _server.refusal(0, 1000) is None
-    reason = _server.refusal(1001, 1000)
+    assert kit.refusal(1000, 1000, _server.REFUSAL_HINT) is None
+    assert kit.refusal(0, 1000, _server.REFUSAL_HINT) is None
+    reason = kit.refusal(1001, 1000, _server.REFUSAL_HINT)
     assert reason is not None
     assert reason.startswith("refused: peer uid 1001 is neither the daemon's uid 1000 nor root")
-    line = relay.refusal_line(reason)
+    assert "run the MCP client as uid 1000 (or root)" in reason
+    line = kit.refusal_line(reason)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     message = json.loads(line)
     assert message["id"] is None
@@ -398,7 +400,7 @@ async def test_refuse_connection_writes_the_line_even_to_a_peer_that_has_already
     await peer_side.send_all(json.dumps(initialize(1)).encode() + b"\n")
     with trio.fail_after(GUARD):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_server.refuse_connection, daemon_side, "refused: because")
+            nursery.start_soon(kit.refuse_connection, daemon_side, "refused: because")
             received = b""
             while data := await peer_side.receive_some(65536):
                 received += data
@@ -411,10 +413,10 @@ async def test_refuse_connection_writes_the_line_even_to_a_peer_that_has_already
 
 
 def test_the_relay_agrees_with_the_daemon_on_versions_tools_and_the_longest_wait() -> None:
-    assert relay.HANDSHAKE_VERSIONS == HANDSHAKE_PROTOCOL_VERSIONS
-    assert relay.negotiate({"protocolVersion": "2025-03-26"}) == "2025-03-26"
-    assert relay.negotiate({"protocolVersion": "1999-01-01"}) == LATEST_HANDSHAKE_VERSION
-    assert relay.negotiate(None) == LATEST_HANDSHAKE_VERSION
+    assert kit.HANDSHAKE_VERSIONS == HANDSHAKE_PROTOCOL_VERSIONS
+    assert kit.negotiate({"protocolVersion": "2025-03-26"}) == "2025-03-26"
+    assert kit.negotiate({"protocolVersion": "1999-01-01"}) == LATEST_HANDSHAKE_VERSION
+    assert kit.negotiate(None) == LATEST_HANDSHAKE_VERSION
     assert tuple(spec.name for spec in TOOLS) == relay.TOOL_NAMES
     assert relay.MAX_WAIT == MAX_WAIT
     assert relay.REPLY_TIMEOUT == MAX_WAIT + 15

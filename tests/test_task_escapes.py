@@ -4,17 +4,22 @@ session of its own with a cleared environment whose parent has exited (issue 39,
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shlex
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
 from hive.bash._namespaces import cgroup_namespace
 from hive.bash._procs import ProcInfo, TaskMarks, members
 from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
 from tests.helpers.forked_daemon import forked_shared_daemon
+from tests.helpers.inotify import wait_until
 from tests.helpers.results import call, structured
 from tests.test_stopping import all_exit, make_fifo, needs_cgroups, pinned, wait_ready
 
@@ -90,6 +95,101 @@ async def test_without_cgroups_a_cleared_environment_in_a_double_fork_is_stopped
     ended = await ended_after(without_cgroups, short_tmp, hidden(short_tmp), how)
     assert ended["held_by"] == "subreaper"
     assert ended["signals"] == ["SIGINT", "SIGKILL"]
+
+
+ESCAPED = "may have escaped"
+
+
+def out_of_every_mark(daemon: DaemonHandle, root: Path) -> str:
+    """A task run as root whose process leaves every mark of it: it ``nsenter``s the daemon's
+    cgroup namespace (this process's), clears its environment, leaves its session and parent (a
+    double fork) and moves into the daemon's cgroup, deaf to SIGINT. It says ready on the FIFO,
+    then the task sleeps."""
+    parent = task_cgroup_parent(daemon.state_dir)
+    assert parent is not None
+    procs = shlex.quote(str(parent.parent / "cgroup.procs"))
+    inner = f"echo $$ > {procs}; trap '' INT; echo $$ > escaped.pid; exec sleep 1000"
+    out = f"exec nsenter --cgroup=/proc/{os.getpid()}/ns/cgroup -- bash -c {shlex.quote(inner)}"
+    return (
+        f"cd {shlex.quote(str(root))}; (setsid env -i bash -c {shlex.quote(out)} &) & "
+        "until [ -s escaped.pid ]; do sleep 0.01; done; echo ready > ready; sleep 1000"
+    )
+
+
+@needs_cgroups
+async def test_a_process_that_leaves_its_tasks_namespace_too_is_said_to_have_escaped_and_a_clean_task_is_not(
+    with_cgroups: DaemonHandle, short_tmp: Path
+) -> None:
+    fifo = make_fifo(short_tmp)
+    async with with_cgroups.session() as session:
+        await call(session, "run", cmd=out_of_every_mark(with_cgroups, short_tmp), name="n", wait_seconds=0)
+        await wait_ready(fifo)
+        with pinned(short_tmp, ("escaped",)) as fds:
+            stopped = structured(await call(session, "stop", id="n"))
+            status = structured(await call(session, "status", id="n"))
+            signal.pidfd_send_signal(fds["escaped"], 0)  # not stopped: `pinned` kills it
+        await call(session, "run", cmd="sleep 1000", name="c", wait_seconds=0)
+        clean = structured(await call(session, "stop", id="c"))
+    escaped = int((short_tmp / "escaped.pid").read_text())
+    for seen in (stopped, status):
+        assert seen["state"] == "stopped", seen
+        (note,) = [n for n in seen["notes"] if ESCAPED in n]
+        assert f"pids {escaped})" in note and "were not stopped" in note, note
+        assert ESCAPED in seen["message"]
+    assert clean["state"] == "stopped"
+    assert not any(ESCAPED in note for note in clean["notes"]), clean["notes"]
+
+
+@needs_cgroups
+async def test_the_end_of_a_timed_out_task_says_what_may_have_escaped_it(
+    with_cgroups: DaemonHandle, short_tmp: Path
+) -> None:
+    fifo = make_fifo(short_tmp)
+    async with with_cgroups.session() as session:
+        cmd = out_of_every_mark(with_cgroups, short_tmp)
+        await call(session, "run", cmd=cmd, name="w", wait_seconds=0, timeout_secs=1)
+        await wait_ready(fifo)
+        with pinned(short_tmp, ("escaped",)):
+            # Nobody waits for its end: it is owed to the agent, as a wake kept in its loose end.
+            loose_end = with_cgroups.loose_end("w")
+
+            def owed_wake() -> str | None:
+                try:
+                    wake = json.loads(loose_end.read_bytes()).get("wake")
+                except (OSError, ValueError):
+                    return None
+                return None if wake is None else str(wake["body"])
+
+            with trio.fail_after(30):
+                body = await wait_until(owed_wake, loose_end.parent)
+    assert body.startswith("bash task w ended: timed out"), body
+    assert ESCAPED in body, body
+
+
+@contextlib.contextmanager
+def no_new_cgroups(parent: Path) -> Iterator[None]:
+    """No cgroup can be made below ``parent`` (``cgroup.max.descendants`` 0: mkdir fails, as it
+    does when the daemon is out of open files) while the block runs."""
+    limit = parent / "cgroup.max.descendants"
+    limit.write_text("0")
+    try:
+        yield
+    finally:
+        limit.write_text("max")
+
+
+@needs_cgroups
+@pytest.mark.parametrize("how", ["stop", "timeout"])
+async def test_a_task_whose_cgroup_could_not_be_made_holds_a_cleared_environment_in_a_double_fork(
+    with_cgroups: DaemonHandle, short_tmp: Path, how: str
+) -> None:
+    parent = task_cgroup_parent(with_cgroups.state_dir)
+    assert parent is not None
+    with no_new_cgroups(parent):
+        ended = await ended_after(with_cgroups, short_tmp, hidden(short_tmp), how)
+    assert ended["held_by"] == "subreaper"
+    assert ended["signals"] == ["SIGINT", "SIGKILL"]
+    assert "cannot make a cgroup for task e" in with_cgroups.stderr_text()
 
 
 def _proc(

@@ -33,6 +33,7 @@ from hive.runtime import (
     AgentProcess,
     AgentRefused,
     Config,
+    HttpServer,
     Progress,
     RuntimeSpec,
     StderrTail,
@@ -114,7 +115,7 @@ async def open_link(
     try:
         await nursery.start(_serve, link)
         with progress.waiting(f"the ACP agent {argv[0]!r} to answer initialize"):
-            refusal = await _initialize(link)
+            refusal = await _initialize(link, _http_servers(config))
     except BaseException:
         # Stopped while it starts (or failing to): SIGINT, and its end for the stop grace.
         with trio.move_on_after(config.stop_grace, shield=True):
@@ -137,8 +138,14 @@ async def _serve(link: AgentLink, *, task_status: trio.TaskStatus[None] = trio.T
             await trio.sleep_forever()
 
 
-async def _initialize(link: AgentLink) -> str | None:
-    """Initialize the agent; why it cannot serve as hive's runtime, or None if it can."""
+def _http_servers(config: Config) -> tuple[str, ...]:
+    """The names of the MCP servers in ``config`` that the agent is to reach over HTTP."""
+    return tuple(server.name for server in config.mcp_servers if isinstance(server, HttpServer))
+
+
+async def _initialize(link: AgentLink, http_servers: tuple[str, ...]) -> str | None:
+    """Initialize the agent; why it cannot serve as hive's runtime with the MCP servers
+    ``http_servers`` over HTTP, or None if it can."""
     command = link.process.argv[0]
     try:
         answer = await link.connection.request(
@@ -156,9 +163,10 @@ async def _initialize(link: AgentLink) -> str | None:
             f"the ACP agent {link.name!r} speaks protocol version {initialized.protocol_version}; "
             f"hive speaks {PROTOCOL_VERSION}"
         )
-    if not initialized.agent_capabilities.mcp_capabilities.http:
+    if http_servers and not initialized.agent_capabilities.mcp_capabilities.http:
         return (
             f"the ACP agent {link.name!r} does not take MCP servers over HTTP (its initialize answer lacks "
-            "mcpCapabilities.http), and hive's tools are served over HTTP: it cannot be hive's runtime"
+            f"mcpCapabilities.http), and the MCP config names {', '.join(http_servers)} over HTTP: serve "
+            'them as stdio servers ("command"), or leave them out'
         )
     return None

@@ -1,6 +1,6 @@
 """The hyperhive tools, `compact` and `loose_ends`: their specs and behaviour.
 
-Nothing here knows MCP or HTTP: each tool takes the raw arguments and returns a
+Nothing here knows MCP: each tool takes the raw arguments and returns a
 :class:`ToolResult` (text for the agent, and the same as structured content, as the bash
 tools do). ``_hyperhive`` serves them.
 """
@@ -134,6 +134,8 @@ class ToolResult:
     text: str
     structured: dict[str, Any]
     is_error: bool = False
+    delivered: None = None
+    """No hyperhive answer carries an end the agent is owed (``hive.daemon.ToolAnswer``)."""
 
 
 def _error(text: str, kind: str) -> ToolResult:

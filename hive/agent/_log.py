@@ -98,8 +98,11 @@ class TurnLog:
             await self._file.write_bytes(data)
 
     async def record(self, record: TurnStart | TurnRecord) -> None:
-        """Append a turn's start or end line."""
-        await self.write(encode(record))
+        """Append a turn's start or end line; an end is made durable before this returns."""
+        async with self._lock:
+            await self._file.write_bytes(encode(record))
+            if isinstance(record, TurnRecord):
+                await self._file.sync()
 
     def turn_sink(self, on_usage: Callable[[ContextUsage], None], cost: SessionCost) -> TurnSink:
         """A sink for one turn's stream into this log; ``on_usage`` is told each context usage,
@@ -107,8 +110,9 @@ class TurnLog:
         return TurnSink(self, on_usage, TurnCost(cost))
 
     async def aclose(self) -> None:
-        """Close the log's file."""
-        await self._file.aclose()
+        """Close the log's file (once no write or sync is under way)."""
+        async with self._lock:
+            await self._file.aclose()
 
 
 @attrs.define(eq=False)

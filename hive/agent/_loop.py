@@ -27,6 +27,7 @@ was, so the turns are numbered as they ran (a refused agent's tries do not count
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -38,6 +39,7 @@ import attrs
 import trio
 
 from hive import telemetry
+from hive._files import fsync_dir
 from hive._when import counted, span
 from hive.agent._log import TurnLog, TurnSink
 from hive.agent._model import (
@@ -80,7 +82,7 @@ from hive.wake import AgentRequest, AgentState, AgentStatus, Compact, Prompt, Re
 log = logging.getLogger(__name__)
 
 STOP_GRACE = 15.0
-"""Stopping: how long the end of a stopped turn may take to be written down."""
+"""Stopping: how long the end of a turn may take to be written down once the harness stops."""
 RETRY_FIRST = 1.0
 RETRY_MAX = 60.0
 
@@ -159,6 +161,9 @@ class Harness:
     _written: trio.Event = attrs.field(factory=trio.Event)
     _writes: dict[int, _Write] = attrs.field(factory=dict)
     _retry_delay: float = 0.0
+    _ending: trio.CancelScope | None = None
+    """The scope the last turn's end was written down in: shielded, given `STOP_GRACE` by a stop."""
+    _stopping: bool = False
 
     # -- what arrives ----------------------------------------------------------------------------
 
@@ -240,8 +245,23 @@ class Harness:
         """Write what arrives and run turns until cancelled."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._write_arrivals)
+            nursery.start_soon(self._grace_on_stop)
             task_status.started()
             await self._run_turns()
+
+    async def _grace_on_stop(self) -> None:
+        """Once the harness stops, the end being written down has `STOP_GRACE` left. Until then
+        it has no deadline: a turn's end waits for the disk (its record made durable) whole."""
+        try:
+            await trio.sleep_forever()
+        finally:
+            self._stopping = True
+            if self._ending is not None:
+                self._ending.deadline = trio.current_time() + STOP_GRACE
+
+    def _grace(self) -> float:
+        """The deadline of an end being written down, as it begins (see `_grace_on_stop`)."""
+        return trio.current_time() + STOP_GRACE if self._stopping else math.inf
 
     async def _write_arrivals(self) -> None:
         """Everything admitted while the last write was under way goes out in the next one."""
@@ -326,7 +346,7 @@ class Harness:
         finally:
             if ending is None:  # cancelled: the harness is stopping, and the turn was stopped
                 ending = _Ending("stopped", sink.saw_result, error="the harness was stopped during the turn")
-            with trio.move_on_after(STOP_GRACE, shield=True):
+            with trio.CancelScope(deadline=self._grace(), shield=True) as self._ending:
                 await self._end_turn(number, started, items, sink, ending)
 
     async def _run(self, prompt: str, sink: TurnSink, trace: telemetry.Trace) -> _Ending:
@@ -372,7 +392,7 @@ class Harness:
             cost_usd=sink.cost.usd,
             session_cost_usd=sink.cost.session.usd,
         )
-        self._keep_session(sink)  # first: a turn in the log is never measured again after a restart
+        await self._keep_session(sink)  # first: a turn in the log is never measured again after a restart
         _log_turn(record, ending.error)
         await self.log.record(record)
         self._apply(TurnEnded(ending.delivered))
@@ -425,7 +445,7 @@ class Harness:
             log.exception("the compaction failed")
             outcome, error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            with trio.move_on_after(STOP_GRACE, shield=True):
+            with trio.CancelScope(deadline=self._grace(), shield=True) as self._ending:
                 record = TurnRecord(
                     turn=number,
                     kind="compact",
@@ -443,7 +463,7 @@ class Harness:
                 )
                 if error:
                     log.warning("compaction %d failed: %s", number, error)
-                self._keep_session(sink)
+                await self._keep_session(sink)
                 await self.log.record(record)
                 if outcome != "stopped":  # a stopped one is owed still: a restart runs it
                     try:
@@ -458,12 +478,15 @@ class Harness:
     def _usage(self, usage: ContextUsage) -> None:
         self.context = usage
 
-    def _keep_session(self, sink: TurnSink) -> None:
+    async def _keep_session(self, sink: TurnSink) -> None:
         """Keep the runtime's session and its cost so far for a restart; if a turn stopped early
-        left it none, the one the turn's stream named (claude resumes an interrupted session)."""
+        left it none, the one the turn's stream named (claude resumes an interrupted session).
+        Durably, in a worker thread."""
         self.cost = sink.cost.session
         try:
-            self.sessions.save(self.runtime.session_id or sink.session_id, self.cost)
+            await trio.to_thread.run_sync(
+                self.sessions.save, self.runtime.session_id or sink.session_id, self.cost
+            )
         except OSError as exc:
             log.error("could not keep the session id in %s: %s", self.sessions.path, exc)  # noqa: TRY400
 
@@ -499,6 +522,9 @@ async def open_harness(
     try:
         tail = TurnLog.read_tail(state_dir / TURN_LOG)
         turn_log = TurnLog.open(state_dir / TURN_LOG)
+        # Its name, where it was just made, durable with the queue's and the session's: a power
+        # cut does not take the whole log.
+        await trio.to_thread.run_sync(fsync_dir, state_dir)
         try:
             yield Harness(
                 runtime,

@@ -26,7 +26,8 @@ T = TypeVar("T")
 DEFAULT_WATERMARK = CompactionPolicy().watermark
 """``--compact-at`` when neither it nor ``HIVE_COMPACT_AT`` is given."""
 
-RESERVED = ("hyperhive", "subagent")
+HYPERHIVE = "hyperhive"
+RESERVED = (HYPERHIVE, "subagent")
 """MCP server names of hive's own that an --mcp-config may not use."""
 BASH = "bash"
 """The bash relay's name: an --mcp-config entry of that name gives way to hive's own relay."""
@@ -37,7 +38,8 @@ Run one agent: serve its agent socket (wakes from the bash daemon, the operator'
 HIVE_RUNTIME names (claude, or any ACP agent: HIVE_ACP_COMMAND, HIVE_ACP_ARGS, HIVE_ACP_ENV).
 Everything queued when no turn runs goes into one turn, oldest first, each message marked with
 who it is from. Every agent gets the bash tools (the MCP server `bash`, through hive-bash-mcp)
-and the hyperhive tools (`compact`, `loose_ends`, over HTTP on 127.0.0.1 behind a bearer token);
+and the hyperhive tools (`compact`, `loose_ends`, served on <state>/hyperhive.sock through
+hive-hyperhive-mcp);
 on claude the built-in Bash tool is disallowed. Each turn's stream and what it carried go to
 <state>/turns.jsonl (`hive agent log` shows it). The session id is kept in <state>/session and
 resumed after a restart.
@@ -338,6 +340,13 @@ def subagent_server(state_dir: Path, agent_socket: Path, outage_file: Path) -> S
         (("HIVE_AGENT_SOCKET", str(agent_socket)),),
         allow_all_tools=True,
     )
+
+
+def hyperhive_relay_server(socket: Path) -> StdioServer:
+    """The hyperhive tools as the agent's MCP server ``hyperhive``: hive-hyperhive-mcp, relaying to
+    the harness's own ``socket``, every tool allowed."""
+    command, args = _program("hive-hyperhive-mcp", "hive.agent.hyperhive_mcp")
+    return StdioServer(HYPERHIVE, command, (*args, "--socket", str(socket)), allow_all_tools=True)
 
 
 def relay_server(bash_socket: Path, outage_file: Path | None = None) -> StdioServer:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import attrs
 
-from hive._files import read_regular, write_atomic
+from hive._files import fsync_dir, read_regular, write_atomic
 from hive.agent._wire import RecordError, SessionFile, TurnRecord, decode_session, encode
 from hive.sink import SessionCost
 
@@ -50,14 +50,16 @@ class SessionStore:
 
     def save(self, session_id: str | None, cost: SessionCost) -> None:
         """Keep ``session_id`` (None: forget it) and its ``cost`` so far (a cost of another
-        session: nothing yet) if either changed; written by temp file + rename."""
+        session: nothing yet) if either changed; written by temp file + rename, made durable
+        (the file and its directory: a power cut keeps the agent's context). Blocking."""
         kept = cost if cost.session_id == session_id else SessionCost(session_id)
         if session_id == self._saved and kept == self.cost:
             return
         if session_id is None:
             self.path.unlink(missing_ok=True)
         else:
-            write_atomic(self.path, encode(SessionFile(self.backend, session_id, kept.usd)), durable=False)
+            write_atomic(self.path, encode(SessionFile(self.backend, session_id, kept.usd)))
+        fsync_dir(self.path.parent)
         self._saved, self.cost = session_id, kept
 
 

@@ -2,7 +2,8 @@
 
 Its nursery stack, outermost first (so it is torn down innermost first):
 
-1. the hyperhive tools' HTTP server (the agent's ``compact`` tool asks the harness to compact);
+1. the hyperhive tools' MCP server on ``<state>/hyperhive.sock`` (the agent's ``compact`` tool
+   asks the harness to compact);
 2. the runtime (an ACP agent is spawned and initialized here, and refused here if it cannot
    serve: the program exits 2 before it serves the agent socket);
 3. the harness: its queue file replayed, its turn log open;
@@ -38,13 +39,14 @@ from hive import _state_dir, sdnotify, telemetry
 from hive._main import run_main
 from hive._signals import recording_signals
 from hive._state_dir import StateDirLock
-from hive.agent._hyperhive import hyperhive_server, serve_hyperhive
+from hive.agent._hyperhive import serve_hyperhive
 from hive.agent._loop import Harness, open_harness
 from hive.agent._model import Phase
 from hive.agent._options import (
     SUBAGENT_SOCKET,
     Options,
     OptionsError,
+    hyperhive_relay_server,
     parse_options,
     relay_server,
     subagent_server,
@@ -60,10 +62,10 @@ from hive.agent._orphans import (
 )
 from hive.agent._session import SessionStore
 from hive.agent._supervise import Supervision
+from hive.bash.relay import HYPERHIVE_SOCKET
 from hive.runtime import (
     Backend,
     Config,
-    HttpServer,
     McpServer,
     RuntimeSpec,
     die_with_parent,
@@ -92,12 +94,14 @@ def lock_state_dir(state_dir: Path) -> StateDirLock:
     return _state_dir.lock_state_dir(state_dir, LOCK_FILE, holder="hive-agent")
 
 
-def runtime_config(options: Options, spec: RuntimeSpec, hyperhive: HttpServer | None) -> Config:
-    """The runtime's config: the bash relay and the hyperhive tools first, then the extra servers."""
+def runtime_config(options: Options, spec: RuntimeSpec) -> Config:
+    """The runtime's config: the bash relay and the hyperhive tools' relay first, then the extra
+    servers."""
     bash_outage = options.state_dir / BASH_OUTAGE if options.with_bash_daemon else None
-    own: tuple[McpServer, ...] = (relay_server(options.bash_socket, bash_outage),)
-    if hyperhive is not None:
-        own += (hyperhive,)
+    own: tuple[McpServer, ...] = (
+        relay_server(options.bash_socket, bash_outage),
+        hyperhive_relay_server(options.state_dir / HYPERHIVE_SOCKET),
+    )
     if options.subagents:
         own += (
             subagent_server(options.state_dir, options.agent_socket, options.state_dir / SUBAGENT_OUTAGE),
@@ -210,14 +214,15 @@ async def serve_agent(
         return attrs.evolve(answer, bash_daemon=bash.health, subagent_daemon=subagents.health)
 
     async with trio.open_nursery() as tools:
-        hyperhive = await tools.start(
+        await tools.start(
             partial(
                 serve_hyperhive,
+                options.state_dir / HYPERHIVE_SOCKET,
                 loose_ends_dir=options.state_dir / LOOSE_ENDS,
                 on_compact=agent_asks_to_compact,
             )
         )
-        config = runtime_config(options, spec, hyperhive_server(hyperhive))
+        config = runtime_config(options, spec)
         async with (
             open_runtime(spec, config, session_id=sessions.load()) as runtime,
             open_harness(
@@ -336,8 +341,7 @@ def _what_stops(running: Running) -> str:
 
 
 def _ready() -> None:
-    # What the start made (the imports above all: the MCP SDK's and hypercorn's, ~45 MB) lives as
-    # long as the harness. Frozen, it is walked by none of the collections of its turns, nor by
+    # What the start made (its imports above all) lives as long as the harness. Frozen, it is walked by none of the collections of its turns, nor by
     # the interpreter's last ones at exit, which took ~230 ms of every stop (bench 18).
     gc.freeze()
     sdnotify.notify("READY=1")
@@ -362,11 +366,9 @@ def _run(argv: Sequence[str] | None, early: list[signal.Signals]) -> int:
         )
     except ValueError:
         raise OptionsError(f"--log-level {options.log_level!r}: use debug, info, warning or error") from None
-    for noisy in ("mcp", "httpx", "hypercorn", "hive.agent._hyperhive.http"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     lock = lock_state_dir(options.state_dir)
-    # Said at once: the start takes seconds of CPU (the MCP SDK's import for the hyperhive tools,
-    # the daemons' starts), a minute and more on a loaded machine, and silence reads as a hang.
+    # Said at once: on a loaded machine the start (its imports, the daemons' starts) takes a
+    # while, and silence reads as a hang.
     log.info("starting (pid %d, state in %s)", os.getpid(), options.state_dir)
     try:
         with telemetry.exporting("hive-agent"):

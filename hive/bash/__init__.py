@@ -1,7 +1,7 @@
 """Background bash: the daemon that owns task processes, its MCP tools, the stdio relay, the CLI client.
 
 Names are re-exported lazily so that ``hive.bash.relay`` (standard library only) can be
-imported without pulling in Trio or the MCP SDK.
+imported without pulling in Trio or the daemon kit.
 """
 
 from __future__ import annotations

@@ -60,10 +60,16 @@ def own_v2_path(proc_cgroup: str) -> str | None:
 
 def own_cgroup_dir() -> Path | None:
     """The directory of this process's own v2 cgroup, or None where there is none to be found."""
+    return cgroup_dir("self")
+
+
+def cgroup_dir(pid: int | str) -> Path | None:
+    """The directory of process ``pid``'s v2 cgroup, as this process sees the hierarchy; None
+    where there is none to be found (or the process is gone). Blocking."""
     try:
         with open("/proc/self/mountinfo") as f:
             mount = cgroup2_mount(f.read())
-        with open("/proc/self/cgroup") as f:
+        with open(f"/proc/{pid}/cgroup") as f:
             own = own_v2_path(f.read())
     except OSError:
         return None

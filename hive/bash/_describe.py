@@ -105,7 +105,10 @@ def headline(record: TaskRecord, now: float, place: int | None = None, limit: in
 
 
 def wake_body(record: TaskRecord, stdout: str) -> str:
+    """The wake for a task's end: how it ended, its command, its notes (what its stop reached,
+    what may have escaped it), and its last lines of stdout."""
     lines = [f"bash task {record.id} ended: {describe_end(record)}", f"$ {shown_cmd(record.cmd)}"]
+    lines += [f"note: {note}" for note in record.notes]
     tail = last_lines(stdout, WAKE_STDOUT_LINES)
     lines += ["last stdout lines:", tail] if tail else ["(no stdout)"]
     lines.append(f"status({record.id!r}) gives the full status; the whole output is in its .out/.err files.")

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import attrs
 import trio
@@ -29,6 +31,7 @@ from hive import telemetry
 from hive.bash._batches import Batcher
 from hive.bash._courier import WakeCourier
 from hive.bash._describe import wake_body
+from hive.bash._durable import make_durable
 from hive.bash._errors import DiskError
 from hive.bash._owed import (
     Abandoned,
@@ -57,8 +60,10 @@ from hive.bash._owed import (
     WithdrawWake,
 )
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
+from hive.bash._store import TaskStore, UnreadableLooseEnd, serial_from_files
 from hive.bash._task import Task
-from hive.bash._task_records import TaskRecords, disk_note, make_durable
+from hive.bash._task_records import TaskRecords, disk_note
+from hive.bash._watch import saved_watch
 from hive.bash._write_lines import UnclaimedEnd, Write, WriteLines
 from hive.wake import Wake, end_id
 
@@ -165,9 +170,21 @@ class Ledger(TaskRecords):
 
     def save_start(self, record: TaskRecord, loose_end: LooseEnd) -> None:
         """Save a new run's record and loose end, not fsynced (blocking: the spawn's worker
-        thread calls it before the process starts). See `_recovery` for what a power loss keeps."""
+        thread calls it before the process starts); they are made durable with those of the
+        runs that start with it, before its caller is told it started (see `started_files`)."""
         self.store.save_record(record, durable=False)
         self.store.save_loose_end(loose_end, durable=False)
+
+    def started_files(self, task: Task) -> tuple[list[Path], list[Path]]:
+        """What must be durable before the agent is told the task started: its record and loose
+        end, and the directories that hold their names (and the files its start moved aside);
+        for a task that waits in line, its command too, which it runs from when its turn comes
+        (after a power cut, too)."""
+        store = self.store
+        files = [store.record_path(task.id), store.loose_end_path(task.id)]
+        if task.record.queued is not None:
+            files.append(store.cmd_path(task.id))
+        return files, [store.tasks_dir, store.loose_ends_dir]
 
     def unsave_start(self, record: TaskRecord) -> None:
         """Remove what `save_start` saved for a run whose process then did not start (blocking)."""
@@ -214,16 +231,24 @@ class Ledger(TaskRecords):
 
     # -- recovery -------------------------------------------------------------------------------
 
-    async def load(self) -> tuple[list[TaskRecord], dict[Found, LooseEnd]]:
-        """Every task record and every loose end on disk (by what the model makes of each)."""
+    async def load(self) -> tuple[list[TaskRecord], dict[Found, LooseEnd], list[str]]:
+        """Every task record and every loose end on disk (by what the model makes of each), and
+        the ids of the records that could not be read. A loose end that could not be read is
+        not skipped: its name says whose end it owes (see `_stand_in`)."""
         store = self.store
-        records = await trio.to_thread.run_sync(lambda: list(store.load_records()))
-        loose_ends = await trio.to_thread.run_sync(lambda: list(store.load_loose_ends()))
+        unreadable: list[str] = []
+        torn: list[UnreadableLooseEnd] = []
+        records = await trio.to_thread.run_sync(lambda: list(store.load_records(unreadable)))
+        loose_ends = await trio.to_thread.run_sync(lambda: list(store.load_loose_ends(torn)))
+        by_id = {r.id: r for r in records}
+        for named in torn:
+            stand_in = await trio.to_thread.run_sync(_stand_in, store, named, by_id.get(named.task_id))
+            loose_ends.append((stand_in, named.serial is not None))
         found = {}
         for loose_end, earlier in loose_ends:
             key = (loose_end.task_id, loose_end.serial)
             found[Found(key, Place.OWN if earlier else Place.LATEST, _content(loose_end))] = loose_end
-        return records, found
+        return records, found, unreadable
 
     async def recovered(self, task: Task, loose_end: LooseEnd | None, at: Place | None) -> None:
         """A restarted daemon found ``task``, and ``loose_end``, its own, at ``at`` (or none). A
@@ -259,18 +284,24 @@ class Ledger(TaskRecords):
         never one lost. ``current``: the tasks by id (a record replaced by a later run's is
         not this one's to sync).
         """
-        paths = self.unsynced_records(current)
+        records = self.unsynced_records(current)
         writes = self._handle(Interval())
         await self._lines.carry_out(writes)
         store = self.store
+        loose_ends = []
         for write in writes:
             action = write.action
             if write.landed and isinstance(action, PersistLooseEnd):
                 task_id, serial = action.key
-                paths.append(store.loose_end_path(task_id, serial if action.at is Place.OWN else None))
+                loose_ends.append(store.loose_end_path(task_id, serial if action.at is Place.OWN else None))
         removed, self._removed_unsynced = self._removed_unsynced, False
-        if paths or removed:
-            await self.writes.run(make_durable, paths, store.loose_ends_dir if removed else None)
+        # The records' directory before the loose ends': a removal of a loose end is durable
+        # only once the final record that tells its end is.
+        directories = [store.tasks_dir] if records else []
+        if loose_ends or removed:
+            directories.append(store.loose_ends_dir)
+        if directories:
+            await self.writes.run(make_durable, records + loose_ends, directories)
 
     # -- carrying out the model's actions -------------------------------------------------------
 
@@ -365,6 +396,41 @@ def _loose_end_of(task: Task, wake: OwedWake | None) -> LooseEnd:
     return LooseEnd(
         task_id=record.id, serial=record.serial, cmd=record.cmd, since=record.created_at, wake=wake
     )
+
+
+def _stand_in(store: TaskStore, named: UnreadableLooseEnd, record: TaskRecord | None) -> LooseEnd:
+    """What an unreadable loose end owed, as its name and the task's record tell it (blocking).
+
+    The latest run's, where its record is there: that record tells its end. Else the task is
+    taken to have ended ``interrupted`` (a crash or a power cut left the loose end so; the
+    task, where its files are left, is recovered from them, and what they say is told)."""
+    task_id = named.task_id
+    serial = named.serial
+    if serial is None and record is not None:
+        serial = record.serial
+    if serial is None:
+        # A watched run's state keeps its serial: its end is owed under the id its match wakes have.
+        watched = saved_watch(store, task_id, None)
+        serial = (
+            watched.serial
+            if watched is not None
+            else serial_from_files([*store.task_paths(task_id)[1:], named.path], task_id)
+        )
+    if record is not None and record.serial == serial:
+        return LooseEnd(task_id=task_id, serial=serial, cmd=record.cmd, since=record.created_at)
+    try:
+        since = os.stat(named.path, follow_symlinks=False).st_mtime
+    except OSError:
+        since = time.time()
+    wake = OwedWake(
+        sender=f"bash-task-{task_id}",
+        body=(
+            f"bash task {task_id} ended: interrupted (its loose end was found empty or torn after "
+            "a crash or a power cut: what it ran and how it ended are not known)\n"
+            f"status({task_id!r}) tells what is left of it."
+        ),
+    )
+    return LooseEnd(task_id=task_id, serial=serial, cmd="(not known)", since=since, wake=wake)
 
 
 def _content(loose_end: LooseEnd) -> Content:

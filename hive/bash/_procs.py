@@ -10,9 +10,12 @@ inherited by every descendant and readable in ``/proc/<pid>/environ`` by the sam
 after a daemon restart), and so do its descendants, found by their parent. The daemon is
 also the child subreaper (`become_subreaper`), so such a process, once orphaned, is
 re-parented to the daemon rather than to init, and the daemon reaps it (`reap_orphans`).
-What the fallback cannot hold: an orphan that also cleared its environment (``setsid env -i
-...`` whose parent has exited) is a child of the daemon with no tag, and no task can be told
-as its own. The tag is set in both cases. Everything here that reads ``/proc`` is blocking:
+Where tasks get no cgroup namespace (see `hive.bash._namespaces`), each task's wrapper is the
+child subreaper of the task (`spawn_task`'s ``subreaper``): an orphan that also cleared its
+environment (``setsid env -i ...`` whose parent has exited) is the wrapper's child while the task
+runs, found by its parentage. Once the wrapper is gone (the task ended by itself), such an orphan
+is a child of the daemon with no tag, and no task can be told as its own; a stop notes such
+orphans (`unmarked_orphans`). The tag is set in both cases. Everything here that reads ``/proc`` is blocking:
 run it in a worker thread.
 """
 
@@ -29,7 +32,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 import attrs
@@ -138,6 +141,21 @@ def become_subreaper() -> bool:
     return True
 
 
+@functools.cache
+def _wrapper_subreaper() -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the task's wrapper the child subreaper of the task: a
+    process of the task orphaned while the wrapper runs (a double fork) stays the wrapper's
+    child, a descendant of the task, whatever marks it has cleared. Kept across the exec."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec() -> None:
+        if prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
+
+    return preexec
+
+
 class SpawnError(BashError, OSError):
     """The task's wrapper could not be started (bash missing, a bad working directory, no processes left)."""
 
@@ -193,6 +211,7 @@ def spawn_task(
     cgroup_fd: int | None = None,
     fsize_limit: int | None = None,
     unshare: str | None = None,
+    subreaper: bool = False,
 ) -> Child:
     """Start the command that ``cmd_fd`` holds under the wrapper, leading a new session.
 
@@ -202,7 +221,9 @@ def spawn_task(
     ``tag`` goes into the environment as ``HIVE_BASH_TASK`` (see `task_tag`). ``cgroup_fd``:
     the task's ``cgroup.procs``, open for writing, which the wrapper enters before anything
     runs; ``fsize_limit``: the RLIMIT_FSIZE of every process of the task, in bytes;
-    ``unshare``: the ``unshare`` that gives the task a cgroup namespace of its own.
+    ``unshare``: the ``unshare`` that gives the task a cgroup namespace of its own;
+    ``subreaper``: the wrapper is the child subreaper of the task's processes, for where the
+    task has no such namespace (a ``preexec_fn``: a full fork of the daemon, not ``vfork``).
     """
     bash = bash_path()
     env = {**os.environb, TASK_TAG.encode(): os.fsencode(tag)}
@@ -227,6 +248,7 @@ def spawn_task(
             cwd=cwd,
             env=env,
             start_new_session=True,
+            preexec_fn=_wrapper_subreaper() if subreaper else None,  # noqa: PLW1509 - prctl only
         )
     except OSError as exc:
         if exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
@@ -294,6 +316,9 @@ class TaskMarks:
     tag: str
     pgid: int | None = None
     cgroup_ns: int | None = None
+    known: frozenset[tuple[int, int]] = frozenset()
+    """Processes (pid, start time) found to be the task's while its wrapper ran: the orphans it
+    held as their subreaper, which its end hands over to the daemon with no mark of the task."""
 
 
 def snapshot(*, read_tags: bool = True) -> list[ProcInfo]:
@@ -338,8 +363,9 @@ def _tag_of(pid: str, uid: int, prefix: bytes) -> str | None:
 
 def members(procs: Iterable[ProcInfo], marks: TaskMarks) -> list[ProcInfo]:
     """The live processes of one task: those carrying its tag, those in its process group
-    (its wrapper's pid), those in its cgroup namespace, and every descendant of any of them (a
-    process that cleared its environment but is still below one that did not)."""
+    (its wrapper's pid), those in its cgroup namespace, those known to be its, and every
+    descendant of any of them (a process that cleared its environment but is still below one
+    that did not)."""
     return _ProcIndex(procs).members(marks)
 
 
@@ -352,6 +378,7 @@ class _ProcIndex:
         self.by_tag: dict[str, list[ProcInfo]] = {}
         self.by_pgid: dict[int, list[ProcInfo]] = {}
         self.by_ns: dict[int, list[ProcInfo]] = {}
+        self.by_pid: dict[int, ProcInfo] = {}
         self.children: dict[int, list[ProcInfo]] = {}
         own_ns = cgroup_namespace(me)
         for p in procs:
@@ -361,6 +388,7 @@ class _ProcIndex:
                 self.by_tag.setdefault(p.tag, []).append(p)
             if p.cgroup_ns is not None and p.cgroup_ns != own_ns:
                 self.by_ns.setdefault(p.cgroup_ns, []).append(p)
+            self.by_pid[p.pid] = p
             self.by_pgid.setdefault(p.pgid, []).append(p)
             self.children.setdefault(p.ppid, []).append(p)
 
@@ -370,6 +398,10 @@ class _ProcIndex:
             chosen.update((p.pid, p) for p in self.by_pgid.get(marks.pgid, ()))
         if marks.cgroup_ns is not None:
             chosen.update((p.pid, p) for p in self.by_ns.get(marks.cgroup_ns, ()))
+        for pid, start in marks.known:
+            known = self.by_pid.get(pid)
+            if known is not None and known.start_time == start:
+                chosen[pid] = known
         stack = list(chosen)
         while stack:
             for child in self.children.get(stack.pop(), ()):
@@ -483,21 +515,24 @@ def reap_orphans(procs: Iterable[ProcInfo]) -> list[int]:
     return reaped
 
 
-def unmarked_orphans(since: int | None) -> list[int]:
+def unmarked_orphans(since: int | None) -> list[ProcInfo]:
     """The live processes orphaned to this daemon (the subreaper) that carry no task's tag,
-    started at ``since`` (clock ticks, as ``/proc/<pid>/stat`` says) or later (blocking). Its
-    wrappers are not among them: they are its children, not orphans."""
+    started at ``since`` (clock ticks, as ``/proc/<pid>/stat`` says) or later, by pid
+    (blocking). Its wrappers are not among them: they are its children, not orphans."""
     me = os.getpid()
     with _wrappers.lock:
         wrappers = set(_wrappers.pids)
     return sorted(
-        p.pid
-        for p in snapshot()
-        if p.ppid == me
-        and not p.zombie
-        and p.tag is None
-        and p.pid not in wrappers
-        and (since is None or p.start_time >= since)
+        (
+            p
+            for p in snapshot()
+            if p.ppid == me
+            and not p.zombie
+            and p.tag is None
+            and p.pid not in wrappers
+            and (since is None or p.start_time >= since)
+        ),
+        key=lambda p: p.pid,
     )
 
 

@@ -23,26 +23,25 @@ What survives what:
   refused write refuses the task, and tasks do not depend on the daemon (their output and
   exit status go to files they write themselves). Writes go to the page cache, which
   outlives the process that made them.
-- **A power loss: what was fsynced.** The record and loose end written as a task starts are
-  *not* fsynced (that would cost every `run` two disk flushes before its process starts); the
-  record saved once the task runs is (temporary file, fsync, rename); the final record, and
-  the loose end of an end still owed (rewritten then with its wake), are fsynced at the next
-  interval after the end, all of an interval's together, and at an orderly stop (the loose
-  end saved at the start owes the end meanwhile: see `Ledger.sync_ends`), as are the
-  removals of the loose ends of ends told (their directory: a removal a power loss undoes
-  is an end told twice). The
-  directory is not fsynced after a rename, so the newest rename may be lost: the file is
-  then found as it was before (or not at all, for a task started moments before the power
-  went, whose files are then recovered without their record). The tasks themselves die with
-  the machine and come back ``interrupted``: their wrapper never wrote an exit status.
+- **A power loss: what was made durable.** A `run` is answered `task started` only once its
+  record and loose end are durable: fsynced, and their directories too (the syncs of the
+  tasks that start together are made together, see `hive.bash._durable`; an answer that
+  tells the end needs none); a task acknowledged ``pending`` has its command durable too, and
+  its record is made durable out of the line before it runs, so that a cut neither runs it
+  twice nor leaves it in line with no command. The state directories are fsynced into their
+  parents as they are made. The final record, and the loose end of an end still owed (rewritten then with its
+  wake), are made durable at the next interval after the end, all of an interval's together,
+  and at an orderly stop (the loose end saved at the start owes the end meanwhile: see
+  `Ledger.sync_ends`), as are the removals of the loose ends of ends told (their directory,
+  after the records': a removal a power loss undoes is an end told twice). The tasks
+  themselves die with the machine and come back ``interrupted``: their wrapper never wrote
+  an exit status.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -58,7 +57,9 @@ from hive.bash._owed import Place, plan_recovery
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._settings import TaskSettings
 from hive.bash._stopping import Stopper
+from hive.bash._store import serial_from_files
 from hive.bash._task import Task
+from hive.bash._watch import saved_watch
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ async def recover(manager: Manager) -> None:
     """Pick up where the previous daemon left off: re-adopt live tasks, settle dead ones,
     and owe the agent every end it has not been told."""
     ledger = manager.ledger
-    records, found = await ledger.load()
+    records, found, unreadable = await ledger.load()
     plan = plan_recovery(((r.id, r.serial) for r in records), found)
     loose_end_of = found.__getitem__
 
@@ -116,7 +117,7 @@ async def recover(manager: Manager) -> None:
             await _resume(manager, task)
     orphans = {task_id: loose_end_of(orphan) for task_id, orphan in plan.orphans.items()}
     await _adopt_unrecorded(manager, {r.serial for r in records}, orphans)
-    await _recover_from_files(manager, orphans)
+    await _recover_from_files(manager, orphans, unreadable)
     await _watch_leftovers(manager)
     for orphan in orphans.values():
         log.warning("loose end for %s has no task record; sending what it holds", orphan.task_id)
@@ -179,13 +180,15 @@ async def _adopt_unrecorded(manager: Manager, known: set[str], orphans: dict[str
         await _resume(manager, task)
 
 
-async def _recover_from_files(manager: Manager, orphans: dict[str, LooseEnd]) -> None:
-    """A task whose files are here but whose record is not (lost, unreadable, or never saved
-    by a daemon that died as it started the task) is recovered from its files: its command
-    from ``<id>.cmd``, its end from ``<id>.exit``. Nobody was told its end: it is owed."""
+async def _recover_from_files(manager: Manager, orphans: dict[str, LooseEnd], unreadable: list[str]) -> None:
+    """A task whose files are here but whose record is not (lost, never saved by a daemon that
+    died as it started the task), or whose record is ``unreadable`` (a crash or a power cut
+    left it empty or torn), is recovered from its files: its command from ``<id>.cmd``, its
+    end from ``<id>.exit`` (``interrupted`` where there is none). Nobody was told its end: it
+    is owed."""
     ledger = manager.ledger
     store = ledger.store
-    ids = await trio.to_thread.run_sync(store.current_task_ids)
+    ids = sorted({*await trio.to_thread.run_sync(store.current_task_ids), *unreadable})
     for task_id in ids:
         if task_id in manager.tasks:
             continue
@@ -193,35 +196,31 @@ async def _recover_from_files(manager: Manager, orphans: dict[str, LooseEnd]) ->
         cmd = await trio.to_thread.run_sync(store.read_cmd, task_id)
         created = _mtime(store.cmd_path(task_id)) or manager.clock()
         log.warning("recovering task %s from its files: its record is missing or unreadable", task_id)
+        # A watched run's state was made durable with its record as it started: it keeps the
+        # run's serial (its match wakes' ids) and its pattern, which a record a cut left empty lost.
+        watched = await trio.to_thread.run_sync(
+            saved_watch, store, task_id, None if loose_end is None else loose_end.serial
+        )
+        if loose_end is not None:
+            serial = loose_end.serial
+        elif watched is not None:
+            serial = watched.serial
+        else:
+            serial = await trio.to_thread.run_sync(serial_from_files, store.task_paths(task_id)[1:], task_id)
         record = TaskRecord(
             id=task_id,
-            serial=loose_end.serial
-            if loose_end is not None
-            else await trio.to_thread.run_sync(serial_from_files, store.task_paths(task_id)[1:], task_id),
+            serial=serial,
             cmd=cmd if cmd is not None else f"(unknown: {task_id}.cmd could not be read)",
             cwd=str(manager.settings.workdir),
             created_at=created,
             notes=("its record was lost while the daemon was down; it was recovered from its files",),
+            notify_on=None if watched is None else watched.notify_on,
+            notify_max=None if watched is None else watched.notify_max,
         )
         task = Task(record, record_dirty=True)
         manager.register(task)
         await ledger.recovered(task, loose_end, None if loose_end is None else Place.LATEST)
         await _resume(manager, task)
-
-
-def serial_from_files(paths: list[Path], task_id: str) -> str:
-    """The serial of a run known only by its files (``paths``: its ``.cmd``, ``.out``, ...),
-    the same for the same files: a recovery that dies after sending its end and before saving
-    its record gives the next recovery the same end id, which the agent drops as a repeat."""
-    for path in paths:
-        try:
-            found = os.stat(path, follow_symlinks=False)
-        except OSError:
-            continue
-        # An inode keeps its number while the file lives; a later run of the name is a new file.
-        identity = f"{task_id}\0{found.st_dev}\0{found.st_ino}".encode()
-        return hashlib.sha256(identity).hexdigest()[:16]
-    return secrets.token_hex(8)
 
 
 async def _watch_leftovers(manager: Manager) -> None:

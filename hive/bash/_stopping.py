@@ -108,6 +108,11 @@ def _output_sizes(store: TaskStore, task_ids: list[str]) -> list[int]:
     return [store.output_size(task_id) for task_id in task_ids]
 
 
+def _within(cgroup: Path | None, cgroups: set[Path]) -> bool:
+    """Whether ``cgroup`` is one of ``cgroups`` or below one of them."""
+    return cgroup is not None and (cgroup in cgroups or not cgroups.isdisjoint(cgroup.parents))
+
+
 @attrs.frozen
 class _Survey:
     """What one interval's worker hop found."""
@@ -151,6 +156,9 @@ class Stopper:
     """The daemon's cgroup namespace: a wrapper still in it has not entered its own yet."""
     _namespaces: dict[str, tuple[int, int]] = attrs.field(factory=dict)
     """Serial -> the inode of the task's cgroup namespace and a descriptor holding it."""
+    _known: dict[str, frozenset[tuple[int, int]]] = attrs.field(factory=dict)
+    """Serial -> the processes (pid, start time) of a task with no namespace, found as its stop
+    began (see `_catch_adopted`)."""
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Check the output of tasks as it grows, and run the stops of leftovers (see `survey`),
@@ -209,6 +217,7 @@ class Stopper:
         pgid = task.record.pid
         assert pgid is not None and task.record.stop_started_at is not None
         await self._learn_namespace(task)  # before the wrapper can end
+        await self._catch_adopted(task)
         # Once the wrapper is reaped its pid may be anyone's: the scan below finds what is left.
         if not task.exited.is_set() and _proc.signal_group(pgid, signal.SIGINT):
             self._signalled(task, "SIGINT")
@@ -240,8 +249,16 @@ class Stopper:
             all_gone = not outside
         if not all_gone:
             await self._kill(task, "still alive when the grace ended")
-        if marks.cgroup_ns is None:
-            await self._unattributed(task)
+        await self._unattributed(task)
+
+    async def _catch_adopted(self, task: Task) -> None:
+        """Where the task has no cgroup namespace, its wrapper is the subreaper of its orphans (a
+        cleared environment in a double fork among them), which are known as its descendants
+        only while it runs: they are found before the SIGINT ends it, and stopped with the task."""
+        if task.record.serial in self._namespaces or task.exited.is_set() or not self.settings.reap_orphans:
+            return
+        found = await trio.to_thread.run_sync(_procs.task_processes, self._marks(task))
+        self._known[task.record.serial] = frozenset((p.pid, p.start_time) for p in found)
 
     def _left_cgroup(self, task: Task, left: Sequence[int]) -> None:
         if left:
@@ -252,13 +269,26 @@ class Stopper:
             )
 
     async def _unattributed(self, task: Task) -> None:
-        """Say plainly what may have escaped a stopped task that has no cgroup namespace: the
-        processes the daemon (the subreaper) adopted since the task started that carry no mark
-        of any task. They cannot be told as this task's, and are not stopped."""
+        """Say plainly what may have escaped a stopped task: the processes the daemon (the
+        subreaper) adopted since the task started that carry no mark of any task (no tag, no
+        task's cgroup namespace, not in a task's cgroup): a cleared environment that also left
+        its cgroup where tasks get no namespace, or its namespace too (``nsenter``, as root).
+        They cannot be told as this task's, and are not stopped."""
         if not self.settings.reap_orphans:
             return
         since = task.record.pid_start_time
-        orphans = await trio.to_thread.run_sync(_procs.unmarked_orphans, since)
+        namespaces = {inode for inode, _fd in self._namespaces.values()}
+        tasks = (*self.tasks.values(), *self._ended.values())
+        cgroups = {cgroup for t in tasks if (cgroup := self._cgroup(t)) is not None}
+
+        def unmarked() -> list[int]:
+            return [
+                p.pid
+                for p in _procs.unmarked_orphans(since)
+                if p.cgroup_ns not in namespaces and not _within(_cgroups.cgroup_dir(p.pid), cgroups)
+            ]
+
+        orphans = await trio.to_thread.run_sync(unmarked)
         if orphans:
             self.ledger.note(
                 task,
@@ -283,8 +313,10 @@ class Stopper:
 
     def _marks(self, task: Task, *, by_group: bool = True) -> _procs.TaskMarks:
         pgid = task.record.pid if by_group else None
-        held = self._namespaces.get(task.record.serial)
-        return _procs.TaskMarks(tag_of(task), pgid, None if held is None else held[0])
+        serial = task.record.serial
+        held = self._namespaces.get(serial)
+        known = self._known.get(serial, frozenset())
+        return _procs.TaskMarks(tag_of(task), pgid, None if held is None else held[0], known)
 
     def _unlearned(self, task: Task) -> int | None:
         """The pid of the task's wrapper, if its cgroup namespace is to be learned from it."""
@@ -313,6 +345,7 @@ class Stopper:
 
     def _forget(self, task: Task) -> None:
         """No process of the task is left: its namespace is let go."""
+        self._known.pop(task.record.serial, None)
         held = self._namespaces.pop(task.record.serial, None)
         if held is not None:
             os.close(held[1])

@@ -1,6 +1,6 @@
 """The state directory: task records, commands, output files, exit files and loose ends.
 
-    <state>/bash-tasks/<id>.json      the task record (temp + rename; fsync but at the start, see _recovery)
+    <state>/bash-tasks/<id>.json      the task record (temp + rename; made durable as _recovery says)
     <state>/bash-tasks/<id>.cmd       the command, written before the task starts; bash reads it
     <state>/bash-tasks/<id>.out|.err  the task's stdout and stderr, written by the task itself
     <state>/bash-tasks/<id>.exit      the exit status, written by the task's wrapper shell
@@ -34,9 +34,11 @@ worker thread so the event loop never waits on the disk.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
+import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,6 +117,39 @@ def read_tail(path: Path, limit: int = TAIL_BYTES) -> Tail:
 def last_lines(text: str, count: int) -> str:
     lines = text.splitlines()
     return "\n".join(lines[-count:])
+
+
+@attrs.frozen
+class UnreadableLooseEnd:
+    """A loose end that could not be read, as its name tells it: whose end it owes, of which
+    run (the serial, in the name of an earlier run's), and where it is."""
+
+    task_id: str
+    serial: str | None
+    path: Path
+
+    @classmethod
+    def named(cls, path: Path) -> UnreadableLooseEnd | None:
+        """What the name of the loose end at ``path`` says; None for a name hive never gives."""
+        task_id, at, serial = path.name.removeprefix("bash-task-").removesuffix(".json").partition("@")
+        if not is_name(task_id) or (at and not serial):
+            return None
+        return cls(task_id, serial or None, path)
+
+
+def serial_from_files(paths: list[Path], task_id: str) -> str:
+    """The serial of a run known only by its files (``paths``: its ``.cmd``, ``.out``, ...),
+    the same for the same files: a recovery that dies after sending its end and before saving
+    its record gives the next recovery the same end id, which the agent drops as a repeat."""
+    for path in paths:
+        try:
+            found = os.stat(path, follow_symlinks=False)
+        except OSError:
+            continue
+        # An inode keeps its number while the file lives; a later run of the name is a new file.
+        identity = f"{task_id}\0{found.st_dev}\0{found.st_ino}".encode()
+        return hashlib.sha256(identity).hexdigest()[:16]
+    return secrets.token_hex(8)
 
 
 @attrs.frozen
@@ -238,15 +273,26 @@ class TaskStore:
         with contextlib.suppress(FileNotFoundError):
             self.record_path(task_id).unlink()
 
-    def load_records(self) -> Iterator[TaskRecord]:
-        """Every current run's record that can be read (one that cannot is logged and skipped)."""
+    def load_records(self, unreadable: list[str] | None = None) -> Iterator[TaskRecord]:
+        """Every current run's record that can be read. One that cannot (a crash or a power cut
+        left it empty or torn) is logged and skipped, and its task's id added to ``unreadable``."""
         for path in sorted(self.tasks_dir.glob("*.json")):
             try:
                 data = read_regular(path)
                 if data is not None:
                     yield decode(data, TaskRecord)
             except (OSError, RecordError) as exc:
-                log.warning("skipping unreadable task record %s: %s", path, exc)
+                task_id = path.name.removesuffix(".json")
+                if unreadable is not None and is_name(task_id):
+                    unreadable.append(task_id)
+                    log.warning(
+                        "unreadable task record %s (%s): task %s is owed as its files tell",
+                        path,
+                        exc,
+                        task_id,
+                    )
+                else:
+                    log.warning("skipping unreadable task record %s: %s", path, exc)
 
     def current_task_ids(self) -> list[str]:
         """The ids that have files of a current run here (``<id>.cmd``, ``.out``, ``.err``, ``.exit``)."""
@@ -531,15 +577,26 @@ class TaskStore:
             log.warning("unreadable loose end for %s: %s", task_id, exc)
             return None
 
-    def load_loose_ends(self) -> Iterator[tuple[LooseEnd, bool]]:
-        """Every loose end, and whether it is an earlier run's (kept at its own path)."""
+    def load_loose_ends(
+        self, unreadable: list[UnreadableLooseEnd] | None = None
+    ) -> Iterator[tuple[LooseEnd, bool]]:
+        """Every loose end, and whether it is an earlier run's (kept at its own path). One that
+        cannot be read (a crash or a power cut left it empty or torn) is logged and skipped,
+        and what its name says added to ``unreadable``."""
         for path in sorted(self.loose_ends_dir.glob("bash-task-*.json")):
             try:
                 data = read_regular(path)
                 if data is not None:
                     yield decode(data, LooseEnd), "@" in path.name
             except (OSError, RecordError) as exc:
-                log.warning("skipping unreadable loose end %s: %s", path, exc)
+                named = UnreadableLooseEnd.named(path)
+                if unreadable is not None and named is not None:
+                    unreadable.append(named)
+                    log.warning(
+                        "unreadable loose end %s (%s): the end of task %s is owed", path, exc, named.task_id
+                    )
+                else:
+                    log.warning("skipping unreadable loose end %s: %s", path, exc)
 
     def set_aside_loose_end(self, loose_end: LooseEnd) -> None:
         """Keep ``loose_end``, an earlier run's, at that run's own path (durably), and remove it

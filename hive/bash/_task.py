@@ -27,6 +27,9 @@ class Task:
     recorded: trio.Event = attrs.field(factory=trio.Event)
     """Set once its final record is written (not yet fsynced: see `Ledger.sync_ends`), or its
     failure to be is noted."""
+    durable: trio.Event = attrs.field(factory=trio.Event)
+    """Set once the record and loose end saved as it started are durable (or could not be made
+    so: the log says why); its caller is told it started only then."""
     supervisor: trio.Nursery | None = None
     write_lock: trio.Lock = attrs.field(factory=trio.Lock)
     record_dirty: bool = False

@@ -2,21 +2,19 @@
 a note on the task and the record kept in memory, to be saved at the next change.
 
 A record saved without fsync (the ends of many tasks at once) is made durable later, with the
-loose ends of the same interval, in one worker trip (`make_durable`).
+loose ends of the same interval, in one worker trip (`hive.bash._durable.make_durable`).
 """
 
 from __future__ import annotations
 
 import errno
 import logging
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 
-from hive._files import fsync_dir, open_regular
 from hive.bash import _limits
 from hive.bash._batches import Batcher
 from hive.bash._model import Event as TaskEvent
@@ -84,29 +82,6 @@ class TaskRecords:
         ended = [t for t in self._unsynced.values() if current.get(t.id) is t]
         self._unsynced.clear()
         return [self.store.record_path(t.id) for t in ended]
-
-
-def make_durable(paths: list[Path], directory: Path | None) -> None:
-    """fsync each of these regular files that is there (a symlink planted there is not
-    followed), and then ``directory``, if given (blocking)."""
-    for path in paths:
-        try:
-            fd = open_regular(path)
-        except OSError as exc:
-            log.warning("cannot make %s durable: %s", path, exc)
-            continue
-        if fd is not None:
-            try:
-                os.fsync(fd)
-            except OSError as exc:
-                log.warning("cannot make %s durable: %s", path, exc)
-            finally:
-                os.close(fd)
-    if directory is not None:
-        try:
-            fsync_dir(directory)
-        except OSError as exc:
-            log.warning("cannot make the removals in %s durable: %s", directory, exc)
 
 
 _UNSAVED_RECORD = re.compile(r"(?:the disk is full: )?its record could not be saved\b")

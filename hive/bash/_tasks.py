@@ -25,8 +25,9 @@ import trio
 from hive import telemetry
 from hive._limits import NAME_RULE, is_name
 from hive.bash import _cgroups, _limits, _procs
-from hive.bash._batches import Batcher
+from hive.bash._batches import Batcher, BatcherStopped
 from hive.bash._courier import Key, WakeCourier
+from hive.bash._durable import GroupSync
 from hive.bash._errors import BadArgument, BashError, DiskError, NameBusy, TaskLimit, UnknownTask
 from hive.bash._ledger import Ledger, wake_for
 from hive.bash._line import RunLine
@@ -70,6 +71,8 @@ class TaskManager:
     writes: Batcher = attrs.field(factory=Batcher)
     """Where records and loose ends are saved and removed, apart from the reads, which an
     answer waits for."""
+    syncs: GroupSync = attrs.field(factory=GroupSync)
+    """Where the records and loose ends of the tasks that start together are made durable together."""
     ledger: Ledger = attrs.field(init=False)
     """The records and loose ends on disk, and the ends owed to the agent."""
     stopper: Stopper = attrs.field(init=False)
@@ -88,7 +91,7 @@ class TaskManager:
             compose=self.compose_wake,
         )
         self.stopper = Stopper(self.ledger, self.settings, self.tasks, self.clock)
-        self.watcher = Watcher(self.store, self.courier, self.reads, self.writes)
+        self.watcher = Watcher(self.store, self.courier, self.reads, self.writes, self.syncs)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -100,6 +103,7 @@ class TaskManager:
                 await nursery.start(self.spawns.serve)
                 await nursery.start(self.reads.serve)
                 await nursery.start(self.writes.serve)
+                await nursery.start(self.syncs.trips.serve)
                 await nursery.start(self.ledger.serve)
                 await nursery.start(self.stopper.serve)
                 await nursery.start(partial(self.courier.run, self._acked))
@@ -144,7 +148,7 @@ class TaskManager:
         self.tasks[task.id] = task
 
     def compose_wake(self, record: TaskRecord) -> OwedWake:
-        """The wake for a task's end: its state, exit code and last stdout lines (blocking: reads them)."""
+        """The wake for a task's end: its state, exit code, notes and last stdout lines (blocking: reads them)."""
         return wake_for(record, self._wake_tail(record.id))
 
     def _wake_tail(self, task_id: str) -> str:
@@ -284,6 +288,7 @@ class TaskManager:
         # before that finds it by its wrapper's mark (see `_recovery`).
         self.ledger.spawned(task)
         assert self._nursery is not None
+        self._nursery.start_soon(self._make_durable, task)
         if waits:
             if line.saved(task.key):
                 # Stopped while its files were being saved.
@@ -295,6 +300,23 @@ class TaskManager:
         if notify_on is not None:
             self._nursery.start_soon(self.watcher.watch, task)
         return task, unreported
+
+    async def _make_durable(self, task: Task) -> None:
+        """Make what was saved as ``task`` started durable, with what other starts saved meanwhile."""
+        files, directories = self.ledger.started_files(task)
+        if task.record.notify_on is not None:
+            files.append(self.watcher.path(task.id, task.record.serial))
+        try:
+            await self.syncs.sync(files, directories)
+        except BatcherStopped:
+            pass  # the daemon is stopping: nobody waits to be told the task started
+        finally:
+            task.durable.set()
+
+    async def durable(self, task: Task) -> None:
+        """Wait until what was saved as ``task`` started is durable: an acknowledged start
+        survives a power cut."""
+        await task.durable.wait()
 
     def _new_id(self, name: str | None) -> str:
         """The id of a new run: ``name``, if no task that has not ended holds it; else one drawn."""
@@ -328,6 +350,7 @@ class TaskManager:
                 # On disk before the process starts, so that no crash of the daemon can lose a
                 # task that ran; not fsynced (see `_recovery` for what a power loss keeps).
                 self.ledger.save_start(record, loose_end)
+                self.watcher.save_start(record)
                 yield files
 
         return self._start_process(record, new_run)
@@ -343,20 +366,24 @@ class TaskManager:
         try:
             with store.new_run(record.id, record.cmd.encode()), self._unsaved_unless_started(record):
                 self.ledger.save_start(record, loose_end)
+                self.watcher.save_start(record)
         except OSError as exc:
             raise DiskError(_cannot_create(exc, store.tasks_dir)) from None
 
     def _spawn_waiting(self, record: TaskRecord) -> tuple[_procs.Child, HeldBy]:
         """Start a task that waited for a place to run, in the files saved as it joined the
-        line; its record is saved first, out of the line (blocking). Errors as `_spawn`'s."""
+        line; its record is saved first, out of the line, and made durable (blocking). Errors
+        as `_spawn`'s."""
         store = self.store
 
         @contextlib.contextmanager
         def saved_run(record: TaskRecord) -> Iterator[RunFiles]:
             with store.open_run(record.id) as files:
-                # Out of the line on disk before its process starts: a daemon that dies now
-                # finds it by its wrapper's mark, or knows it may have run, and never runs it twice.
-                store.save_record(record, durable=False)
+                # Out of the line on disk, durably, before its process starts: a daemon that
+                # dies now (or a power cut) finds it by its wrapper's mark, or knows it may have
+                # run, and never runs it twice.
+                store.save_record(record)
+                store.sync_tasks_dir()
                 yield files
 
         return self._start_process(record, saved_run)
@@ -391,6 +418,7 @@ class TaskManager:
                     cgroup_fd=cgroup_fd,
                     fsize_limit=self.settings.max_output_bytes + FSIZE_MARGIN,
                     unshare=self.settings.unshare,
+                    subreaper=self.settings.unshare is None and self.settings.reap_orphans,
                 )
                 started = True
                 return child, held_by
@@ -428,6 +456,7 @@ class TaskManager:
             yield
         except BaseException:
             self.ledger.unsave_start(record)
+            self.watcher.unsave_start(record)
             raise
 
     def _forget(self, task: Task, previous: Task | None) -> None:

@@ -175,7 +175,7 @@ TOOLS = [
         "to files; the answer gives their paths. If the command finishes within wait_seconds (default 3) you get "
         "its full status right away and no wake follows. Otherwise the answer is `task started: id=<id>`, "
         "the task keeps running, and when it ends you are woken by a message from `bash-task-<id>` with "
-        "its exit code and last stdout lines. Use `status` to check on it or wait for it, `stop` to end it. "
+        "its exit code, its notes and its last stdout lines. Use `status` to check on it or wait for it, `stop` to end it. "
         "Where the daemon runs at most so many tasks at once and all are taken, the task waits in line "
         "(state `pending`, with its place_in_line: `task queued: id=<id>`) and starts when a running task "
         "ends; its timeout_secs counts from its start.",
@@ -457,6 +457,10 @@ class BashTools:
         )
         try:
             await self.manager.wait(task, wait)
+            if not (task.final and wait > 0):
+                # Told it started: then it must survive a power cut (an answer that tells
+                # its end needs no such thing).
+                await self.manager.durable(task)
         except BaseException:
             # The caller will never read this answer, so the ends are owed to it as wakes.
             self.manager.release(task, told=False)

@@ -9,11 +9,14 @@ wakes from 1), distinct from its end's, and is owed like an end until the agent 
 acknowledges it. A task sends at most ``notify_max`` of them (default
 `DEFAULT_MAX`); then one more that says later matches are not sent, and the watching ends.
 
-What it owes is on disk before it is sent: ``bash-tasks/<id>@<serial>.watch`` holds how far the
-output was scanned when the last wake was composed, how many were composed, and those not yet
-acknowledged. A daemon restarted after a SIGKILL sends those again under the same ids and scans
-on from where the last composed wake left off: a match it had found but not yet put in a wake
-is found again, and none already composed is composed again under another id. The file goes
+What it owes is on disk before it is sent: ``bash-tasks/<id>@<serial>.watch`` holds the pattern
+and the cap, how far the output was scanned when the last wake was composed, how many were
+composed, and those not yet acknowledged. It is saved as the run starts, made durable with its
+record before `run` answers, and each composed wake is durable (fsynced, and its directory)
+before it is sent. A daemon restarted after a SIGKILL or a power cut sends those again under the
+same ids and scans on from where the last composed wake left off: a match it had found but not
+yet put in a wake is found again, and none already composed is composed again under another id.
+A task whose record a cut left empty is recovered with the pattern its watch state keeps. The file goes
 once the task has ended, all of its output is scanned and every wake is acknowledged. A wake
 that cannot be saved (a full disk) is not sent: the task's scan waits, that wake in memory,
 until a save lands (tried again at each output check of the manager); a daemon stopped meanwhile
@@ -32,6 +35,7 @@ daemon or the next.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -49,9 +53,11 @@ from hive._inotify import IN_MODIFY, Inotify
 from hive._when import counted
 from hive.bash._batches import Batcher
 from hive.bash._courier import Key, WakeCourier
+from hive.bash._durable import GroupSync
 from hive.bash._errors import BadArgument
 from hive.bash._matches import STREAMS, Matches
 from hive.bash._pattern import Pattern, compile_pattern, pieces, search_lines
+from hive.bash._records import TaskRecord
 from hive.bash._store import TaskStore
 from hive.bash._task import Task
 from hive.bash._wire import converter
@@ -85,6 +91,9 @@ class WatchState:
 
     task_id: str
     serial: str
+    notify_on: str | None = None
+    notify_max: int | None = None
+    """The run's pattern and cap, as its record has them (a record a power cut left empty does not)."""
     stdout: int = 0
     stderr: int = 0
     """How far each stream was scanned when the last wake was composed (bytes)."""
@@ -135,6 +144,8 @@ class Watcher:
     courier: WakeCourier
     reads: Batcher
     writes: Batcher
+    syncs: GroupSync
+    """Where a composed wake's state is made durable before the wake is sent."""
     merge_secs: float = MERGE_SECS
     _searching: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(SEARCH_THREADS))
     _states: dict[Key, WatchState] = attrs.field(factory=dict)
@@ -148,7 +159,18 @@ class Watcher:
         return _WAKE_MARK in key[1]
 
     def path(self, task_id: str, serial: str) -> Path:
-        return self.store.tasks_dir / f"{task_id}@{serial}.watch"
+        return watch_path(self.store, task_id, serial)
+
+    def save_start(self, record: TaskRecord) -> None:
+        """Save the first state of a new run that asked to be watched, not fsynced (blocking:
+        the spawn's worker thread calls it beside the record, and it is made durable with it)."""
+        if record.notify_on is not None:
+            write_atomic(self.path(record.id, record.serial), _encode(_first_state(record)), durable=False)
+
+    def unsave_start(self, record: TaskRecord) -> None:
+        """Remove what `save_start` saved for a run whose process then did not start (blocking)."""
+        with contextlib.suppress(OSError):
+            _remove(self.path(record.id, record.serial))
 
     async def watch(self, task: Task) -> None:
         """Watch ``task``'s output until it has ended and all of it is scanned (or the cap is
@@ -162,7 +184,7 @@ class Watcher:
             log.warning("task %s is not watched: %s", record.id, exc)
             return
         key = (record.id, record.serial)
-        state = await self.reads.run(self._load, key) or WatchState(record.id, record.serial)
+        state = await self.reads.run(self._load, key) or _first_state(record)
         self._states[key] = state
         for wake in state.owed:
             self._send(key, wake)
@@ -296,10 +318,10 @@ class Watcher:
             stdout=offsets["stdout"],
             stderr=offsets["stderr"],
         )
-        # On disk before it is sent: a crash from here on sends it again under the same id. On a
-        # full disk the scan waits here, this wake in memory: a daemon that stops meanwhile
-        # leaves it unsent and unsaved, and the next one finds its lines again.
-        if not await self._save(key):
+        # Durable before it is sent: a crash or a power cut from here on sends it again under the
+        # same id. On a full disk the scan waits here, this wake in memory: a daemon that stops
+        # meanwhile leaves it unsent and unsaved, and the next one finds its lines again.
+        if not await self._save(key, durable=True):
             await self._unsaved[key].wait()
         self._send(key, wake)
 
@@ -321,9 +343,10 @@ class Watcher:
         self._states[run] = attrs.evolve(state, owed=tuple(w for w in state.owed if str(w.number) != number))
         await self._save(run)
 
-    async def _save(self, key: Key) -> bool:
-        """Write the run's state as it is now; the file goes once nothing is owed or left to scan.
-        Whether it landed: one that did not (a full disk) is tried again by `save_again`."""
+    async def _save(self, key: Key, *, durable: bool = False) -> bool:
+        """Write the run's state as it is now (``durable``: its name fsynced too, before this
+        returns); the file goes once nothing is owed or left to scan. Whether it landed: one that
+        did not (a full disk) is tried again by `save_again`, durably."""
         lock = self._saving.setdefault(key, trio.Lock())
         async with lock:
             state = self._states.get(key)
@@ -335,8 +358,9 @@ class Watcher:
                     await self.writes.run(_remove, path)
                     self._states.pop(key, None)
                 else:
-                    data = json.dumps(converter.unstructure(state), separators=(",", ":")).encode()
-                    await self.writes.run(write_atomic, path, data)
+                    await self.writes.run(write_atomic, path, _encode(state))
+                    if durable or key in self._unsaved:
+                        await self.syncs.sync((), (path.parent,))
             except OSError as exc:
                 if key not in self._unsaved:
                     log.warning(
@@ -360,26 +384,61 @@ class Watcher:
             await self._save(key)
 
     def _load(self, key: Key) -> WatchState | None:
-        path = self.path(*key)
-        try:
-            data = read_regular(path)
-        except OSError as exc:
-            log.warning("cannot read %s (%s): the task's output is scanned from its start", path, exc)
-            return None
-        if data is None:
-            return None
-        try:
-            raw: Any = json.loads(data)
-            state = structure(converter, raw, WatchState)
-        except (ValueError, DecodeError) as exc:
-            log.warning(
-                "%s is not a watch state (%s): the task's output is scanned from its start", path, exc
-            )
-            return None
-        return state if (state.task_id, state.serial) == key else None
+        state = _decode(self.path(*key))
+        return state if state is not None and (state.task_id, state.serial) == key else None
 
     def _stream_path(self, task_id: str, stream: str) -> Path:
         return self.store.out_path(task_id) if stream == "stdout" else self.store.err_path(task_id)
+
+
+def watch_path(store: TaskStore, task_id: str, serial: str) -> Path:
+    return store.tasks_dir / f"{task_id}@{serial}.watch"
+
+
+def saved_watch(store: TaskStore, task_id: str, serial: str | None) -> WatchState | None:
+    """The watch state saved for run ``serial`` of ``task_id`` (blocking); for a run whose serial
+    is not known, the one of its runs' saved last. None where there is none that can be read."""
+    if serial is not None:
+        paths = [watch_path(store, task_id, serial)]
+    else:
+        paths = sorted(store.tasks_dir.glob(f"{task_id}@*.watch"), key=_mtime, reverse=True)
+    for path in paths:
+        state = _decode(path)
+        if state is not None and state.task_id == task_id:
+            return state
+    return None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat(follow_symlinks=False).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _first_state(record: TaskRecord) -> WatchState:
+    return WatchState(record.id, record.serial, notify_on=record.notify_on, notify_max=record.notify_max)
+
+
+def _encode(state: WatchState) -> bytes:
+    return json.dumps(converter.unstructure(state), separators=(",", ":")).encode()
+
+
+def _decode(path: Path) -> WatchState | None:
+    """The watch state at ``path``; None (a warning logged) where it cannot be read."""
+    try:
+        data = read_regular(path)
+    except OSError as exc:
+        log.warning("cannot read %s (%s): the task's output is scanned from its start", path, exc)
+        return None
+    if data is None:
+        return None
+    try:
+        raw: Any = json.loads(data)
+        return structure(converter, raw, WatchState)
+    except (ValueError, DecodeError) as exc:
+        log.warning("%s is not a watch state (%s): the task's output is scanned from its start", path, exc)
+        return None
 
 
 def _remove(path: Path) -> None:

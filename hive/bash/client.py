@@ -1,7 +1,7 @@
 """A client for the bash daemon's socket, for the operator CLI and for programs. Standard library only.
 
 The daemon speaks MCP: newline-delimited JSON-RPC, one session per connection (see
-``_framing``). Calling its tools takes only the handshake (``initialize``, then
+``hive.daemon``). Calling its tools takes only the handshake (``initialize``, then
 ``notifications/initialized``) and ``tools/call``, so that much is spoken here, without
 the ``mcp`` SDK: importing the SDK costs most of a second, which ``hive bash ls`` would
 pay on every run. :func:`connect` gives a blocking client (the CLI); :func:`open_bash_client`
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from hive import __version__
 from hive._lines import LineBuffer, LineTooLong
 from hive.bash._errors import BashError, DaemonUnavailable
+from hive.daemon.protocol import METHOD_NOT_FOUND, OBSERVER
 
 if TYPE_CHECKING:
     import trio
@@ -50,10 +51,6 @@ __all__ = [
 PROTOCOL_VERSION = "2025-11-25"
 MAX_ANSWER = 256 * 1024 * 1024
 READ_SIZE = 65536
-METHOD_NOT_FOUND = -32601
-OBSERVER = "hive/observer"
-"""The experimental capability an MCP client declares at ``initialize`` to say it observes the
-agent's tasks and is not the agent: no answer written to it settles an end the agent is owed."""
 
 
 class CallResult(NamedTuple):

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
     from hive.bash._tasks import TaskManager
 
-# Trio, the MCP SDK and the task machinery are imported only once the command line is read
-# (see `_import_serving`): a refused start costs an interpreter's start, not theirs (~0.7 s).
+# Trio, the kit's MCP server and the task machinery are imported only once the command line is read
+# (see `_import_serving`): a refused start costs an interpreter's start, not theirs.
 
 log = logging.getLogger("hive.bash.daemon")
 
@@ -72,10 +72,11 @@ def _lock_state_dir(state_dir: Path) -> StateDirLock:
 
 
 def _import_serving() -> None:
-    """Import what serving takes (Trio, the MCP SDK, the task manager): `main` does so once its
+    """Import what serving takes (Trio, the kit's MCP server, the task manager): `main` does so once its
     command line is read, before it freezes what the imports made."""
     import hive.bash._server
     import hive.bash._tasks  # noqa: F401
+    from hive.daemon import serve_mcp  # noqa: F401
 
 
 async def serve_daemon(
@@ -91,10 +92,11 @@ async def serve_daemon(
     from hive.bash._namespaces import task_unshare
     from hive.bash._procs import bash_path
     from hive.bash._retention import DAY, Pruner, Retention
-    from hive.bash._server import make_mcp_server, serve_mcp
+    from hive.bash._server import make_mcp_server
     from hive.bash._store import TaskStore
     from hive.bash._tasks import TaskManager
     from hive.bash._tools import BashTools
+    from hive.daemon import serve_mcp
 
     if task_status is None:
         task_status = trio.TASK_STATUS_IGNORED
@@ -409,8 +411,6 @@ def _run(argv: Sequence[str] | None) -> int:
     logging.basicConfig(
         level=level.upper(), stream=sys.stderr, format="hive-bash-daemon: %(levelname)s: %(message)s"
     )
-    for noisy in ("mcp", "httpx"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     # A task's processes that leave its session and are orphaned stay the daemon's children,
     # where a stop can still find them (see hive.bash._procs).
     if become_subreaper():

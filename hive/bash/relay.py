@@ -1,15 +1,19 @@
-"""``hive-bash-mcp``: relays an MCP client's stdio to the bash daemon's Unix socket.
+"""``hive-bash-mcp`` and ``hive-hyperhive-mcp``: relay an MCP client's stdio to a server's Unix
+socket: the bash daemon's, or the hyperhive tools' that hive-agent serves (:class:`Relayed` says
+which, and so what the relay's stand-in and its messages say). Neither form starts a server.
 
 Standard library only, so it starts in the time of a bare interpreter: the daemon speaks MCP,
 this moves lines, and reads just enough of each (its method and id) to stand in for a daemon
 that is not there:
 
 - It connects lazily: the first request tries the socket once, without waiting. With no
-  daemon it answers ``initialize`` itself (protocol version negotiated as the SDK does,
+  daemon it answers ``initialize`` itself (protocol version negotiated as the daemon does,
   ``tools`` capability, serverInfo ``bash``), ``ping``, ``tools/list`` (the four tool names,
   each with an open schema) and ``tools/call`` (a tool error, ``isError: true``, naming the
   socket and the reason, or, while the ``--outage-file`` of the hive-agent that supervises the
-  daemon is there, that file's words); any other request gets a JSON-RPC error saying the same. Every later
+  daemon is there, that file's words); any other request gets a JSON-RPC error saying the same.
+  (The hyperhive form answers the same way with its own server's name and tools: while
+  hive-agent is down, a call says so.) Every later
   request tries the socket again, so a daemon that comes back is used by the same relay: the
   relay replays the client's ``initialize`` (and ``notifications/initialized``) to it, drops
   the daemon's answer to that, sends ``notifications/tools/list_changed`` if it had listed the
@@ -19,7 +23,7 @@ that is not there:
   longest wait a call may ask for, 30 s, plus a margin) gets a JSON-RPC error
   (``-32001``) for its id, and a late answer to it is dropped; the relay goes on.
 - A daemon that refuses the connection (its peer-uid check) says why in one line,
-  :func:`refusal_line`; the relay answers every request then pending, and every later one,
+  :func:`hive.daemon.refusal_line`; the relay answers every request then pending, and every later one,
   with a JSON-RPC error (``-32003``) carrying that reason, and never retries.
 - A line that is not JSON gets a ``-32700`` error (id null) from the relay and goes no
   further; a JSON-RPC batch is relayed as its messages, one line each, and answered so.
@@ -54,6 +58,7 @@ from hive._limits import MAX_WAIT, state_dir_path
 from hive._main import run_main
 from hive._outage import read_outage
 from hive._when import in_seconds
+from hive.daemon.protocol import INVALID_REQUEST, PARSE_ERROR, REFUSED, negotiate, refusal_of
 
 READ_SIZE = 65536
 REPLY_MARGIN = 15.0
@@ -62,15 +67,85 @@ REPLY_TIMEOUT_ENV = "HIVE_BASH_RELAY_REPLY_TIMEOUT"
 MAX_BUFFERED = 4 * 1024 * 1024
 """Bytes held for a daemon that is not reading before the relay stops reading stdin."""
 
-HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-"""The protocol versions the daemon's MCP SDK negotiates with ``initialize``, oldest first."""
-TOOL_NAMES = ("run", "status", "stop", "list")
+
+class Relayed:
+    """Which server a relay stands for: its program's name, the server's MCP name and tools, and
+    the words of what the relay says when the server does not answer."""
+
+    __slots__ = (
+        "absent_hint",
+        "lost_hint",
+        "program",
+        "server",
+        "server_program",
+        "summary",
+        "timeout_hint",
+        "tools",
+        "what",
+    )
+
+    def __init__(
+        self,
+        *,
+        program: str,
+        server: str,
+        tools: tuple[str, ...],
+        what: str,
+        server_program: str,
+        summary: str,
+        absent_hint: str,
+        timeout_hint: str,
+        lost_hint: str,
+    ) -> None:
+        self.program = program
+        """The relay's own name (its log's prefix, its replayed initialize's id)."""
+        self.server = server
+        """The MCP server's name (the stand-in's serverInfo)."""
+        self.tools = tools
+        self.what = what
+        """The server as a message names it: "cannot reach <what> at <socket>"."""
+        self.server_program = server_program
+        """The program that serves the socket."""
+        self.summary = summary
+        """What the tools do, as the stand-in's instructions begin."""
+        self.absent_hint = absent_hint
+        """What to do about an unreachable server."""
+        self.timeout_hint = timeout_hint
+        """What to make of a request left unanswered for the reply timeout."""
+        self.lost_hint = lost_hint
+        """How to tell what came of a request the server went away from."""
+
+
+BASH = Relayed(
+    program="hive-bash-mcp",
+    server="bash",
+    tools=("run", "status", "stop", "list"),
+    what="the bash daemon",
+    server_program="hive-bash-daemon",
+    summary="Background shell execution: `run` starts a command, `status` checks on or waits for a task, "
+    "`stop` ends one, `list` shows them all.",
+    absent_hint="Start it with `hive-bash-daemon`, or point HIVE_BASH_SOCKET (or --socket) at its socket.",
+    timeout_hint=f"longer than any call may ask it to wait ({in_seconds(MAX_WAIT)}): it may be wedged (see "
+    "its log, or restart hive-bash-daemon)",
+    lost_hint="`list` shows the tasks once it is back",
+)
+HYPERHIVE = Relayed(
+    program="hive-hyperhive-mcp",
+    server="hyperhive",
+    tools=("loose_ends", "compact"),
+    what="hive-agent's hyperhive server",
+    server_program="hive-agent",
+    summary="The harness's own tools: `loose_ends` lists the background bash tasks whose end you have not "
+    "been told yet; `compact` compacts your conversation once this turn ends.",
+    absent_hint="hive-agent, the harness that serves them, is not running (it may be restarting): nothing was "
+    "done; call again once it is back.",
+    timeout_hint="it may be wedged (see hive-agent's log)",
+    lost_hint="hive-agent stopped; call again once it is back",
+)
+TOOL_NAMES = BASH.tools
 
 UNAVAILABLE = -32000
 TIMED_OUT = -32001
-REFUSED = -32003
-INVALID_REQUEST = -32600
-PARSE_ERROR = -32700
 
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
@@ -79,41 +154,19 @@ class _ClientGone(Exception):
     """The client closed our stdout."""
 
 
-def refusal_line(reason: str) -> bytes:
-    """The one line the daemon writes to a connection it refuses, before closing it."""
-    error = {"code": REFUSED, "message": reason}
-    return _line({"jsonrpc": "2.0", "id": None, "error": error})
-
-
-def refusal_of(message: object) -> str | None:
-    """The daemon's reason, if ``message`` is its :func:`refusal_line`."""
-    if not isinstance(message, dict) or message.get("id") is not None or "method" in message:
-        return None
-    error = message.get("error")
-    if isinstance(error, dict) and error.get("code") == REFUSED and isinstance(error.get("message"), str):
-        return str(error["message"])
-    return None
-
-
-def negotiate(params: object) -> str:
-    """The protocol version to answer ``initialize`` with: the client's, if the daemon speaks it."""
-    requested = params.get("protocolVersion") if isinstance(params, dict) else None
-    return requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
-
-
 def _line(message: object) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
-def _reason(exc: OSError) -> str:
+def _reason(exc: OSError, relayed: Relayed = BASH) -> str:
     if isinstance(exc, FileNotFoundError):
-        return "no socket there (is hive-bash-daemon running?)"
+        return f"no socket there (is {relayed.server_program} running?)"
     if isinstance(exc, ConnectionRefusedError):
-        return "connection refused (the socket exists but no daemon is listening on it)"
+        return f"connection refused (the socket exists but no {relayed.server_program} is listening on it)"
     if isinstance(exc, PermissionError):
-        return "permission denied (the daemon's socket belongs to another user)"
+        return f"permission denied (the socket of {relayed.what} belongs to another user)"
     if isinstance(exc, BlockingIOError):
-        return "the daemon is not accepting connections (its listen queue is full; it may be wedged)"
+        return f"{relayed.server_program} is not accepting connections (its listen queue is full; it may be wedged)"
     return exc.strerror or str(exc)
 
 
@@ -274,7 +327,8 @@ class Owed:
 class Handshake:
     """The client's ``initialize`` and whether it sent ``notifications/initialized``."""
 
-    def __init__(self) -> None:
+    def __init__(self, relayed: Relayed = BASH) -> None:
+        self.relayed = relayed
         self.initialize: dict[str, object] | None = None
         self.initialized = False
         self.replays = 0
@@ -293,7 +347,7 @@ class Handshake:
         if self.initialize is None:
             return None
         self.replays += 1
-        own_id = f"hive-bash-mcp:replayed-initialize:{self.replays}"
+        own_id = f"{self.relayed.program}:replayed-initialize:{self.replays}"
         replayed: dict[str, object] = {"jsonrpc": "2.0", "id": own_id, "method": "initialize"}
         if "params" in self.initialize:
             replayed["params"] = self.initialize["params"]
@@ -309,9 +363,10 @@ class Handshake:
 class StandIn:
     """Answers the client's requests while no daemon can be reached (or one refused the relay)."""
 
-    def __init__(self, path: str, outage_file: str | None = None) -> None:
+    def __init__(self, path: str, outage_file: str | None = None, relayed: Relayed = BASH) -> None:
         self.path = path
         self.outage_file = outage_file
+        self.relayed = relayed
         """Where hive-agent, which supervises the daemon, says it is down (``hive._outage``)."""
         self.answered_initialize = False
         """It answered ``initialize``, advertising ``tools.listChanged``."""
@@ -320,9 +375,9 @@ class StandIn:
 
     def answer(self, request_id: object, method: str, params: object, reason: str) -> bytes:
         """The line that answers the request, the daemon being unreachable for ``reason``."""
+        relayed = self.relayed
         message = read_outage(self.outage_file) or (
-            f"hive-bash-mcp cannot reach the bash daemon at {self.path}: {reason}. Start it with "
-            "`hive-bash-daemon`, or point HIVE_BASH_SOCKET (or --socket) at its socket."
+            f"{relayed.program} cannot reach {relayed.what} at {self.path}: {reason}. {relayed.absent_hint}"
         )
         result: dict[str, object]
         if method == "initialize":
@@ -330,12 +385,11 @@ class StandIn:
             result = {
                 "protocolVersion": negotiate(params),
                 "capabilities": {"tools": {"listChanged": True}},
-                "serverInfo": {"name": "bash", "version": __version__},
+                "serverInfo": {"name": relayed.server, "version": __version__},
                 "instructions": (
-                    "Background shell execution: `run` starts a command, `status` checks on or waits "
-                    "for a task, `stop` ends one, `list` shows them all. The bash daemon was not "
+                    f"{relayed.summary} {relayed.what[0].upper()}{relayed.what[1:]} was not "
                     f"reachable when this session began ({self.path}: {reason}); each call "
-                    "tries it again, and says why if it still cannot."
+                    "tries again, and says why if it still cannot."
                 ),
             }
         elif method == "ping":
@@ -349,7 +403,7 @@ class StandIn:
             result = {
                 "tools": [
                     {"name": name, "description": description, "inputSchema": {"type": "object"}}
-                    for name in TOOL_NAMES
+                    for name in relayed.tools
                 ]
             }
         elif method == "tools/call":
@@ -480,13 +534,14 @@ class _Daemon:
 class _Log:
     """Lines to stderr, each said once in a row."""
 
-    def __init__(self) -> None:
+    def __init__(self, program: str) -> None:
+        self.program = program
         self.last = ""
 
     def __call__(self, text: str) -> None:
         if text != self.last:
             self.last = text
-            print(f"hive-bash-mcp: {text}", file=sys.stderr, flush=True)
+            print(f"{self.program}: {text}", file=sys.stderr, flush=True)
 
 
 # -- the relay: the poll loop, moving lines between the two ends --------------------------------------
@@ -497,8 +552,14 @@ class _Relay:
     and what the relay answers when the daemon does not."""
 
     def __init__(
-        self, path: str, reply_timeout: float, traceparent: str | None = None, outage_file: str | None = None
+        self,
+        path: str,
+        reply_timeout: float,
+        traceparent: str | None = None,
+        outage_file: str | None = None,
+        relayed: Relayed = BASH,
     ) -> None:
+        self.relayed = relayed
         self.path = path
         self.reply_timeout = reply_timeout
         self.traceparent = traceparent
@@ -506,9 +567,9 @@ class _Relay:
         self.client = _Client()
         self.daemon = _Daemon(path)
         self.owed = Owed(reply_timeout)
-        self.handshake = Handshake()
-        self.stand_in = StandIn(path, outage_file)
-        self.log = _Log()
+        self.handshake = Handshake(relayed)
+        self.stand_in = StandIn(path, outage_file, relayed)
+        self.log = _Log(relayed.program)
         self.reason = ""  # why the daemon is not reachable (empty: never tried, or connected)
         self.refused: str | None = None
 
@@ -553,13 +614,12 @@ class _Relay:
             self._error(
                 request_id,
                 TIMED_OUT,
-                f"the bash daemon at {self.path} has not answered this {method} request within "
-                f"{in_seconds(self.reply_timeout)}, longer than any call may ask it to wait ({in_seconds(MAX_WAIT)}): "
-                "it may be wedged (see its log, or restart hive-bash-daemon). A late answer is "
+                f"{self.relayed.what} at {self.path} has not answered this {method} request "
+                f"within {in_seconds(self.reply_timeout)}, {self.relayed.timeout_hint}. A late answer is "
                 "dropped; later requests are still sent to it.",
             )
         for _own_id in late_own:
-            self.log(f"the daemon at {self.path} did not answer the replayed initialize")
+            self.log(f"{self.relayed.what} at {self.path} did not answer the replayed initialize")
 
     # -- the client's side ------------------------------------------------------------------------
 
@@ -606,8 +666,8 @@ class _Relay:
         try:
             self.daemon.connect()
         except OSError as exc:
-            self.reason = _reason(exc)
-            self.log(f"cannot reach the bash daemon at {self.path}: {self.reason}")
+            self.reason = _reason(exc, self.relayed)
+            self.log(f"cannot reach {self.relayed.what} at {self.path}: {self.reason}")
             return
         self.reason = ""
         self.log.last = ""
@@ -678,14 +738,14 @@ class _Relay:
             self._error(
                 request_id,
                 UNAVAILABLE,
-                f"the bash daemon at {self.path} went away before answering this {method} request "
-                f"({why}); whether it was carried out is unknown (`list` shows the tasks once it is "
-                "back). The next request reconnects.",
+                f"{self.relayed.what} at {self.path} went away before answering this {method} request "
+                f"({why}); whether it was carried out is unknown ({self.relayed.lost_hint}). The next "
+                "request reconnects.",
             )
 
     def _refuse(self, reason: str) -> None:
         self._close()
-        self.refused = f"hive-bash-mcp cannot use the bash daemon at {self.path}: {reason}"
+        self.refused = f"{self.relayed.program} cannot use {self.relayed.what} at {self.path}: {reason}"
         self.log(self.refused)
         for request_id, _method in self.owed.take_all():
             self._error(request_id, REFUSED, self.refused)
@@ -725,11 +785,28 @@ Exit status, once stdin ends and every relayed request is answered: 0 if connect
 (or no request needed it), 1 if the daemon was unreachable, went away or refused the relay."""
 
 
+HYPERHIVE_SOCKET = "hyperhive.sock"
+"""The hyperhive server's socket in hive-agent's state directory."""
+
+HYPERHIVE_DESCRIPTION = """\
+An MCP stdio server for the hyperhive tools (loose_ends, compact), relayed to the Unix socket
+hive-agent serves them on (<state>/hyperhive.sock). hive-agent gives it to its agent; it holds no
+state of its own and starts nothing.
+
+It answers at once, hive-agent or not: while hive-agent is down (stopped, or restarting), it
+answers initialize itself, lists the two tools, and answers each call with a tool error saying
+so; each later request tries again, and once hive-agent is back the relay replays the client's
+initialize to it and relays from there. A request left unanswered for the reply timeout gets a
+JSON-RPC error (-32001); a server that refuses this relay's uid makes every request a JSON-RPC
+error (-32003) saying why.
+
+Exit status, once stdin ends and every relayed request is answered: 0 if connected to hive-agent
+(or no request needed it), 1 if it was unreachable, went away or refused the relay."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="hive-bash-mcp", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    """``hive-bash-mcp``: the relay to the bash daemon."""
+    parser = _parser(BASH, DESCRIPTION)
     parser.add_argument(
         "--socket",
         default=None,
@@ -752,13 +829,49 @@ def main(argv: list[str] | None = None) -> int:
         help="where hive-agent, which supervises the daemon (--with-bash-daemon), says it is down: "
         "while FILE is there, a call the daemon cannot answer gets FILE's words as its error",
     )
-    return run_main("hive-bash-mcp", lambda: _relay(parser.parse_args(argv)), interrupted=130)
+
+    def relay() -> int:
+        args = parser.parse_args(argv)
+        socket_path = args.socket or default_socket()
+        return _Relay(
+            socket_path, args.reply_timeout, os.environ.get("TRACEPARENT"), args.outage_file, BASH
+        ).run()
+
+    return run_main(BASH.program, relay, interrupted=130)
 
 
-def _relay(args: argparse.Namespace) -> int:
-    return _Relay(
-        args.socket or default_socket(), args.reply_timeout, os.environ.get("TRACEPARENT"), args.outage_file
-    ).run()
+def hyperhive_main(argv: list[str] | None = None) -> int:
+    """``hive-hyperhive-mcp``: the relay to hive-agent's hyperhive tools."""
+    parser = _parser(HYPERHIVE, HYPERHIVE_DESCRIPTION)
+    parser.add_argument(
+        "--socket",
+        default=None,
+        help=f"hive-agent's hyperhive socket [default <state>/{HYPERHIVE_SOCKET}, where <state> is "
+        "HIVE_STATE_DIR, else $XDG_STATE_HOME/hive, else ~/.local/state/hive]",
+    )
+    parser.add_argument(
+        "--reply-timeout",
+        type=positive_seconds,
+        default=str(REPLY_TIMEOUT),
+        metavar="SECONDS",
+        help=f"answer a request with an error if hive-agent has not answered it in this long [default "
+        f"{REPLY_TIMEOUT:g}]",
+    )
+
+    def relay() -> int:
+        args = parser.parse_args(argv)
+        socket_path = args.socket or os.path.join(state_dir_path(), HYPERHIVE_SOCKET)
+        return _Relay(socket_path, args.reply_timeout, None, None, HYPERHIVE).run()
+
+    return run_main(HYPERHIVE.program, relay, interrupted=130)
+
+
+def _parser(relayed: Relayed, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=relayed.program, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
 
 
 if __name__ == "__main__":

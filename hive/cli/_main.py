@@ -35,7 +35,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="run hive-agent with a scripted demo agent on a temporary state directory (no API key)",
         description="Run hive-agent (with its own hive-bash-daemon) on a temporary state directory, its agent "
         "a scripted ACP agent shipped with hive (no model, no API key). One operator message starts a turn in "
-        "which the agent starts a background task through the bash relay and calls loose_ends over HTTP; the "
+        "which the agent starts a background task through the bash relay and calls loose_ends through its relay; the "
         "task's end wakes the next turn. Then hive-agent is stopped with SIGINT, the turn log is printed as "
         "`hive agent log` shows it, and the directory is removed.",
     )

@@ -103,6 +103,14 @@ class JsonlFile:
                 )
             self._failed = False
 
+    async def sync(self) -> None:
+        """Make what was appended so far durable (fsync, in a worker thread, which the caller
+        waits for: close the file only once it has returned); a failure is reported as a write's."""
+        try:
+            await trio.to_thread.run_sync(os.fsync, self._fd)
+        except OSError as exc:
+            log.error("cannot make %s %s durable (%s)", self._known_as, self.path, exc)  # noqa: TRY400
+
     async def context_usage(self, usage: ContextUsage) -> None:
         """Not part of the stream-json shape, so not written."""
 

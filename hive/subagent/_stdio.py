@@ -7,7 +7,7 @@ whether an answer was written: here each answer some request asked about
 client's side, stdin, was still open. A client that closed stdin has gone away (Claude Code
 does so when a turn is stopped mid-tool), and one that closed stdout stopped reading: an
 answer still sent then reaches nobody, and the ends it shows are told by wakes instead. This
-is the bash daemon's rule for its connections (``hive.bash._framing.Receipts``).
+is the bash daemon's rule for its connections (``hive.daemon.Receipts``).
 
 The answers to requests already read still go out after stdin ends, as the bash daemon's do.
 Once stdout cannot be written to, nothing more is read: the session ends, as the bash relay

@@ -176,14 +176,17 @@ def remove_task_cgroups(state_dir: Path) -> None:
     """What a test's daemon left of its task cgroups (a crashed daemon, a task left running)
     is killed and removed, so that no test leaves cgroups behind on the machine."""
     parent = task_cgroup_parent(state_dir)
-    if parent is None or not parent.is_dir():
-        return
-    for name in _cgroups.leftovers(parent):
-        cgroup = parent / name
-        while killed := _cgroups.kill_all(cgroup):
-            _wait_exits(killed)
-        _cgroups.remove(cgroup)
-    _cgroups.remove(parent)
+    if parent is not None and parent.is_dir():
+        remove_cgroup_tree(parent)
+
+
+def remove_cgroup_tree(cgroup: Path) -> None:
+    """Kill what is in ``cgroup`` and in every cgroup below it, and remove them all."""
+    for name in _cgroups.leftovers(cgroup):
+        remove_cgroup_tree(cgroup / name)
+    while killed := _cgroups.kill_all(cgroup):
+        _wait_exits(killed)
+    _cgroups.remove(cgroup)
 
 
 def _wait_exits(pids: list[int]) -> None:

@@ -133,14 +133,31 @@ class ForkedDaemon:
 
 
 def fork_daemon(
-    args: Sequence[str], env: Mapping[str, str], *, stderr: int, nofile: tuple[int, int] | None = None
+    args: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    stderr: int,
+    nofile: tuple[int, int] | None = None,
+    user: DaemonUser | None = None,
 ) -> ForkedDaemon:
     """Fork a daemon with this command line and environment; stdin /dev/null, stdout the test's;
-    ``nofile`` its (soft, hard) open-files limit."""
+    ``nofile`` its (soft, hard) open-files limit; ``user`` who it runs as, and in which cgroup."""
     with open(os.devnull, "rb") as devnull:
         fds = (devnull.fileno(), sys.__stdout__.fileno() if sys.__stdout__ else 1, stderr)
         payload = {"op": "spawn", "args": list(args), "env": dict(env), "cwd": os.getcwd(), "nofile": nofile}
+        if user is not None:
+            payload |= {"user": [user.uid, user.gid], "cgroup": str(user.cgroup)}
         return ForkedDaemon(_the_zygote().request(payload, fds)["pid"])
+
+
+@attrs.frozen
+class DaemonUser:
+    """An unprivileged daemon, as a service manager starts one with ``User=`` and
+    ``Delegate=yes``: run as ``uid``/``gid``, in ``cgroup`` (which that user owns)."""
+
+    uid: int
+    gid: int
+    cgroup: Path
 
 
 @attrs.define
@@ -216,8 +233,11 @@ def forked_daemon_under(root: Path) -> Iterator[ForkedDaemonHandle]:
 
 
 @contextlib.contextmanager
-def forked_shared_daemon(*extra: str, agent: bool = False) -> Iterator[DaemonHandle]:
-    """`tests.helpers.daemon.shared_daemon`, forked from the zygote."""
+def forked_shared_daemon(
+    *extra: str, agent: bool = False, user: DaemonUser | None = None
+) -> Iterator[DaemonHandle]:
+    """`tests.helpers.daemon.shared_daemon`, forked from the zygote (run as ``user``, if given:
+    its directory is then that user's)."""
     handle = ForkedDaemonHandle.under(short_tmp_dir())
     handle.stderr_path = handle.root / "daemon.err"
     notify_path = handle.root / "notify"
@@ -227,8 +247,11 @@ def forked_shared_daemon(*extra: str, agent: bool = False) -> Iterator[DaemonHan
             open(handle.stderr_path, "ab") as err,
         ):
             notify.bind(str(notify_path))
+            if user is not None:
+                for path in (handle.root, handle.stderr_path, notify_path):
+                    os.chown(path, user.uid, user.gid)
             env = {**os.environ, "NOTIFY_SOCKET": str(notify_path)}
-            process = fork_daemon(handle.args(*extra, agent=agent), env, stderr=err.fileno())
+            process = fork_daemon(handle.args(*extra, agent=agent), env, stderr=err.fileno(), user=user)
             try:
                 _ready_blocking(notify, process)
                 yield handle

@@ -1,39 +1,33 @@
-"""Speaking to a hyperhive server: an MCP session through the SDK's streamable HTTP client, and
-raw JSON-RPC posts."""
+"""Speaking to a hyperhive server as the agent does: the SDK's stdio client spawning the real relay
+(hive-hyperhive-mcp) to the server's socket."""
 
 from __future__ import annotations
 
-import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from pathlib import Path
 
-import httpx2
 from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from hive.agent._hyperhive import Hyperhive
+
+def hyperhive_relay_argv(socket_path: Path) -> list[str]:
+    """The command line of the real relay (``hive-hyperhive-mcp``) to ``socket_path``."""
+    return [sys.executable, "-m", "hive.agent.hyperhive_mcp", "--socket", str(socket_path)]
 
 
 @asynccontextmanager
-async def session(h: Hyperhive, headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
-    """An MCP session with the server through the SDK's streamable HTTP client, with the token."""
-    auth = {"Authorization": f"Bearer {h.token}"} if headers is None else headers
-    async with (
-        httpx2.AsyncClient(headers=auth) as client,
-        streamable_http_client(h.url, http_client=client) as (read, write),
-        ClientSession(read, write) as s,
-    ):
-        await s.initialize()
-        yield s
-
-
-def tool_call(name: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": {}}}
-
-
-async def raw_post(h: Hyperhive, headers: dict[str, str], message: dict[str, Any]) -> httpx2.Response:
-    """One JSON-RPC message POSTed as is (the server is stateless: no initialize is needed)."""
-    base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    async with httpx2.AsyncClient() as client:
-        return await client.post(h.url, headers={**base, **headers}, content=json.dumps(message))
+async def session(socket_path: Path) -> AsyncIterator[ClientSession]:
+    """An initialized MCP session with the hyperhive server on ``socket_path``, through the relay
+    (its stderr beside the socket, in ``hyperhive-relay.err``)."""
+    argv = hyperhive_relay_argv(socket_path)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    with open(socket_path.parent / "hyperhive-relay.err", "a") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            yield s

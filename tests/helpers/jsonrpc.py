@@ -184,6 +184,7 @@ INITIALIZE = (
 )
 
 
-def answers_initialize(path: str) -> bool:
+def answers_initialize(path: str, server: str = "bash") -> bool:
+    """Whether the MCP server ``server`` answers ``initialize`` on the socket ``path``."""
     reply = raw_exchange(path, INITIALIZE)
-    return json.loads(reply.splitlines()[0])["result"]["serverInfo"]["name"] == "bash"
+    return json.loads(reply.splitlines()[0])["result"]["serverInfo"]["name"] == server

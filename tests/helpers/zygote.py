@@ -43,7 +43,8 @@ def _become_daemon(daemon: Any, control: socket.socket, request: dict[str, Any],
     """In the forked child: what an exec by ``subprocess.Popen(start_new_session=True)`` gives,
     then the daemon's ``main``, and the interpreter's exit as ``sys.exit(main())`` makes it
     (atexit handlers, finalization): the SystemExit unwinds the zygote's loop, which has no
-    cleanup of its own."""
+    cleanup of its own. With ``cgroup``, it first moves into that cgroup (as the zygote's root
+    may); with ``user`` (uid, gid), it then runs as that user, as a service manager starts one."""
     os.setsid()
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -54,6 +55,18 @@ def _become_daemon(daemon: Any, control: socket.socket, request: dict[str, Any],
     os.chdir(request["cwd"])
     if request["nofile"] is not None:
         resource.setrlimit(resource.RLIMIT_NOFILE, tuple(request["nofile"]))
+    if request.get("cgroup") is not None:
+        with open(os.path.join(request["cgroup"], "cgroup.procs"), "w") as procs:
+            procs.write("0")
+    if request.get("user") is not None:
+        # The interpreter's library may be where that user cannot read (a pyenv under /root):
+        # what the daemon would import later is imported now.
+        import encodings.unicode_escape  # noqa: F401
+
+        uid, gid = request["user"]
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
     sys.argv = [daemon.__file__, *request["args"]]
     sys.exit(daemon.main())
 

@@ -1,9 +1,9 @@
 """hive-agent driving the real peers offline: the Claude Code CLI and claude-agent-acp against the
 fake Messages API. A wake produces a turn whose prompt reaches the API; the scripted model calls
 ``mcp__bash__run`` (the bash relay to hive-agent's own daemon) and ``mcp__hyperhive__loose_ends``
-(over HTTP, with the token hive-agent gave the agent), and both succeed. And a session of two
-turns, scripted in one scenario file by the turns' prompts: a tool turn that starts a task, then,
-woken by the task's end, a text turn."""
+(through hive-hyperhive-mcp, the relay to hive-agent's own hyperhive socket), and both succeed.
+And a session of two turns, scripted in one scenario file by the turns' prompts: a tool turn that
+starts a task, then, woken by the task's end, a text turn."""
 
 from __future__ import annotations
 
