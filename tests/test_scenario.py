@@ -20,6 +20,7 @@ SECONDS = 20.0
 async def test_a_fleet_under_faults_keeps_every_promise() -> None:
     seed = int(os.environ.get("HIVE_SCENARIO_SEED") or random.SystemRandom().randrange(1, 1_000_000))
     root = Path(tempfile.mkdtemp(prefix="hive-s-", dir="/tmp"))
+    kept = False
     try:
         try:
             fleet = await run_fleet(seed, root, seconds=SECONDS)
@@ -27,9 +28,13 @@ async def test_a_fleet_under_faults_keeps_every_promise() -> None:
             raise AssertionError(f"seed {seed}: the fleet's run failed: {exc!r}") from exc
         try:
             counts = check(fleet)
+        except AssertionError as failed:
+            kept = True
+            raise AssertionError(f"{failed} (its files are kept in {root})") from failed
         finally:
             unmount(fleet)
         print(f"seed {seed}: {counts.line()}")
         assert counts.tasks > 0 and counts.turns > 0, f"seed {seed}: the fleet did nothing: {counts.line()}"
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(root, ignore_errors=True)
