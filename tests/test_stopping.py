@@ -5,6 +5,7 @@ checks do not block the daemon's event loop."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import shlex
@@ -12,6 +13,7 @@ import shutil
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -546,3 +548,41 @@ async def test_without_cgroups_the_subreaper_holds_the_task_and_status_says_so(d
         assert "held by: subreaper" in text_of(result)
         parent = task_cgroup_parent(daemon.state_dir)
         assert parent is None or not parent.exists()
+
+
+async def test_a_wrapper_whose_wait_is_given_up_is_kept_not_collected_as_a_leak(short_tmp: Path) -> None:
+    # A daemon stopping while a task runs gives up its wait: the task runs on (a restarted daemon
+    # adopts it), and the wrapper's Popen, collected later, must not warn of a process left unwaited.
+    from hive.bash import _procs
+
+    (short_tmp / "cmd").write_bytes(b"exec sleep 60")
+    cmd = os.open(short_tmp / "cmd", os.O_RDONLY)
+    exit_fd = os.open(short_tmp / "exit", os.O_WRONLY | os.O_CREAT, 0o600)
+    out = os.open(os.devnull, os.O_WRONLY)
+    try:
+        child = _procs.spawn_task(
+            cmd_fd=cmd,
+            exit_fd=exit_fd,
+            exit_file=short_tmp / "exit",
+            mark="m",
+            tag="t:1",
+            cwd=short_tmp,
+            stdout=out,
+            stderr=out,
+        )
+    finally:
+        for fd in (cmd, exit_fd, out):
+            os.close(fd)
+    pid = child.pid
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await child.wait()
+    del child, scope
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gc.collect()
+    os.killpg(pid, signal.SIGINT)
+    left = [p for p in _procs._wrappers.left if p.pid == pid]
+    assert len(left) == 1
+    assert left[0].wait() != 0
+    _procs._wrappers.left.remove(left[0])

@@ -114,6 +114,10 @@ class _Wrappers:
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     pids: set[int] = attrs.field(factory=set)
     starting: int = 0
+    left: list[subprocess.Popen[bytes]] = attrs.field(factory=list)
+    """Wrappers whose wait was given up (the daemon stopping while they run on): kept, since
+    their task outlives the daemon and a restarted one adopts it, not reaped and not warned of
+    as a leak when the object would be collected."""
 
 
 _wrappers = _Wrappers()
@@ -188,6 +192,10 @@ class Child:
                 info = os.waitid(os.P_PIDFD, self.pidfd, os.WEXITED | os.WNOHANG)  # noqa: ASYNC222
         except ChildProcessError:
             returncode = 0  # reaped by someone else: as Popen.wait reports it
+        except BaseException:
+            with _wrappers.lock:
+                _wrappers.left.append(self.popen)
+            raise
         else:
             returncode = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
         finally:
