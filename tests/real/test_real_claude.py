@@ -133,7 +133,9 @@ async def test_sigint_during_a_tool_stops_it_and_claude_reports_the_turn(
         outcome.errors,
         [line.get("type") for line in lines(sink)],
     )
-    assert result.get("terminal_reason") == "aborted_tools"
+    # The CLI runs a tool while the model's message still streams: a SIGINT in that window (seen
+    # under load) is reported as an aborted stream, with the tool's command stopped the same.
+    assert result.get("terminal_reason") in ("aborted_tools", "aborted_streaming")
     assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]
     try:
         os.write(writer[0], b"anyone there?\n")
