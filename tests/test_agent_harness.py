@@ -165,7 +165,7 @@ async def test_claude_gets_bash_and_hyperhive_and_no_builtin_bash(root: Path, fa
         async with running_agent(root, claude_env(fake)) as agent:
             await send_wake(agent.socket, Wake("bash-task-x", "x ended"))
             start = await claude_start(fake, 1)
-            await agent.hive_line()
+            await agent.carried_line()  # the turn is over, not only in the log: the stop finds it idle
     options = start["options"]
     (mcp_file,) = options["mcp_config"]
     assert Path(mcp_file) == root / "state" / "claude-mcp.json"

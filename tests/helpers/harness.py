@@ -77,6 +77,12 @@ class Agent:
         """The first ``{"type":"hive"}`` line of the turn log that satisfies ``predicate``."""
         return await wait_line(self.state / "turns.jsonl", lambda o: o.get("type") == "hive" and predicate(o))
 
+    async def carried_line(self) -> dict[str, Any]:
+        """The first ``carried`` line of the queue's journal: a turn that carried messages has
+        ended and left its running phase (the line follows its turn-log line, and a stop from
+        then on names no running turn)."""
+        return await wait_line(self.state / "queue", lambda o: o.get("op") == "carried")
+
     def hive_lines(self) -> list[dict[str, Any]]:
         lines = [json.loads(line) for line in (self.state / "turns.jsonl").read_bytes().splitlines()]
         return [line for line in lines if line.get("type") == "hive"]
