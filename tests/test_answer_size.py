@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import trio
 from hypothesis import given
@@ -22,7 +23,7 @@ from hive.bash._courier import WakeCourier
 from hive.bash._describe import BRIEF_LINES, BRIEF_TAIL_BYTES, brief_output
 from hive.bash._store import TAIL_BYTES, Tail, TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools, ToolResult
+from hive.bash._tools import TOOLS, BashTools, ToolResult
 
 FULL_ONLY = {"cmd", "cwd", "pid", "held_by", "created_at", "started_at", "ended_at", "signals", "cmd_path"}
 """Fields of a task's status that its full status has and an agent's answer leaves out."""
@@ -48,9 +49,16 @@ async def tools(short_tmp: Path) -> AsyncIterator[BashTools]:
         nursery.cancel_scope.cancel()
 
 
+SCHEMAS = {spec.name: spec.output_schema for spec in TOOLS}
+
+
 async def call(tools: BashTools, tool: str, **arguments: Any) -> ToolResult:
+    """The answer to ``tool``, checked against the tool's output schema."""
     with trio.fail_after(30):
-        return await tools.call(tool, arguments)
+        result = await tools.call(tool, arguments)
+    if result.structured is not None:
+        jsonschema.validate(result.structured, SCHEMAS[tool])
+    return result
 
 
 async def test_a_trivial_run_answers_what_the_model_acts_on_in_250_characters(tools: BashTools) -> None:
