@@ -31,6 +31,7 @@ import relay_cold_start
 import run_roundtrip
 import subagent_start
 import subagents_100
+import tool_tokens
 import wake_latency
 import web_fleet
 from _common import Figure, default_base, table
@@ -56,6 +57,7 @@ BENCHMARKS = [
     agent_stop,
     follow_output,
     web_fleet,
+    tool_tokens,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -149,7 +149,8 @@ def _one_after_another(outs: list[Path]) -> bool:
 
 
 async def _call(tools: BashTools, tool: str, **args: Any) -> tuple[str, dict[str, Any]]:
-    result = await tools.call(tool, args)
+    """A tool's answer as a program reads it (every field: ``full``)."""
+    result = await tools.call(tool, args | ({"full": True} if tool != "list" else {}))
     assert not result.is_error, result.text
     return result.text, result.structured
 

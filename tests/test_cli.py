@@ -322,7 +322,7 @@ async def test_errors_name_the_cli_flags_and_commands(served: DaemonHandle) -> N
     assert "wait_seconds" not in err and "stop('held')" not in err
     err = one_line_error(unknown)
     assert "no task has id 'no-such-task'" in err
-    assert "`hive bash ls` shows every known task" in err
+    assert "`hive bash ls` shows them all" in err
     assert "`list`" not in err
 
 

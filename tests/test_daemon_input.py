@@ -112,7 +112,7 @@ async def test_arguments_that_are_not_an_object_are_a_tool_error_saying_so(
                 answer = result_of(await relay.receive(), request_id)
                 text = (
                     f"arguments must be an object naming each argument, not {kind}; this tool takes "
-                    "cmd, timeout_secs, wait_seconds, name, notify_on, notify_max"
+                    "cmd, timeout_secs, wait_seconds, name, notify_on, notify_max, full"
                 )
                 assert answer["isError"], answer
                 assert answer["content"] == [{"type": "text", "text": text}]
@@ -120,12 +120,14 @@ async def test_arguments_that_are_not_an_object_are_a_tool_error_saying_so(
             # A tool that is not there is said to be so, whatever its arguments.
             await relay.send(request(9, "tools/call", {"name": "rm", "arguments": "x"}))
             unknown = result_of(await relay.receive(), 9)
-            assert unknown["isError"] and unknown["structuredContent"]["error"] == "unknown_tool", unknown
+            assert unknown["isError"] and "unknown tool 'rm'" in unknown["content"][0]["text"], unknown
 
 
 async def test_numbers_may_come_as_strings_and_waits_are_capped(short_tmp: Path) -> None:
     async with serving_tools(short_tmp) as tools:
-        result = await tools.call("run", {"cmd": "echo x", "wait_seconds": "5", "timeout_secs": "60"})
+        result = await tools.call(
+            "run", {"cmd": "echo x", "wait_seconds": "5", "timeout_secs": "60", "full": True}
+        )
         assert not result.is_error, result.text
         assert result.structured["timeout_secs"] == 60
         gate = short_tmp / "gate"

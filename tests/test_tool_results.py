@@ -62,13 +62,18 @@ async def test_every_structured_result_carries_the_texts_guidance(daemon: Daemon
             "1 of 2 tasks, newest first (1 older task not shown; pass limit=0 for all)"
         )
 
-        # A tool error: the message is the text.
-        for tool, args in (("status", {"id": "nope"}), ("run", {"cmd": ""}), ("list", {"limit": -1})):
+        # A tool error: for a program (full), the message is the text; for an agent, the text alone.
+        for tool, args in (("status", {"id": "nope"}), ("run", {"cmd": ""})):
             error = await call(session, tool, **args)
             assert error.is_error
             content = check(tool, error)
             assert content["message"] == text_of(error)
             assert content["error"] in ("UnknownTask", "BadArgument")
+            brief = await call(session, tool, **args, full=False)
+            assert brief.is_error and brief.structured_content is None
+            assert text_of(brief) == text_of(error)
+        refused = await call(session, "list", limit=-1)
+        assert refused.is_error and refused.structured_content is None and "limit" in text_of(refused)
 
 
 async def test_a_daemon_without_an_agent_socket_promises_no_wake(served: DaemonHandle) -> None:

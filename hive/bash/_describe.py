@@ -10,9 +10,13 @@ from hive._when import counted, in_seconds
 from hive.bash._model import HeldBy, StopReason, TaskState
 from hive.bash._output import NewOutput
 from hive.bash._records import TaskRecord
-from hive.bash._store import Tail, last_lines
+from hive.bash._store import Tail, decode_tail, last_lines
 
 WAKE_STDOUT_LINES = 20
+BRIEF_LINES = WAKE_STDOUT_LINES
+BRIEF_TAIL_BYTES = 2048
+"""An agent's answer shows at most the last ``BRIEF_LINES`` lines of a stream, and at most
+``BRIEF_TAIL_BYTES`` of them (a full status: the last 4 KiB)."""
 HELD_BY = {
     HeldBy.CGROUP: "cgroup (a cgroup v2 of its own holds every process it starts)",
     HeldBy.SUBREAPER: "subreaper (its process group, its HIVE_BASH_TASK tag and the daemon as subreaper)",
@@ -115,32 +119,48 @@ def wake_body(record: TaskRecord, stdout: str) -> str:
     return "\n".join(lines)
 
 
-def describe_status(
-    record: TaskRecord,
+def brief_output(tail: Tail) -> dict[str, Any]:
+    """A stream as an agent's answer shows it: its last lines, and where the whole of it is
+    (and its size) only when they are not all of it."""
+    shown = "".join(tail.text.splitlines(keepends=True)[-BRIEF_LINES:])
+    data = shown.encode()
+    if len(data) > BRIEF_TAIL_BYTES:
+        shown = decode_tail(data[-BRIEF_TAIL_BYTES:])
+    if shown == tail.text and not tail.truncated:
+        return {"tail": shown}
+    return {"tail": shown, "bytes": tail.size, "path": str(tail.path)}
+
+
+def _brief_status(
+    record: TaskRecord, duration: float | None, out: Tail, err: Tail, place: int | None
+) -> dict[str, Any]:
+    """What an agent acts on in a task's status (the rest is left to a full status): a field
+    with nothing to say (no exit code yet, a stream with no output) is left out."""
+    brief: dict[str, Any] = {"id": record.id, "state": record.state.value}
+    if place is not None:
+        brief["place_in_line"] = place
+    if record.exit_code is not None:
+        brief["exit_code"] = record.exit_code
+    if duration is not None:
+        brief["duration_secs"] = round(duration, 3)
+    for label, tail in (("stdout", out), ("stderr", err)):
+        if tail.size:
+            brief[label] = brief_output(tail)
+    return brief
+
+
+def _full_status(
+    r: TaskRecord,
+    duration: float | None,
     out: Tail,
     err: Tail,
-    now: float,
-    cmd_path: str | None = None,
     *,
-    wakes: bool = True,
-    new: Sequence[NewOutput] = (),
-    place: int | None = None,
-    limit: int | None = None,
-) -> tuple[str, dict[str, Any]]:
-    """The full status: text for the agent and the same as structured content.
-
-    The structured ``message`` holds the text's guidance (its headline, notes, and what to
-    do next), everything but the command and the output, which have fields of their own.
-    A stream read from an offset (``new``) is shown from there in the text, instead of its tail.
-    ``place``: its place in the line of tasks waiting to run (at most ``limit`` run at once).
-    """
-    r = record
-    duration = r.duration(now)
-    guidance = [f"task {r.id}: {headline(r, now, place, limit)}"]
-    guidance += [f"note: {note}" for note in r.notes]
-    if not r.state.final:
-        guidance.append(still_running(r.id, wakes=wakes, pending=place is not None))
-    cmd = shown_cmd(r.cmd, cmd_path or "its .cmd file")
+    cmd: str,
+    cmd_path: str | None,
+    place: int | None,
+    wakes: bool,
+) -> dict[str, Any]:
+    """Every field of a task's status, as a program (the CLI's ``--json``) reads it."""
     structured: dict[str, Any] = {
         "id": r.id,
         "state": r.state.value,
@@ -160,17 +180,55 @@ def describe_status(
         "place_in_line": place,
         "stdout": {"tail": out.text, "bytes": out.size, "path": str(out.path)},
         "stderr": {"tail": err.text, "bytes": err.size, "path": str(err.path)},
-        "message": "\n".join(guidance),
     }
     if not r.state.final:
         structured["wake"] = f"bash-task-{r.id}" if wakes else None
     if cmd_path is not None:
         structured["cmd_path"] = cmd_path
+    return structured
+
+
+def describe_status(
+    record: TaskRecord,
+    out: Tail,
+    err: Tail,
+    now: float,
+    cmd_path: str | None = None,
+    *,
+    wakes: bool = True,
+    new: Sequence[NewOutput] = (),
+    place: int | None = None,
+    limit: int | None = None,
+    full: bool = True,
+) -> tuple[str, dict[str, Any]]:
+    """The full status: text for the agent and the same as structured content; without
+    ``full``, the structured content keeps only what an agent acts on (:func:`_brief_status`).
+
+    The structured ``message`` holds the text's guidance (its headline, notes, and what to
+    do next), everything but the command and the output, which have fields of their own.
+    A stream read from an offset (``new``) is shown from there in the text, instead of its tail.
+    ``place``: its place in the line of tasks waiting to run (at most ``limit`` run at once).
+    """
+    r = record
+    duration = r.duration(now)
+    guidance = [f"task {r.id}: {headline(r, now, place, limit)}"]
+    guidance += [f"note: {note}" for note in r.notes]
+    if not r.state.final:
+        guidance.append(still_running(r.id, wakes=wakes, pending=place is not None))
+    cmd = shown_cmd(r.cmd, cmd_path or "its .cmd file")
+    structured = (
+        _full_status(r, duration, out, err, cmd=cmd, cmd_path=cmd_path, place=place, wakes=wakes)
+        if full
+        else _brief_status(r, duration, out, err, place)
+    )
+    structured["message"] = "\n".join(guidance)
     lines = [guidance[0], f"$ {cmd}", *guidance[1:]]
     if r.held_by is not None:
         lines.insert(2, f"held by: {HELD_BY[r.held_by]}")
     followed = {n.stream: n for n in new}
     for n in new:
+        if not full:
+            structured.pop(n.stream, None)  # what is new of it is there already
         structured[f"{n.stream}_new"] = n.text
         structured[f"{n.stream}_next"] = n.next
     for label, tail in (("stdout", out), ("stderr", err)):

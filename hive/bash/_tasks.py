@@ -208,10 +208,7 @@ class TaskManager:
     def get(self, task_id: str) -> Task:
         task = self.tasks.get(task_id)
         if task is None:
-            raise UnknownTask(
-                f"no task has id {task_id!r}; `run` returns the id (or use the name you gave it), "
-                "and `list` shows every known task"
-            )
+            raise UnknownTask(f"no task has id {task_id!r}; `list` shows them all")
         return task
 
     def newest_first(self) -> list[TaskRecord]:

@@ -31,10 +31,11 @@ DEFAULT_LIST_LIMIT = 50
 @attrs.frozen
 class ToolResult:
     """A tool's answer. ``structured`` always has a ``message``: the text's guidance, for a client
-    that shows the model the structured content instead of the text (Claude Code does)."""
+    that shows the model the structured content instead of the text (Claude Code does). An
+    agent's error has none: its text is all it says."""
 
     text: str
-    structured: dict[str, Any]
+    structured: dict[str, Any] | None
     is_error: bool = False
     delivered: Callable[[bool], None] | None = attrs.field(default=None, eq=False, repr=False)
     """For an answer that carries a task's end: call it once the answer has been written, with
@@ -64,48 +65,73 @@ _PLACE = {
 _OUTPUT = {
     "type": "object",
     "properties": {
-        "tail": {"type": "string", "description": "The last 4 KiB, as UTF-8 (invalid bytes replaced)."},
-        "bytes": {"type": "integer", "description": "The whole output's size."},
-        "path": file_schema("the whole output"),
+        "tail": {
+            "type": "string",
+            "description": "Its last 20 lines, at most 2 KiB (with full: its last 4 KiB), as UTF-8 "
+            "(invalid bytes replaced).",
+        },
+        "bytes": {"type": "integer", "description": "The whole output's size (when tail is not all of it)."},
+        "path": file_schema("the whole output (given when tail is not all of it)"),
     },
-    "required": ["tail", "bytes", "path"],
+    "required": ["tail"],
 }
+_WITH_FULL = "Only with full."
 _STATUS_PROPERTIES: dict[str, Any] = {
     "id": {"type": "string"},
     "state": _STATE,
-    "exit_code": {"type": ["integer", "null"]},
-    "duration_secs": {"type": ["number", "null"]},
-    "cmd": {"type": "string", "description": "The command; one over 2000 characters is cut, see cmd_path."},
+    "exit_code": {"type": ["integer", "null"], "description": "Left out (with full: null) until it has one."},
+    "duration_secs": {
+        "type": ["number", "null"],
+        "description": "Left out (with full: null) until it starts.",
+    },
+    "cmd": {
+        "type": "string",
+        "description": f"{_WITH_FULL} The command; one over 2000 characters is cut, see cmd_path.",
+    },
     "cmd_path": file_schema("the whole command"),
-    "cwd": {"type": "string"},
-    "pid": {"type": ["integer", "null"]},
-    "timeout_secs": {"type": ["number", "null"]},
-    "stop_reason": {"type": ["string", "null"], "enum": [*(r.value for r in StopReason), None]},
-    "signals": {"type": "array", "items": {"type": "string"}},
-    "notes": {"type": "array", "items": {"type": "string"}},
+    "cwd": {"type": "string", "description": _WITH_FULL},
+    "pid": {"type": ["integer", "null"], "description": _WITH_FULL},
+    "timeout_secs": {"type": ["number", "null"], "description": _WITH_FULL},
+    "stop_reason": {
+        "type": ["string", "null"],
+        "enum": [*(r.value for r in StopReason), None],
+        "description": _WITH_FULL,
+    },
+    "signals": {"type": "array", "items": {"type": "string"}, "description": _WITH_FULL},
+    "notes": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": f"{_WITH_FULL} Each is a `note:` line of the message too.",
+    },
     "held_by": {
         "type": ["string", "null"],
         "enum": [*(h.value for h in HeldBy), None],
-        "description": "What holds every process of the task, so that a stop reaches them all: "
+        "description": f"{_WITH_FULL} What holds every process of the task, so that a stop reaches them all: "
         "`cgroup` (a cgroup v2 of its own) or `subreaper` (its group, its environment tag, the daemon "
         "as subreaper); null for a task recorded by a daemon that did not say.",
     },
-    "created_at": {"type": "number"},
-    "started_at": {"type": ["number", "null"]},
-    "ended_at": {"type": ["number", "null"]},
+    "created_at": {"type": "number", "description": _WITH_FULL},
+    "started_at": {"type": ["number", "null"], "description": _WITH_FULL},
+    "ended_at": {"type": ["number", "null"], "description": _WITH_FULL},
     "place_in_line": _PLACE,
-    "stdout": _OUTPUT,
-    "stderr": _OUTPUT,
+    "stdout": {**_OUTPUT, "description": "Left out when it is empty (but with full)."},
+    "stderr": {**_OUTPUT, "description": "Left out when it is empty (but with full)."},
     "wake": {
         "type": ["string", "null"],
-        "description": "Only while the task has not ended: who will wake you when it ends, bash-task-<id>; "
-        "null when no wake will follow.",
+        "description": f"{_WITH_FULL} Only while the task has not ended: who will wake you when it ends, "
+        "bash-task-<id>; null when no wake will follow (the message says so either way).",
     },
 }
-_STATUS_REQUIRED = ["id", "state", "exit_code", "duration_secs", "cmd", "stdout", "stderr", "notes"]
+_STATUS_REQUIRED = ["id", "state"]
+_FULL = {
+    "type": "boolean",
+    "default": False,
+    "description": "Also answer what programs read: the task's command, cwd, pid, timeout, signals, "
+    "notes, what holds it, its times, and every stream's tail (4 KiB), size and path.",
+}
 _STARTED_PROPERTIES: dict[str, Any] = {
-    "stdout_path": file_schema("its whole stdout"),
-    "stderr_path": file_schema("its whole stderr"),
+    "stdout_path": file_schema(f"its whole stdout. {_WITH_FULL}"),
+    "stderr_path": file_schema(f"its whole stderr. {_WITH_FULL}"),
     "previous": {
         "type": "object",
         "description": "The earlier task of the same name, whose end you had not been told yet.",
@@ -164,7 +190,7 @@ def _new_schema(stream: str) -> dict[str, Any]:
 
 _WAIT_DESCRIPTION = (
     f"Seconds to wait for the task to finish before answering (0 to {MAX_WAIT:g}; larger values are "
-    f"capped at {MAX_WAIT:g}). If it finishes in time you get its full status at once."
+    f"capped at {MAX_WAIT:g}). If it finishes in time you get its status at once."
 )
 
 TOOLS = [
@@ -172,8 +198,8 @@ TOOLS = [
         "run",
         "Run a shell command with bash (as `bash -c CMD` would: arrays, [[ ]], brace expansion and "
         f"pipefail work; up to {MAX_CMD_BYTES // 1024} KiB) in the background. Its stdout and stderr go "
-        "to files; the answer gives their paths. If the command finishes within wait_seconds (default 3) you get "
-        "its full status right away and no wake follows. Otherwise the answer is `task started: id=<id>`, "
+        "to files (`status` gives their paths). If the command finishes within wait_seconds (default 3) you get "
+        "its status (exit code, last output lines) right away and no wake follows. Otherwise the answer is `task started: id=<id>`, "
         "the task keeps running, and when it ends you are woken by a message from `bash-task-<id>` with "
         "its exit code, its notes and its last stdout lines. Use `status` to check on it or wait for it, `stop` to end it. "
         "Where the daemon runs at most so many tasks at once and all are taken, the task waits in line "
@@ -227,13 +253,13 @@ TOOLS = [
                     "maximum": MAX_MAX,
                     "description": f"With notify_on: the most match wakes this task sends (default {DEFAULT_MAX}).",
                 },
+                "full": _FULL,
             },
             "required": ["cmd"],
             "additionalProperties": False,
         },
         answer_schema(
             {**_STATUS_PROPERTIES, **_STARTED_PROPERTIES},
-            ["id", "state", "stdout_path", "stderr_path", "wake"],
             _STATUS_REQUIRED,
             errors=_ERRORS,
         ),
@@ -241,8 +267,8 @@ TOOLS = [
     ToolSpec(
         "status",
         "The status of a task started with `run`: state (pending: waiting in line for a place to run, "
-        "running, done, timed_out, stopped, interrupted), exit code, duration, and the last 4 KiB of stdout and of stderr, with the paths of "
-        "the whole output files. `interrupted` means its process was gone after a daemon restart with no "
+        "running, done, timed_out, stopped, interrupted), exit code, duration, and the last 20 lines (at most 2 KiB) of stdout and of stderr, with "
+        "where the whole output is when that is not all of it. `interrupted` means its process was gone after a daemon restart with no "
         "exit status recorded. To follow a task's output as it is written, pass stdout_offset (and/or "
         "stderr_offset), starting at 0, with wait_seconds: the answer comes as soon as there is new output "
         "and carries it as stdout_new, with stdout_next, the offset to pass next time. An end shown to you "
@@ -262,6 +288,7 @@ TOOLS = [
                     "the offset (or the task ends), so you can follow a task's output as it is written.",
                 },
                 **{f"{stream}_offset": _offset_schema(stream) for stream in STREAMS},
+                "full": _FULL,
             },
             "required": ["id"],
             "additionalProperties": False,
@@ -276,11 +303,11 @@ TOOLS = [
         "stop",
         "Stop a running task (or take a pending one out of the line: it never runs): SIGINT to every process it started (its process group, and any that left it "
         "with setsid or a new group), and SIGKILL to whatever is still alive after the grace period. Answers "
-        "with the task's status once it has ended; the status says it was stopped, which signals it took, "
+        "with the task's status once it has ended; its message says it was stopped, which signals it took, "
         "and (in its notes) which processes outside its group were signalled.",
         {
             "type": "object",
-            "properties": {"id": {"type": "string", "description": "The task's id or name."}},
+            "properties": {"id": {"type": "string", "description": "The task's id or name."}, "full": _FULL},
             "required": ["id"],
             "additionalProperties": False,
         },
@@ -324,10 +351,16 @@ def _task_id(args: Mapping[str, Any]) -> str:
 
 
 async def status_of(
-    manager: TaskManager, task: Task, clock: Callable[[], float], offsets: Mapping[str, int] | None = None
+    manager: TaskManager,
+    task: Task,
+    clock: Callable[[], float],
+    offsets: Mapping[str, int] | None = None,
+    *,
+    full: bool,
 ) -> ToolResult:
     """The task's status, with its output's tails (read in a worker thread), and with what the
-    streams named in ``offsets`` hold past their offsets."""
+    streams named in ``offsets`` hold past their offsets; ``full``: every field of it, else
+    what an agent acts on."""
     new = await manager.new_output(task, offsets) if offsets else []
     out, err = await manager.output_tails(task.id)
     now = clock()
@@ -343,12 +376,14 @@ async def status_of(
         new=new,
         place=manager.place(task),
         limit=manager.settings.max_running,
+        full=full,
     )
     return ToolResult(text, structured)
 
 
-def _started(task: Task, manager: TaskManager) -> ToolResult:
-    """The answer of a `run` whose task has not ended (or whose end comes as a wake)."""
+def _started(task: Task, manager: TaskManager, *, full: bool) -> ToolResult:
+    """The answer of a `run` whose task has not ended (or whose end comes as a wake): for an
+    agent (not ``full``) its id, state and what to do next; the paths are in a full status."""
     tid = task.id
     out, err = manager.store.out_path(tid), manager.store.err_path(tid)
     wakes = manager.courier.agent_socket is not None
@@ -357,9 +392,13 @@ def _started(task: Task, manager: TaskManager) -> ToolResult:
         first = f"task started: id={tid}"
     else:
         first = f"task queued: id={tid} ({waiting(place, manager.settings.max_running)})"
-    text = (
-        f"{first}\n{still_running(tid, wakes=wakes, pending=place is not None)}\nstdout: {out}\nstderr: {err}"
-    )
+    guidance = f"{first}\n{still_running(tid, wakes=wakes, pending=place is not None)}"
+    text = f"{guidance}\nstdout: {out}\nstderr: {err}"
+    if not full:
+        brief: dict[str, Any] = {"id": tid, "state": "pending" if place is not None else "running"}
+        if place is not None:
+            brief["place_in_line"] = place
+        return ToolResult(text, brief | {"message": guidance})
     structured = {
         "id": tid,
         "state": "pending" if place is not None else "running",
@@ -374,12 +413,19 @@ def _started(task: Task, manager: TaskManager) -> ToolResult:
 
 def _preceded(result: ToolResult, line: str, **extra: Any) -> ToolResult:
     """``result`` with ``line`` before its text and its message."""
+    assert result.structured is not None
     structured = {**result.structured, **extra, "message": f"{line}\n{result.structured['message']}"}
     return attrs.evolve(result, text=f"{line}\n{result.text}", structured=structured)
 
 
-def _error(text: str, kind: str) -> ToolResult:
-    return ToolResult(text, {"error": kind, "message": text}, is_error=True)
+def _error(text: str, kind: str, *, full: bool) -> ToolResult:
+    """A tool error: its text, and for a program (``full``) its kind as structured content."""
+    return ToolResult(text, {"error": kind, "message": text} if full else None, is_error=True)
+
+
+def _asks_full(arguments: Mapping[str, Any] | None) -> bool:
+    """Whether a call asks for a program's answer (``full``), however its other arguments are."""
+    return isinstance(arguments, Mapping) and arguments.get("full") is True
 
 
 def _check_cmd(cmd: str) -> str:
@@ -415,18 +461,20 @@ class BashTools:
         """Run tool ``name``; a caller's mistake comes back as an error result, never an exception.
         ``traceparent``: the span the call was made in (a task `run` starts is its child)."""
         handler = self._handlers(traceparent).get(name)
+        full = _asks_full(arguments)
         if handler is None:
             return _error(
                 f"unknown tool {name!r}; the bash tools are {', '.join(t.name for t in TOOLS)}",
                 "unknown_tool",
+                full=full,
             )
         try:
             args = check_arguments(_SPECS[name].input_schema, arguments, capped=_CAPPED)
             return await handler(args)
         except ArgumentError as exc:
-            return _error(str(exc), "BadArgument")
+            return _error(str(exc), "BadArgument", full=full)
         except BashError as exc:
-            return _error(str(exc), type(exc).__name__)
+            return _error(str(exc), type(exc).__name__, full=full)
 
     def _handlers(
         self, traceparent: str | None
@@ -441,6 +489,7 @@ class BashTools:
         name: str | None = args.get("name")
         notify_on: str | None = args.get("notify_on")
         notify_max: int | None = args.get("notify_max")
+        full: bool = args["full"]
         if notify_on is not None:
             compile_pattern(notify_on)
         elif notify_max is not None:
@@ -468,10 +517,10 @@ class BashTools:
                 self.manager.release(previous, told=False)
             raise
         if task.final and wait > 0:
-            result = await self._ended(task)
+            result = await self._ended(task, full=full)
         else:
             # wait_seconds=0 always answers at once; the end, even an immediate one, comes as a wake.
-            result = _started(task, self.manager)
+            result = _started(task, self.manager, full=full)
             self.manager.release(task, told=False)
         if previous is None:
             return result
@@ -509,13 +558,13 @@ class BashTools:
         except BaseException:
             self.manager.release(task, told=False)
             raise
-        return await self._answer(task, offsets)
+        return await self._answer(task, offsets, full=args["full"])
 
     async def stop(self, args: dict[str, Any]) -> ToolResult:
         task = self.manager.get(_task_id(args))
         self.manager.hold(task)
         if task.final:
-            answer = await self._answer(task)
+            answer = await self._answer(task, full=args["full"])
             return _preceded(answer, f"task {task.id} had already ended; nothing to stop.")
         try:
             self.manager.request_stop(task)
@@ -523,20 +572,22 @@ class BashTools:
         except BaseException:
             self.manager.release(task, told=False)
             raise
-        return await self._answer(task)
+        return await self._answer(task, full=args["full"])
 
-    async def _answer(self, task: Task, offsets: Mapping[str, int] | None = None) -> ToolResult:
+    async def _answer(
+        self, task: Task, offsets: Mapping[str, int] | None = None, *, full: bool
+    ) -> ToolResult:
         """The status of a task this call holds; the hold ends now, or once an end is written."""
         if task.final:
-            return await self._ended(task, offsets)
+            return await self._ended(task, offsets, full=full)
         self.manager.release(task, told=False)
-        return await status_of(self.manager, task, self.clock, offsets)
+        return await status_of(self.manager, task, self.clock, offsets, full=full)
 
-    async def _ended(self, task: Task, offsets: Mapping[str, int] | None = None) -> ToolResult:
+    async def _ended(self, task: Task, offsets: Mapping[str, int] | None = None, *, full: bool) -> ToolResult:
         """The final status of a task this call holds: told once the answer reaches its client."""
         manager = self.manager
         try:
-            result = await status_of(manager, task, self.clock, offsets)
+            result = await status_of(manager, task, self.clock, offsets, full=full)
         except BaseException:
             manager.release(task, told=False)
             raise

@@ -287,8 +287,9 @@ class BashClient:
         timeout_secs: float | None = None,
         wait_seconds: float = 3.0,
     ) -> CallResult:
-        """The ``run`` tool: start ``cmd`` in the background and wait up to ``wait_seconds`` for it."""
-        args: dict[str, Any] = {"cmd": cmd, "wait_seconds": wait_seconds}
+        """The ``run`` tool: start ``cmd`` in the background and wait up to ``wait_seconds`` for it.
+        This client's ``run``, ``status`` and ``stop`` ask for every field (``full``)."""
+        args: dict[str, Any] = {"cmd": cmd, "wait_seconds": wait_seconds, "full": True}
         if name is not None:
             args["name"] = name
         if timeout_secs is not None:
@@ -297,11 +298,11 @@ class BashClient:
 
     async def status(self, task_id: str, *, wait_seconds: float = 0.0) -> CallResult:
         """The ``status`` tool: the task ``task_id``, after waiting up to ``wait_seconds`` for its end."""
-        return await self.call("status", {"id": task_id, "wait_seconds": wait_seconds})
+        return await self.call("status", {"id": task_id, "wait_seconds": wait_seconds, "full": True})
 
     async def stop(self, task_id: str) -> CallResult:
         """The ``stop`` tool: stop the task ``task_id``; its status once it has ended."""
-        return await self.call("stop", {"id": task_id})
+        return await self.call("stop", {"id": task_id, "full": True})
 
     async def list(self, *, limit: int | None = None) -> CallResult:
         """The ``list`` tool: the tasks, the latest ``limit`` of them if given."""

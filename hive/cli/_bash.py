@@ -214,11 +214,17 @@ def bash_socket(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -
     return Path(args.state_dir or state_dir_path(env)) / "bash.sock"
 
 
+_FULL_ANSWERS = frozenset({"run", "status", "stop"})
+"""The tools whose every field the CLI asks for (``full``): it reads them, and ``--json`` prints them."""
+
+
 def _call(args: argparse.Namespace, tool: str, arguments: dict[str, Any]) -> CallResult | None:
     """The daemon's answer to ``tool``; None (said on stderr) when there is none."""
     from hive.bash import BashError
     from hive.bash.client import connect
 
+    if tool in _FULL_ANSWERS:
+        arguments = {**arguments, "full": True}
     try:
         with connect(bash_socket(args)) as client:
             return client.call(tool, arguments)

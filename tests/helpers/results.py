@@ -7,9 +7,16 @@ from typing import Any
 import mcp_types as types
 from mcp.client.session import ClientSession
 
+FULL_ANSWERS = frozenset({"run", "status", "stop"})
+"""The bash tools that answer every field of a task's status with ``full`` (as programs ask)."""
+
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> types.CallToolResult:
-    """Call ``tool`` with ``arguments`` on ``session``."""
+    """Call ``tool`` with ``arguments`` on ``session``; a bash tool's answer as a program reads
+    it (``full``) unless ``full`` is given (tests/test_answer_size.py proves an agent's)."""
+    bash = session.server_info is not None and session.server_info.name == "bash"
+    if bash and tool in FULL_ANSWERS:
+        arguments.setdefault("full", True)
     return await session.call_tool(tool, arguments)
 
 
