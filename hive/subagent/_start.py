@@ -18,6 +18,7 @@ import time
 from typing import IO
 
 from hive._when import in_seconds
+from hive.errors import HiveError
 
 LOG = "subagent-daemon.log"
 RACE_RETRIES = 40
@@ -26,7 +27,7 @@ START_WITHIN = 60.0
 """How long a starting daemon may take to say it is ready (imports on a busy machine included)."""
 
 
-class CannotStart(Exception):
+class CannotStart(HiveError):
     """The daemon cannot be started (the message says why and what to do)."""
 
 
