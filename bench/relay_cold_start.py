@@ -1,13 +1,16 @@
-"""1. Relay cold start: spawning ``hive-bash-mcp`` until its ``initialize`` answer arrives.
+"""1. Relay cold start: spawning ``hive-bash-mcp``, and ``hive-subagent-mcp``, until its
+``initialize`` answer arrives (from its daemon, already running: the first spawn of the subagent
+relay, a warm-up, starts its daemon).
 
-Floor: spawning the same venv's ``python -c pass`` until it exits. The two are measured in
-alternation so that the machine's noise falls on both alike.
+Floor: spawning the same venv's ``python -c pass`` until it exits. The three are measured in
+alternation so that the machine's noise falls on all alike.
 """
 
 from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 from _common import (
     INITIALIZED,
@@ -21,15 +24,16 @@ from _common import (
     scratch,
     summary,
 )
+from _subagent import SERVER, stop_daemon
 
 SAMPLES = 20
 WARMUP = 3
 
 
-def relay_to_initialize(socket_path: str) -> float:
+def relay_to_initialize(argv: list[str]) -> float:
     started = time.perf_counter()
     relay = subprocess.Popen(
-        [str(RELAY), "--socket", socket_path],
+        argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -56,14 +60,22 @@ def python_pass() -> float:
 
 def run() -> list[Figure]:
     relay: list[float] = []
+    subagent: list[float] = []
     floor: list[float] = []
     with scratch() as root, running_daemon(root) as daemon:
-        for i in range(WARMUP + SAMPLES):
-            sample, base = relay_to_initialize(str(daemon.socket)), python_pass()
-            if i >= WARMUP:
-                relay.append(sample * 1000)
-                floor.append(base * 1000)
-    r, f = summary(relay), summary(floor)
+        state = Path(root) / "subagent-state"
+        try:
+            for i in range(WARMUP + SAMPLES):
+                sample = relay_to_initialize([str(RELAY), "--socket", str(daemon.socket)])
+                sub = relay_to_initialize([str(SERVER), "--state-dir", str(state)])
+                base = python_pass()
+                if i >= WARMUP:
+                    relay.append(sample * 1000)
+                    subagent.append(sub * 1000)
+                    floor.append(base * 1000)
+        finally:
+            stop_daemon(state)
+    r, s, f = summary(relay), summary(subagent), summary(floor)
     return [
         Figure(
             "1 cold start",
@@ -74,7 +86,17 @@ def run() -> list[Figure]:
             "python -c pass",
             "<= 3x",
             {"relay": r, "floor": f},
-        )
+        ),
+        Figure(
+            "1 cold start (subagent)",
+            f"spawn hive-subagent-mcp → initialize answered by its running daemon (median of {SAMPLES})",
+            s["median"],
+            "ms",
+            f["median"],
+            "python -c pass",
+            "<= 3x",
+            {"relay": s, "floor": f},
+        ),
     ]
 
 

@@ -6,7 +6,7 @@ Every tool of hive (bash, subagent, hyperhive) checks its arguments here, agains
 
 - ``arguments`` itself must be an object (left out or ``null``: none given); a string, an
   array, a number or a boolean is refused as such (:func:`arguments_object`), also where the
-  MCP SDK would refuse the call with a bare ``-32602`` (``hive._mcp`` asks here first);
+  MCP SDK would refuse the call with a bare ``-32602`` (the kit's server asks here first);
 - an argument the schema does not name is refused, naming it and those the tool takes;
 - ``null`` counts as leaving an argument out (a required one is then missing);
 - a ``number`` is a JSON number, or a string holding one (``"5"``: the bash tools have always

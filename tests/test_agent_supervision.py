@@ -167,7 +167,7 @@ async def test_the_subagent_server_of_a_harness_starts_no_daemon_and_says_the_ou
     state.mkdir()
     server = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "hive.subagent.server", "--state-dir", str(state), "--outage-file", str(outage)],
+        args=["-m", "hive.subagent.relay", "--state-dir", str(state), "--outage-file", str(outage)],
         env=dict(os.environ),
     )
     with trio.fail_after(GUARD):

@@ -27,8 +27,8 @@ from hive._convert import DecodeError, StrictConverter, strict_converter, struct
 from hive.agent._model import Item
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.errors import BadInput
+from hive.subagent import Caller
 from hive.subagent._records import SessionRecord
-from hive.subagent._wire import Answer, Call, Written
 
 RECORDS: list[tuple[StrictConverter, type]] = [
     (bash_wire.converter, TaskRecord),
@@ -47,9 +47,7 @@ RECORDS: list[tuple[StrictConverter, type]] = [
     (wake.converter, wake.Status),
     (wake.converter, wake.AgentReply),
     (subagent_convert.converter, SessionRecord),
-    (subagent_convert.converter, Call),
-    (subagent_convert.converter, Answer),
-    (subagent_convert.converter, Written),
+    (subagent_convert.converter, Caller),
 ]
 IDS = [cls.__name__ for _, cls in RECORDS]
 

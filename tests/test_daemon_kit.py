@@ -43,6 +43,7 @@ class Echo:
     `owed` answers with an end whose delivery it records."""
 
     calls: list[tuple[str, Any, str | None]] = attrs.field(factory=list)
+    clients: list[Any] = attrs.field(factory=list)
     held: trio.Event = attrs.field(factory=trio.Event)
     cancelled: trio.Event = attrs.field(factory=trio.Event)
     deliveries: list[bool] = attrs.field(factory=list)
@@ -52,8 +53,9 @@ class Echo:
         self.deliveries.append(delivered)
         self.told.set()
 
-    async def call(self, name: str, arguments: Any, traceparent: str | None) -> Answer:
+    async def call(self, name: str, arguments: Any, traceparent: str | None, client: Any) -> Answer:
         self.calls.append((name, arguments, traceparent))
+        self.clients.append(client)
         if name == "hold":
             self.held.set()
             try:

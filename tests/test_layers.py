@@ -7,6 +7,8 @@ import importlib
 import sys
 from pathlib import Path
 
+import pytest
+
 from hive._lazy import exports
 
 HIVE = Path(__file__).resolve().parent.parent / "hive"
@@ -39,18 +41,17 @@ ALLOWED: dict[str, set[str]] = {
     "claude": {"claude", "runtime", "sink"} | LEAVES,
     "acp": {"acp", "runtime", "sink", ""} | LEAVES,
     "_unix": LEAVES,
-    "_mcp": {""} | LEAVES,  # the MCP SDK's server, for every tool set: not a leaf, as it imports the SDK
     "wake": {"_unix"} | LEAVES,
     "sdnotify": LEAVES,
     "telemetry": {"telemetry", "runtime", "sink", ""} | LEAVES,
     # The daemon kit: MCP on a Unix socket, for every daemon; it knows none of them.
     "daemon": {"daemon", "wake", "_unix", ""} | LEAVES,
-    "bash": {"bash", "daemon", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""} | LEAVES,
+    "bash": {"bash", "daemon", "wake", "sdnotify", "_unix", "telemetry", ""} | LEAVES,
     "agent": {
-        *("agent", "bash", "daemon", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""),
+        *("agent", "bash", "daemon", "runtime", "sink", "wake", "sdnotify", "_unix", "telemetry", ""),
     }
     | LEAVES,
-    "subagent": {"subagent", "runtime", "sink", "wake", "sdnotify", "_unix", "_mcp", "telemetry", ""}
+    "subagent": {"subagent", "daemon", "runtime", "sink", "wake", "sdnotify", "_unix", "telemetry", ""}
     | LEAVES,
     "_turn": {"runtime", "sink", "telemetry", ""} | LEAVES,
     "turn": {"_turn", "runtime", "sink", "telemetry", ""} | LEAVES,
@@ -68,13 +69,11 @@ SHARED_LEAVES: dict[str, set[str]] = {
     "_lazy": set(),
     "_convert": {"errors", "_when"},
     "_arguments": {"_limits", "errors", "_when"},
-    "_mcp_streams": set(),
     "_inotify": set(),
     "_outage": set(),
 }
 """One mechanism each, for every part: they import nothing of hive above them, and nothing
-outside the standard library but ``_convert``'s cattrs, ``_inotify``'s Trio and ``_mcp_streams``'s Trio and MCP SDK
-(it serves the bash daemon and the subagent server, which may not import each other)."""
+outside the standard library but ``_convert``'s cattrs and ``_inotify``'s Trio."""
 for _imports in ALLOWED.values():
     if _imports:  # the leaves that import nothing of hive (errors, _files, sdnotify) stay so
         _imports |= set(SHARED_LEAVES)
@@ -173,11 +172,17 @@ def test_the_stdlib_leaves_import_only_the_standard_library() -> None:
         assert imported <= allowed, (name, imported - allowed)
 
 
-def test_the_relay_imports_only_the_standard_library() -> None:
-    """The relay starts in the time of a bare interpreter: the standard library, and the limits it
-    shares with the tools (a module of the standard library only)."""
-    imported = imported_roots(HIVE / "bash" / "relay.py")
-    allowed = set(sys.stdlib_module_names) | STDLIB_LEAVES | {"hive"}  # the root holds only __version__
+RELAYS = {"hive.daemon.relay", "hive.subagent._start"}
+"""The kit's relay, and how the subagent relay starts its daemon (what it imports beyond the
+standard library, only when it starts one)."""
+
+
+@pytest.mark.parametrize("module", ["daemon/relay", "bash/relay", "subagent/relay", "subagent/_start"])
+def test_the_relay_imports_only_the_standard_library(module: str) -> None:
+    """The relays start in the time of a bare interpreter: the standard library, and the limits
+    they share with the tools (a module of the standard library only)."""
+    imported = imported_roots(HIVE / f"{module}.py", on_import=module == "subagent/_start")
+    allowed = set(sys.stdlib_module_names) | STDLIB_LEAVES | RELAYS | {"hive"}  # the root: only __version__
     assert imported <= allowed, imported - allowed
 
 

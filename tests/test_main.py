@@ -328,31 +328,8 @@ def test_hive_subagent_daemon_refused_its_socket_or_state_dir_exits_2(
 def test_hive_subagent_mcp_goes_through_the_boundary(
     monkeypatch: pytest.MonkeyPatch, short_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hive.subagent import server
-    from hive.subagent._errors import DaemonUnavailable
-
-    async def unavailable(*_: object) -> None:
-        async with trio.open_nursery():
-            raise DaemonUnavailable("cannot reach the subagent daemon at x")
-
-    async def interrupted(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(server, "serve_stdio", unavailable)
-    assert server.main(["--state-dir", str(short_tmp)]) == 1
-    assert "cannot reach the subagent daemon at x" in one_line(capsys, "hive-subagent-mcp")
-    monkeypatch.setattr(server, "serve_stdio", interrupted)
-    assert server.main(["--state-dir", str(short_tmp)]) == 130  # SIGINT, as ever
-    assert capsys.readouterr().err == ""
-    with pytest.raises(SystemExit) as usage:
-        server.main(["--idle-timeout", "-1"])
-    assert usage.value.code == 2
-
-
-def test_hive_bash_mcp_goes_through_the_boundary(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from hive.bash import relay
+    from hive.daemon.relay import Relay
+    from hive.subagent import relay
 
     def denied(self: object) -> int:
         raise PermissionError(errno.EACCES, "Permission denied", "/run/x")
@@ -360,10 +337,33 @@ def test_hive_bash_mcp_goes_through_the_boundary(
     def interrupted(self: object) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(relay._Relay, "run", denied)
+    monkeypatch.setattr(Relay, "run", denied)
+    assert relay.main(["--state-dir", str(short_tmp)]) == 1
+    assert one_line(capsys, "hive-subagent-mcp") == "hive-subagent-mcp: /run/x: Permission denied\n"
+    monkeypatch.setattr(Relay, "run", interrupted)
+    assert relay.main(["--state-dir", str(short_tmp)]) == 130  # SIGINT, as ever
+    assert capsys.readouterr().err == ""
+    with pytest.raises(SystemExit) as usage:
+        relay.main(["--idle-timeout", "-1"])
+    assert usage.value.code == 2
+
+
+def test_hive_bash_mcp_goes_through_the_boundary(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hive.bash import relay
+    from hive.daemon.relay import Relay
+
+    def denied(self: object) -> int:
+        raise PermissionError(errno.EACCES, "Permission denied", "/run/x")
+
+    def interrupted(self: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Relay, "run", denied)
     assert relay.main(["--socket", "/run/x"]) == 1
     assert one_line(capsys, "hive-bash-mcp") == "hive-bash-mcp: /run/x: Permission denied\n"
-    monkeypatch.setattr(relay._Relay, "run", interrupted)
+    monkeypatch.setattr(Relay, "run", interrupted)
     assert relay.main(["--socket", "/run/x"]) == 130  # SIGINT, as ever
     with pytest.raises(SystemExit) as usage:
         relay.main(["--reply-timeout", "soon"])

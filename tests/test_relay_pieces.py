@@ -11,8 +11,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive.bash import relay
-from hive.bash.relay import ClientMessage, Handshake, Invalid, Owed, StandIn, read_client_line
+from hive.bash import relay as forms
+from hive.daemon import relay
+from hive.daemon.relay import ClientMessage, Handshake, Invalid, Owed, StandIn, read_client_line
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -147,7 +148,7 @@ def note(handshake: Handshake, message: dict[str, Any]) -> None:
 
 
 def test_the_replayed_handshake_is_the_clients_under_an_id_of_its_own() -> None:
-    handshake = Handshake()
+    handshake = Handshake(forms.BASH)
     assert handshake.replay() is None  # no initialize yet: nothing to replay
     params = {"protocolVersion": "2025-06-18", "clientInfo": {"name": "c", "version": "1"}}
     note(handshake, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
@@ -166,7 +167,7 @@ def test_the_replayed_handshake_is_the_clients_under_an_id_of_its_own() -> None:
 
 
 def test_a_request_named_like_the_notification_is_not_the_clients_initialized() -> None:
-    handshake = Handshake()
+    handshake = Handshake(forms.BASH)
     note(handshake, {"jsonrpc": "2.0", "id": 1, "method": "initialize"})
     note(handshake, {"jsonrpc": "2.0", "id": 2, "method": "notifications/initialized"})
     replayed = handshake.replay()
@@ -185,7 +186,7 @@ def answer(stand_in: StandIn, method: str, params: object = None) -> dict[str, A
 
 
 def test_the_stand_in_answers_the_handshake_the_tools_and_a_call_naming_the_socket() -> None:
-    stand_in = StandIn("/run/bash.sock")
+    stand_in = StandIn("/run/bash.sock", relayed=forms.BASH)
     init = answer(stand_in, "initialize", {"protocolVersion": "2025-03-26"})["result"]
     assert init["protocolVersion"] == "2025-03-26"
     assert init["capabilities"] == {"tools": {"listChanged": True}}
@@ -193,7 +194,7 @@ def test_the_stand_in_answers_the_handshake_the_tools_and_a_call_naming_the_sock
     assert answer(stand_in, "ping")["result"] == {}
     assert not stand_in.tools_changed()  # the client holds no stand-in tool list yet
     tools = answer(stand_in, "tools/list")["result"]["tools"]
-    assert tuple(tool["name"] for tool in tools) == relay.TOOL_NAMES
+    assert tuple(tool["name"] for tool in tools) == forms.TOOL_NAMES
     called = answer(stand_in, "tools/call", {"name": "run"})["result"]
     assert called["isError"] is True
     assert (
@@ -205,7 +206,7 @@ def test_the_stand_in_answers_the_handshake_the_tools_and_a_call_naming_the_sock
 
 
 def test_the_hyperhive_stand_in_is_the_hyperhive_server_and_says_hive_agent_is_down() -> None:
-    stand_in = StandIn("/s/hyperhive.sock", relayed=relay.HYPERHIVE)
+    stand_in = StandIn("/s/hyperhive.sock", relayed=forms.HYPERHIVE)
     init = answer(stand_in, "initialize", {"protocolVersion": "2025-06-18"})["result"]
     assert init["serverInfo"]["name"] == "hyperhive"
     assert "`loose_ends`" in init["instructions"] and "run`" not in init["instructions"]
@@ -220,7 +221,7 @@ def test_the_hyperhive_stand_in_is_the_hyperhive_server_and_says_hive_agent_is_d
 
 
 def test_the_replayed_initialize_is_named_after_the_relay() -> None:
-    for relayed in (relay.BASH, relay.HYPERHIVE):
+    for relayed in (forms.BASH, forms.HYPERHIVE):
         handshake = Handshake(relayed)
         handshake.note(ClientMessage({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}, None))
         replayed = handshake.replay()
@@ -229,14 +230,14 @@ def test_the_replayed_initialize_is_named_after_the_relay() -> None:
 
 
 def test_the_stand_in_says_the_tools_changed_only_to_a_client_it_initialized() -> None:
-    stand_in = StandIn("/s")
+    stand_in = StandIn("/s", relayed=forms.BASH)
     answer(stand_in, "tools/list")
     assert not stand_in.tools_changed()
 
 
 def test_while_the_harness_says_its_daemon_is_down_the_stand_in_says_that_instead(tmp_path: Path) -> None:
     outage = tmp_path / "bash-daemon-down"
-    stand_in = StandIn("/run/bash.sock", str(outage))
+    stand_in = StandIn("/run/bash.sock", str(outage), relayed=forms.BASH)
     assert (
         "Start it with `hive-bash-daemon`"
         in answer(stand_in, "tools/call", {"name": "run"})["result"]["content"][0]["text"]

@@ -24,8 +24,10 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 
 from hive import daemon as kit
 from hive._limits import MAX_WAIT
-from hive.bash import _server, relay
+from hive.bash import _server
+from hive.bash import relay as forms
 from hive.bash._tools import TOOLS
+from hive.daemon import relay
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.jsonrpc import initialize, notification, open_relay, request, result_of
 from tests.helpers.results import call, structured, text_of
@@ -333,7 +335,7 @@ def relay_as_uid(path: str, uid: int, requests: bytes) -> tuple[int, bytes]:
                 os.close(fd)
             os.setgid(uid)
             os.setuid(uid)
-            code = relay.main(["--socket", path])
+            code = forms.main(["--socket", path])
         finally:
             os._exit(code)
     os.close(stdin_read)
@@ -417,7 +419,7 @@ def test_the_relay_agrees_with_the_daemon_on_versions_tools_and_the_longest_wait
     assert kit.negotiate({"protocolVersion": "2025-03-26"}) == "2025-03-26"
     assert kit.negotiate({"protocolVersion": "1999-01-01"}) == LATEST_HANDSHAKE_VERSION
     assert kit.negotiate(None) == LATEST_HANDSHAKE_VERSION
-    assert tuple(spec.name for spec in TOOLS) == relay.TOOL_NAMES
+    assert tuple(spec.name for spec in TOOLS) == forms.TOOL_NAMES
     assert relay.MAX_WAIT == MAX_WAIT
     assert relay.REPLY_TIMEOUT == MAX_WAIT + 15
 

@@ -2,35 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import trio
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from hive.subagent import _client
-from hive.subagent._wire import Answer, Call, Caller, decode_answer, decode_call, encode
 from tests.helpers.listener import AgentListener
 from tests.helpers.processes import wait_exited
-from tests.helpers.servers import subagent_daemon_process
-from tests.helpers.strategies import subagent_lines
-from tests.helpers.subagents import World, daemon_pid, stop_daemon, wait_until
+from tests.helpers.results import call
+from tests.helpers.subagents import World, daemon_pid, mcp_session, stop_daemon, wait_until
 
 TURN = 90
 
 
 async def tool(world: World, which: str, **arguments: Any) -> dict[str, Any]:
-    """One tool call through the daemon (started on first use), as hive-subagent-mcp makes it."""
-    state = world.state
-    answer = await _client.call(state, state / "subagent.sock", Call(which, arguments, world.caller()))
-    assert not answer.is_error, answer.text
-    return answer.structured
+    """One tool call through hive-subagent-mcp (its daemon started on first use), in a session of its own."""
+    async with mcp_session(world) as session:
+        result = await call(session, which, **arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
 
 
 async def test_a_session_is_continued_after_the_daemon_restarts(world: World) -> None:
@@ -125,60 +117,3 @@ async def test_servers_starting_a_daemon_at_once_share_one(world: World) -> None
     assert daemon_pid(world.state) is not None
     log = (world.state / "subagent-daemon.log").read_text()
     assert log.count("listening on") == 1, log
-
-
-# -- bad input on the socket ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def daemon_socket() -> Iterator[str]:
-    """One daemon for all the examples, started synchronously (outside any Trio run)."""
-    with subagent_daemon_process() as path:
-        yield str(path)
-
-
-def status_call() -> bytes:
-    return encode(Call("status", {}, Caller(cwd="/")))
-
-
-def exchange(sock: socket.socket, data: bytes) -> Answer:
-    sock.sendall(data)
-    buffer = b""
-    while b"\n" not in buffer:
-        chunk = sock.recv(65536)
-        assert chunk, "the daemon closed the connection"
-        buffer += chunk
-    return decode_answer(buffer.split(b"\n", 1)[0])
-
-
-@settings(max_examples=80, deadline=None)
-@given(line=subagent_lines)
-def test_a_bad_line_gets_an_error_and_the_connection_goes_on(daemon_socket: str, line: bytes) -> None:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(30)
-        sock.connect(daemon_socket)
-        answer = exchange(sock, line + b"\n")
-        assert answer.structured["message"]
-        try:
-            well_formed = isinstance(json.loads(line), dict) and "caller" in json.loads(line)
-        except ValueError:
-            well_formed = False
-        assert answer.is_error or well_formed, answer
-        assert not exchange(sock, status_call()).is_error
-
-
-@given(
-    call=st.builds(
-        Call,
-        st.text(max_size=20),
-        st.dictionaries(st.text(max_size=10), st.text(max_size=10) | st.integers() | st.none()),
-        st.builds(
-            Caller,
-            st.text(max_size=30),
-            st.dictionaries(st.text(max_size=10), st.text(max_size=20)),
-            st.none() | st.text(max_size=20),
-        ),
-    )
-)
-def test_a_call_round_trips(call: Call) -> None:
-    assert decode_call(encode(call).rstrip(b"\n")) == call

@@ -15,10 +15,10 @@ import pytest
 import trio
 
 from hive._state_dir import StateDirUnusable
-from hive.subagent import _client, daemon
+from hive.subagent import daemon
 from hive.subagent._convert import DecodeError
-from hive.subagent._errors import DaemonUnavailable
 from hive.subagent._records import SessionRecord
+from hive.subagent._start import CannotStart, open_log
 from hive.subagent._store import Store
 from tests.helpers.subagents import Courier, World, serving, tool_use_seen, turn_done, wait_until
 
@@ -59,18 +59,18 @@ def test_the_lock_is_created_0600_and_holds_the_pid(short_tmp: Path) -> None:
 
 def test_the_daemon_log_is_created_0600_in_a_0700_state_dir(short_tmp: Path) -> None:
     state = short_tmp / "fresh" / "state"
-    path, log = _client._open_log(state)
+    path, log = open_log(str(state))
     with log:
         log.write(b"a line\n")
     assert mode(path) == 0o600 and mode(state) == 0o700
-    assert path.read_bytes() == b"a line\n"
+    assert Path(path).read_bytes() == b"a line\n"
 
 
 def test_a_symlink_planted_at_the_daemon_log_is_not_followed(short_tmp: Path) -> None:
     state = short_tmp / "state"
     target = planted(state / "subagent-daemon.log", short_tmp / "target")
-    with pytest.raises(DaemonUnavailable, match="cannot open its log"):
-        _client._open_log(state)
+    with pytest.raises(CannotStart, match="cannot open its log"):
+        open_log(str(state))
     assert target.read_bytes() == b"precious\n"
 
 

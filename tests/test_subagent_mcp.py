@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -105,23 +104,18 @@ async def test_tool_errors_say_what_to_do(world: World) -> None:
     assert busy.is_error and structured(busy)["error"] == "NameBusy" and "interrupt it" in text_of(busy)
 
 
-async def test_arguments_that_are_not_an_object_are_a_tool_error_saying_so(short_tmp: Path) -> None:
-    """Through hive-subagent-mcp in raw JSON-RPC lines: the answer says what was wrong, and no
-    daemon is asked (none is there, and none is started: the outage file says it is hive-agent's)."""
-    argv = [
-        sys.executable,
-        "-m",
-        "hive.subagent.server",
-        "--state-dir",
-        str(short_tmp),
-        "--outage-file",
-        str(short_tmp / "down"),
-    ]
+async def test_arguments_that_are_not_an_object_are_a_tool_error_saying_so(world: World) -> None:
+    """Through hive-subagent-mcp in raw JSON-RPC lines: the daemon (started on first use) says what
+    was wrong, and the session goes on."""
+    argv = [sys.executable, "-m", "hive.subagent.relay", "--state-dir", str(world.state)]
     calls = [request(2, "tools/call", {"name": "status", "arguments": "a"}), request(3, "ping")]
     lines = [initialize(1), notification("notifications/initialized"), *calls]
     with trio.fail_after(TURN):
         ended = await trio.run_process(
-            argv, stdin=b"".join(json.dumps(line).encode() + b"\n" for line in lines), capture_stdout=True
+            argv,
+            stdin=b"".join(json.dumps(line).encode() + b"\n" for line in lines),
+            capture_stdout=True,
+            env=world.env(),
         )
     answers = {answer["id"]: answer for answer in map(json.loads, ended.stdout.splitlines())}
     text = (
@@ -133,4 +127,3 @@ async def test_arguments_that_are_not_an_object_are_a_tool_error_saying_so(short
         "isError": True,
     }
     assert answers[3]["result"] == {}  # the session went on
-    assert not (short_tmp / "subagent.sock").exists()

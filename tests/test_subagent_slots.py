@@ -27,6 +27,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
+from hive.subagent._wire import Caller
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -39,7 +40,6 @@ from hive.subagent._errors import NameBusy, NameStopping, SubagentError, Unknown
 from hive.subagent._manager import SubagentManager
 from hive.subagent._slots import Arm, Phase, Refusal, Slot
 from hive.subagent._store import Store
-from hive.subagent._wire import Caller
 
 NAMES = ("a", "b")
 SETTLE = 1000.0  # virtual seconds: longer than every grace, so all that would happen has happened

@@ -8,7 +8,6 @@ from pathlib import Path
 import trio
 
 from hive.subagent._tools import SubagentTools
-from hive.subagent._wire import Call
 from tests.helpers.subagents import Courier, World, serving, turn_done
 
 TURN = 60
@@ -63,11 +62,11 @@ async def test_no_agent_socket_no_wake_and_the_answer_says_so(world: World) -> N
     with trio.fail_after(TURN):
         async with serving(world, courier_factory=lambda acked: courier) as manager:
             tools = SubagentTools(manager)
-            result = await tools.call(Call("start", {"name": "q", "prompt": "hi"}, world.caller(wakes=False)))
+            result = await tools.call("start", {"name": "q", "prompt": "hi"}, world.caller(wakes=False))
             await turn_done(manager, "q")
             assert manager.records["q"].last
-    assert result.answer.structured["wake"] is None
-    assert "No wake will come (HIVE_AGENT_SOCKET is not set)" in result.answer.text
+    assert result.structured["wake"] is None
+    assert "No wake will come (HIVE_AGENT_SOCKET is not set)" in result.text
     assert courier.sent == []
 
 
@@ -87,12 +86,12 @@ async def test_status_without_a_name_waits_for_any_turn(world: World) -> None:
 async def test_wait_seconds_is_capped_and_checked(world: World) -> None:
     async with serving(world) as manager:
         tools = SubagentTools(manager)
-        bad = await tools.call(Call("status", {"wait_seconds": -1}, world.caller()))
-        words = await tools.call(Call("status", {"wait_seconds": "ten"}, world.caller()))
-        capped = await tools.call(Call("status", {"wait_seconds": 1e9}, world.caller()))
-    assert bad.answer.is_error and "wait_seconds" in bad.answer.text
-    assert words.answer.is_error
-    assert not capped.answer.is_error  # no turn to wait for: answered at once, whatever the wait
+        bad = await tools.call("status", {"wait_seconds": -1}, world.caller())
+        words = await tools.call("status", {"wait_seconds": "ten"}, world.caller())
+        capped = await tools.call("status", {"wait_seconds": 1e9}, world.caller())
+    assert bad.is_error and "wait_seconds" in bad.text
+    assert words.is_error
+    assert not capped.is_error  # no turn to wait for: answered at once, whatever the wait
 
 
 # -- layers ---------------------------------------------------------------------------------------
@@ -108,10 +107,10 @@ def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
     return names
 
 
-def test_the_mcp_server_does_not_import_the_daemons_machinery() -> None:
-    """It is spawned per turn of the parent agent: it needs the wire, not the runtimes."""
+def test_the_relay_does_not_import_the_daemons_machinery() -> None:
+    """It is spawned per turn of the parent agent: it needs the kit's relay, not the runtimes."""
     seen: set[str] = set()
-    todo = ["server"]
+    todo = ["relay"]
     while todo:
         module = todo.pop()
         seen.add(module)
@@ -123,4 +122,4 @@ def test_the_mcp_server_does_not_import_the_daemons_machinery() -> None:
             assert not name.startswith(("hive.runtime", "hive.claude", "hive.acp")), (
                 f"{module} imports {name}"
             )
-    assert "_manager" not in seen and "_wire" in seen
+    assert seen == {"relay", "_start"}

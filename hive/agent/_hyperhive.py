@@ -9,7 +9,7 @@ stdio relay its runtime spawns (:func:`hive.agent._options.hyperhive_relay_serve
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,9 @@ INSTRUCTIONS = (
 def make_mcp_server(tools: HyperhiveTools) -> ToolServer:
     """The MCP server of the tools (their schemas given as is)."""
 
-    async def call_tool(name: str, arguments: Any, traceparent: str | None) -> ToolResult:
+    async def call_tool(
+        name: str, arguments: Any, traceparent: str | None, _client: Mapping[str, Any]
+    ) -> ToolResult:
         return await tools.call(name, arguments)
 
     return ToolServer(SERVER_NAME, instructions=INSTRUCTIONS, tools=TOOLS, call_tool=call_tool)

@@ -324,7 +324,7 @@ def subagent_server(state_dir: Path, agent_socket: Path, outage_file: Path) -> S
     """Subagents as the agent's MCP server ``subagent``: hive-subagent-mcp, every tool allowed,
     waking this agent socket when a subagent's turn ends unseen, on the daemon the harness
     supervises at ``<state_dir>/subagent.sock`` (``outage_file``: it starts none of its own)."""
-    command, args = _program("hive-subagent-mcp", "hive.subagent.server")
+    command, args = _program("hive-subagent-mcp", "hive.subagent.relay")
     return StdioServer(
         "subagent",
         command,

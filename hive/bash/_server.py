@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -20,7 +21,9 @@ REFUSAL_HINT = "run the MCP client as uid {own} (or root), or start a hive-bash-
 def make_mcp_server(tools: BashTools) -> ToolServer:
     """The MCP server of the bash tools."""
 
-    async def call_tool(name: str, arguments: Any, traceparent: str | None) -> ToolResult:
+    async def call_tool(
+        name: str, arguments: Any, traceparent: str | None, _client: Mapping[str, Any]
+    ) -> ToolResult:
         # The span the client made the call in (the relay names the agent's turn), where it says.
         return await tools.call(name, arguments, traceparent=traceparent)
 

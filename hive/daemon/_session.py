@@ -170,7 +170,10 @@ class Session:
         meta = params.get("_meta")
         traceparent = meta.get("traceparent") if isinstance(meta, dict) else None
         answer = await self.server.call(
-            name, params.get("arguments"), traceparent if isinstance(traceparent, str) else None
+            name,
+            params.get("arguments"),
+            traceparent if isinstance(traceparent, str) else None,
+            self.client or {},
         )
         if answer.delivered is not None:
             # The end it carries is told only if this answer reaches the agent itself, still

@@ -33,9 +33,10 @@ class ToolAnswer(Protocol):
         written, with whether the agent itself was still there to read it."""
 
 
-CallTool = Callable[[str, Any, "str | None"], Awaitable[ToolAnswer]]
-"""A tool set's handler of a call: the tool's name, its arguments (None if left out), and the
-span the client made the call in (its ``_meta.traceparent``), to its answer."""
+CallTool = Callable[[str, Any, "str | None", Mapping[str, Any]], Awaitable[ToolAnswer]]
+"""A tool set's handler of a call: the tool's name, its arguments (None if left out), the span
+the client made the call in (its ``_meta.traceparent``), and the client's ``initialize`` params
+(empty before it sent them; the relay says who calls in their ``_meta``), to its answer."""
 
 
 @attrs.frozen
@@ -69,7 +70,9 @@ class ToolServer:
     def listing(self) -> dict[str, Any]:
         return {"tools": list(self.tools)}
 
-    async def call(self, name: str, arguments: object, traceparent: str | None) -> ToolAnswer:
+    async def call(
+        self, name: str, arguments: object, traceparent: str | None, client: Mapping[str, Any]
+    ) -> ToolAnswer:
         schema = next((tool["inputSchema"] for tool in self.tools if tool["name"] == name), None)
         try:
             arguments_object(schema or {}, arguments)
@@ -77,7 +80,7 @@ class ToolServer:
             if schema is not None:
                 return _Refused(str(exc), {"error": "BadArgument", "message": str(exc)})
             arguments = None  # no such tool: the tool set says so, whatever the arguments
-        return await self.call_tool(name, arguments, traceparent)
+        return await self.call_tool(name, arguments, traceparent, client)
 
 
 def tool_result(answer: ToolAnswer) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -87,7 +88,12 @@ async def guarding_agents() -> AsyncIterator[None]:
     process: trio.Process | None = None
     try:
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-I", "-S", "-c", _PROGRAM], stdin=read, start_new_session=True
+            [sys.executable, "-I", "-S", "-c", _PROGRAM],
+            stdin=read,
+            # Holding no pipe of this process's: a starter reading its stdout to the end (a daemon's
+            # --ready-fd 1) would wait for the sentinel too.
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
         )
     except OSError as exc:
         log.warning("cannot start the agent sentinel (%s): only each agent's first process gets SIGINT", exc)

@@ -1,12 +1,13 @@
 """Subagents: agent sessions an agent starts and steers through MCP tools (``hive-subagent-mcp``).
 
-``server`` is the MCP stdio server (the parent agent spawns it per turn); ``daemon`` holds the
-sessions and runs their turns through ``hive.runtime``; ``_manager`` is the sessions behind the
+``relay`` is ``hive-subagent-mcp``, the kit's stdio relay (the parent agent spawns it per turn);
+``daemon`` holds the sessions, runs their turns through ``hive.runtime`` and serves the tools as
+MCP on its socket through the kit (``_server``); ``_manager`` is the sessions behind the
 tools, its jobs in modules of their own (``_ledger``, ``_slot_table``, ``_turn_runner``,
 ``_telling``, ``_recovery``), ``_slots`` the pure slot transitions (starting, running, stopping).
 
-Each name is imported from its module on first use: the MCP server, spawned per turn, must
-not pay for the daemon's runtimes.
+Each name is imported from its module on first use: the relay, spawned per turn, must not pay
+for the daemon's runtimes.
 """
 
 from typing import TYPE_CHECKING
@@ -14,9 +15,9 @@ from typing import TYPE_CHECKING
 from hive._lazy import export_lazily
 
 if TYPE_CHECKING:
+    from hive.subagent._caller import Caller
     from hive.subagent._errors import (
         BadArgument,
-        DaemonUnavailable,
         NameBusy,
         NameStopping,
         SubagentError,
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from hive.subagent._slots import Arm, Phase
     from hive.subagent._store import Store
     from hive.subagent._views import Interrupted, Status, View
-    from hive.subagent._wire import Caller
     from hive.subagent.daemon import DaemonConfig, serve_daemon
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "BadArgument",
     "Caller",
     "DaemonConfig",
-    "DaemonUnavailable",
     "Interrupted",
     "NameBusy",
     "NameStopping",

@@ -28,7 +28,3 @@ class NameBusy(SubagentError):
 
 class NameStopping(SubagentError):
     """An interrupted turn of this name has not ended yet."""
-
-
-class DaemonUnavailable(SubagentError, ConnectionError):
-    """The subagent daemon cannot be reached or started."""

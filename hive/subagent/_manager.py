@@ -32,6 +32,7 @@ from hive._limits import is_name
 from hive.runtime import Backend, HiveRuntimeError, RuntimeSpec
 from hive.subagent import _slots
 from hive.subagent._agents import Host, SystemHost
+from hive.subagent._caller import Caller
 from hive.subagent._courier import Courier, wake_courier
 from hive.subagent._errors import BadArgument, UnknownSubagent
 from hive.subagent._ledger import Ledger
@@ -44,7 +45,6 @@ from hive.subagent._store import Store
 from hive.subagent._telling import CourierFactory, Teller
 from hive.subagent._turn_runner import Opener, TurnRunner, open_subagent_runtime
 from hive.subagent._views import Interrupted, Status, View
-from hive.subagent._wire import Caller
 
 __all__ = [
     "Interrupted",

@@ -1,6 +1,6 @@
 """The four subagent tools as an MCP client sees them: names, descriptions, schemas.
 
-Standard library only: ``hive-subagent-mcp`` lists the tools without asking the daemon.
+The daemon's MCP server lists them (``_server``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ _WAIT = {
 _MESSAGE = {"type": "string", "description": "What happened, and what to do next (the text answer's gist)."}
 _ERROR = {
     "type": "string",
-    "description": "Only on a tool error: its kind (BadArgument, UnknownSubagent, NameBusy, NameStopping, "
-    "DaemonUnavailable); `message` says what was wrong and what to do.",
+    "description": "Only on a tool error: its kind (BadArgument, UnknownSubagent, NameBusy, NameStopping); "
+    "`message` says what was wrong and what to do.",
 }
 _NULLABLE_STRING = {"type": ["string", "null"]}
 _NUMBER = {"type": ["number", "null"]}

@@ -15,34 +15,38 @@ import attrs
 from hive._arguments import ArgumentError, check_arguments
 from hive._limits import MAX_WAIT
 from hive._when import counted, in_seconds
+from hive.subagent._caller import Caller
 from hive.subagent._errors import BadArgument, SubagentError
 from hive.subagent._manager import SubagentManager
 from hive.subagent._records import TurnEnd
 from hive.subagent._specs import TOOL_NAMES, TOOLS
 from hive.subagent._views import Status, View
-from hive.subagent._wire import Answer, Call, Caller
 
 
 @attrs.frozen
-class Result:
-    answer: Answer
-    delivered: Callable[[bool], None] | None = None
-    """For an answer that shows turn ends: call it once written, with whether that worked."""
+class Answer:
+    """A tool's answer, as the kit's MCP server writes it (``hive.daemon.ToolAnswer``)."""
+
+    text: str
+    structured: dict[str, Any]
+    is_error: bool = False
+    delivered: Callable[[bool], None] | None = attrs.field(default=None, eq=False, repr=False)
+    """For an answer that shows turn ends: called once written, with whether it reached the agent."""
 
 
 @attrs.define(eq=False)
 class SubagentTools:
     manager: SubagentManager
 
-    async def call(self, call: Call) -> Result:
+    async def call(self, tool: str, arguments: dict[str, Any], caller: Caller) -> Answer:
         try:
-            if call.tool not in TOOL_NAMES:
-                raise BadArgument(f"unknown tool {call.tool!r:.60}; the tools are {', '.join(TOOL_NAMES)}")
-            return await self._call(call.tool, call.arguments, call.caller)
+            if tool not in TOOL_NAMES:
+                raise BadArgument(f"unknown tool {tool!r:.60}; the tools are {', '.join(TOOL_NAMES)}")
+            return await self._call(tool, arguments, caller)
         except SubagentError as exc:
-            return Result(error_answer(exc))
+            return error_answer(exc)
 
-    async def _call(self, tool: str, arguments: dict[str, Any], caller: Caller) -> Result:
+    async def _call(self, tool: str, arguments: dict[str, Any], caller: Caller) -> Answer:
         manager = self.manager
         try:
             # `force` is gone from interrupt's schema: a caller that still sends it gets SIGINT, like everyone.
@@ -60,15 +64,15 @@ class SubagentTools:
                 model=args.get("model") or None,
                 effort=args.get("effort") or None,
             )
-            return Result(_started(view, caller, "started"))
+            return _started(view, caller, "started")
         if tool == "continue":
             view = manager.continue_(args["name"], _prompt(args), caller)
-            return Result(_started(view, caller, "continued"))
+            return _started(view, caller, "continued")
         if tool == "interrupt":
             done = manager.interrupt(args["name"])
-            return Result(_interrupted(done.view, done.sent, "force" in arguments, idle=done.idle))
+            return _interrupted(done.view, done.sent, "force" in arguments, idle=done.idle)
         status = await manager.status(args.get("name"), args.get("wait_seconds", 0.0))
-        return Result(_status(status), status.delivered)
+        return attrs.evolve(_status(status), delivered=status.delivered)
 
 
 _SCHEMAS = {tool["name"]: tool["inputSchema"] for tool in TOOLS}

@@ -39,6 +39,7 @@ from hive.runtime import (
 from hive.sink import JsonlSink, SessionCost, TurnCost
 from hive.subagent import _slots
 from hive.subagent._agents import Host, TurnAgent
+from hive.subagent._caller import Caller
 from hive.subagent._ledger import Ledger
 from hive.subagent._live import Live
 from hive.subagent._records import AgentPid, Current, SessionRecord
@@ -46,7 +47,6 @@ from hive.subagent._slot_table import SlotTable
 from hive.subagent._slots import Arm
 from hive.subagent._telling import Teller
 from hive.subagent._turns import TurnSink, end_of
-from hive.subagent._wire import Caller
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,8 @@
 
 ``hive-subagent-mcp`` is spawned by the parent agent for each of its turns, so the turns live
 here, in a process of their own that it connects to or starts on first use
-(``python -m hive.subagent.daemon``). SIGINT or SIGTERM stops it: every running turn takes its
+(``python -m hive.subagent.daemon``); it serves the four tools as MCP through the kit
+(``hive.daemon``). SIGINT or SIGTERM stops it: every running turn takes its
 stop path (SIGINT to its agent), and its end is told at the next start.
 """
 
@@ -29,16 +30,15 @@ import trio
 
 from hive import __version__, sdnotify, telemetry
 from hive._flags import add_log_level
-from hive._lines import LineCut, LineReader, LineTooLong
 from hive._main import run_main
 from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
-from hive._unix import open_unix_listener, peer_uid, uid_allowed
-from hive.subagent._convert import DecodeError
+from hive._unix import open_unix_listener
+from hive.daemon import serve_mcp
+from hive.runtime import guarding_agents
 from hive.subagent._manager import SubagentManager
+from hive.subagent._server import make_mcp_server
 from hive.subagent._store import Store
-from hive.subagent._tools import Result, SubagentTools
-from hive.subagent._wire import MAX_LINE, decode_call, decode_written, encode, refusal
-from hive.wake import answer_then_close
+from hive.subagent._tools import SubagentTools
 
 log = logging.getLogger("hive.subagent.daemon")
 
@@ -53,9 +53,6 @@ class DaemonConfig:
     socket: Path
     ready_fd: int | None = None
     """A descriptor to write ``ready`` to (then close) once the socket is served."""
-    confirm_within: float = 60.0
-    """How long the daemon waits for a client's word that an answer showing ends reached its MCP
-    client (past it, the ends are told by wakes)."""
 
 
 def _lock(store: Store) -> StateDirLock:
@@ -80,98 +77,17 @@ async def serve_daemon(
     try:
         store.create_dirs()
         manager = SubagentManager(store, **(manager_options or {}))  # type: ignore[arg-type]
-        tools = SubagentTools(manager)
+        server = make_mcp_server(SubagentTools(manager))
         async with (
             open_unix_listener(config.socket, backlog=256, known_as=SOCKET_FLAG) as listener,
             trio.open_nursery() as nursery,
         ):
             await nursery.start(manager.serve)
-            nursery.start_soon(
-                trio.serve_listeners, _connection_handler(tools, config.confirm_within), [listener]
-            )
+            await nursery.start(serve_mcp, listener, server)
             log.info("listening on %s (state in %s)", config.socket, config.state_dir)
             task_status.started(manager)
     finally:
         lock.close()  # no pid left behind for anyone to signal once this one is gone
-
-
-def _connection_handler(tools: SubagentTools, confirm_within: float):  # type: ignore[no-untyped-def]
-    own = os.getuid()
-
-    async def serve_connection(stream: trio.SocketStream) -> None:
-        async with stream:
-            uid = peer_uid(stream.socket)
-            if not uid_allowed(uid, own):
-                reason = (
-                    f"refused: peer uid {uid} is neither the subagent daemon's uid {own} nor root; run "
-                    f"hive-subagent-mcp as uid {own}, or give it a --state-dir of its own"
-                )
-                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                    await stream.send_all(encode(refusal(reason)))
-                return
-            reader = LineReader(stream, MAX_LINE)
-            line: bytes | None = None
-            while True:
-                try:
-                    if line is None:
-                        line = await reader.readline()
-                except LineTooLong as exc:
-                    reason = f"the subagent daemon cannot read this request: {exc}; send a shorter one"
-                    await answer_then_close(stream, encode(refusal(reason)))
-                    return
-                except (LineCut, trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-                if line is None:
-                    return
-                if not line.strip():
-                    line = None
-                    continue
-                try:
-                    call = decode_call(line)
-                except DecodeError as exc:
-                    result = Result(refusal(f"the subagent daemon cannot read this request: {exc}"))
-                else:
-                    result = await tools.call(call)
-                goes_on, line = await _answer(stream, reader, result, confirm_within)
-                if not goes_on:
-                    return
-
-    return serve_connection
-
-
-async def _answer(
-    stream: trio.SocketStream, reader: LineReader, result: Result, confirm_within: float
-) -> tuple[bool, bytes | None]:
-    """Write the answer; for one that shows ends, wait for the client's word that it reached its
-    MCP client (a client that says nothing, or sends its next call instead, has not confirmed it).
-
-    Whether the connection goes on, and the next call's line if it came instead of the word.
-    """
-    ok, goes_on, line = False, False, None
-    try:
-        if result.delivered is None:
-            await stream.send_all(encode(result.answer))
-            goes_on = True
-        else:
-            await stream.send_all(encode(attrs.evolve(result.answer, confirm=True)))
-            goes_on = True
-            with trio.move_on_after(confirm_within):
-                line = await reader.readline()
-                if line is None:
-                    goes_on = False
-                else:
-                    with contextlib.suppress(DecodeError):
-                        ok, line = decode_written(line).written, None
-    except LineTooLong as exc:
-        reason = f"the subagent daemon cannot read this line: {exc}; send a shorter one"
-        await answer_then_close(stream, encode(refusal(reason)))
-        goes_on = False
-    except (trio.BrokenResourceError, trio.ClosedResourceError, LineCut):
-        goes_on = False
-    finally:
-        if result.delivered is not None:
-            result.delivered(ok)
-    return goes_on, line
 
 
 def _ready(fd: int | None) -> None:
@@ -190,7 +106,8 @@ def _ready(fd: int | None) -> None:
 
 async def _main(config: DaemonConfig) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
+        # The sentinel sends each agent's whole process group SIGINT if this daemon dies while it runs.
+        async with guarding_agents(), trio.open_nursery() as nursery:
             await nursery.start(serve_daemon, config)
             _ready(config.ready_fd)
             async for signum in signals:

@@ -23,12 +23,11 @@ import trio
 from hive._unix import open_unix_listener
 from hive.bash import TaskSettings
 from hive.bash import daemon as bash_daemon
+from hive.daemon.relay import CALLER_META
 from hive.subagent import daemon as subagent_daemon
-from hive.subagent._wire import Call, Caller, decode_answer
-from hive.subagent._wire import encode as encode_call
 from hive.wake import AgentRequest, Wake, send_wake, serve_agent_socket
 from hive.wake import encode as encode_request
-from tests.helpers.jsonrpc import answers_initialize
+from tests.helpers.jsonrpc import answers_initialize, initialize, raw_exchange, request
 
 
 @attrs.frozen
@@ -109,18 +108,14 @@ async def _subagent_daemon(state: Path, path: Path) -> AsyncIterator[None]:
 
 
 def subagent_status(path: str) -> bool:
-    """Whether the subagent daemon at ``path`` answers a `status` call without an error (blocking)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(30)
-        sock.connect(path)
-        sock.sendall(encode_call(Call("status", {}, Caller(cwd="/"))))
-        buffer = b""
-        while b"\n" not in buffer:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return False
-            buffer += chunk
-    return not decode_answer(buffer.split(b"\n", 1)[0]).is_error
+    """Whether the subagent daemon at ``path`` answers a `status` call, made for a caller as
+    hive-subagent-mcp says it, without an error (blocking)."""
+    hello = initialize(1)
+    hello["params"]["_meta"] = {CALLER_META: {"cwd": "/"}}
+    lines = [hello, request(2, "tools/call", {"name": "status", "arguments": {}})]
+    reply = raw_exchange(path, b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    answers = {answer["id"]: answer for answer in map(json.loads, reply.splitlines())}
+    return answers[2]["result"]["isError"] is False
 
 
 async def _subagent_answers(path: Path) -> bool:

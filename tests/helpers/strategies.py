@@ -327,24 +327,6 @@ def socket_payloads(initialize: bytes) -> st.SearchStrategy[bytes]:
     )
 
 
-subagent_lines = st.one_of(
-    st.binary(max_size=512),
-    st.text(max_size=200).map(str.encode),
-    st.dictionaries(st.text(max_size=10), st.none() | st.integers() | st.text(max_size=10)).map(
-        lambda d: json.dumps(d).encode()
-    ),
-    st.builds(
-        lambda tool, args: json.dumps({"tool": tool, "arguments": args, "caller": {"cwd": "/"}}).encode(),
-        st.sampled_from(["start", "continue", "status", "interrupt", "nope"]),
-        st.dictionaries(
-            st.sampled_from(["name", "prompt", "wait_seconds", "runtime", "force", "x"]),
-            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=70),
-        ),
-    ),
-).map(lambda b: b.replace(b"\n", b" ").strip() or b"x")
-"""One line for the subagent daemon's socket: bytes, text, objects, calls of every tool and none."""
-
-
 # -- the loose-ends directory ----------------------------------------------------------------------
 
 loose_end_like = st.fixed_dictionaries(
