@@ -152,7 +152,8 @@ class TurnSink:
     cost: TurnCost
     """What the turn's results say it cost, and the session's cost after them."""
     saw_result: bool = False
-    """Whether the turn's ``result`` line came: then it started and ended."""
+    """Whether the agent's own ``result`` line came: then it started and ended. One that hive
+    made for an agent that ended without one does not count: such a turn has no result."""
     usage: ContextUsage | None = None
     session_id: str | None = None
     """The session the stream's init names (a turn stopped early may leave the runtime none)."""
@@ -167,7 +168,7 @@ class TurnSink:
         for _, _, obj in typed_lines(batch, {"result": b'"result"'}):
             result = structured(obj)
             if isinstance(result, ResultMessage):
-                self.saw_result = True
+                self.saw_result = self.saw_result or not result.synthesized
                 self.cost.result(result.session_id, result.total_cost_usd)
         await self.log.write(batch.data)
 
