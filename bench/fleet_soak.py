@@ -10,7 +10,9 @@ through ``hive web``) and injecting faults (SIGKILL of a bash daemon, a subagent
 harness; a full disk under one agent's state), then the fleet let settle, stopped with SIGINT, and
 checked. It prints a line per round and the totals as ``0 lost, 0 twice, 0 wrong of N``; every
 broken invariant is printed with the seed that replays it (``HIVE_SCENARIO_SEED=N .venv/bin/python
--m pytest tests/test_scenario.py`` runs that seed's short run). Exits 1 if anything was broken.
+-m pytest tests/test_scenario.py`` runs that seed's short run). A round that passed is removed; a
+failed one's files are kept (the small disk's copied back where it was mounted), and the line
+says where. Exits 1 if anything was broken.
 """
 
 from __future__ import annotations
@@ -38,6 +40,31 @@ def leaves(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:1500]}"
 
 
+def soak_round(seed: int, seconds: float) -> tuple[Counts | None, list[str]]:
+    """The round of ``seed`` run and checked: its counts (None: it did not run to its end) and
+    what it broke. A round that passed leaves nothing; a failed one's files are kept, and where
+    is printed."""
+    root = Path(tempfile.mkdtemp(prefix="hive-soak-", dir="/tmp"))
+    counts: Counts | None = None
+    problems = ["its check did not end"]
+    try:
+        try:
+            fleet = trio.run(partial(run_fleet, seed, root, seconds=seconds))
+        except Exception as exc:
+            problems = [f"the round failed: {leaves(exc)}"]
+            return None, problems
+        try:
+            counts, problems = verify(fleet)
+        finally:
+            unmount(fleet, keep=bool(problems))
+        return counts, problems
+    finally:
+        if counts is not None and not problems:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"seed {seed}: the round's files are kept in {root}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="how long to run in all (default 30)")
@@ -49,28 +76,17 @@ def main() -> int:
     broken: list[str] = []
     seed = args.seed
     while time.monotonic() - started < args.minutes * 60:
-        root = Path(tempfile.mkdtemp(prefix="hive-soak-", dir="/tmp"))
         round_started = time.monotonic()
-        try:
-            try:
-                fleet = trio.run(partial(run_fleet, seed, root, seconds=args.round_minutes * 60))
-            except Exception as exc:
-                broken.append(f"seed {seed}: the round failed: {leaves(exc)}")
-                print(broken[-1], flush=True)
-                seed += 1
-                continue
-            try:
-                counts, problems = verify(fleet)
-            finally:
-                unmount(fleet)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-        totals.append(counts)
+        counts, problems = soak_round(seed, args.round_minutes * 60)
         broken += [f"seed {seed}: {p}" for p in problems]
-        took = time.monotonic() - round_started
-        print(f"round seed {seed} ({took:.0f} s): {counts.line()}; {len(problems)} broken", flush=True)
-        for problem in problems:
-            print(f"  seed {seed}: {problem}", flush=True)
+        if counts is None:
+            print(broken[-1], flush=True)
+        else:
+            totals.append(counts)
+            took = time.monotonic() - round_started
+            print(f"round seed {seed} ({took:.0f} s): {counts.line()}; {len(problems)} broken", flush=True)
+            for problem in problems:
+                print(f"  seed {seed}: {problem}", flush=True)
         seed += 1
     ends = sum(c.tasks for c in totals)
     messages = sum(c.messages for c in totals)

@@ -8,12 +8,14 @@ import json
 import logging
 import os
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import attrs
 import trio
 
 from hive._files import open_regular
+from hive.agent._room import write_when_room
 from hive.agent._wire import RecordError, TurnRecord, TurnStart, decode_turn_record, encode
 from hive.sink import (
     Batch,
@@ -98,11 +100,36 @@ class TurnLog:
             await self._file.write_bytes(data)
 
     async def record(self, record: TurnStart | TurnRecord) -> None:
-        """Append a turn's start or end line; an end is made durable before this returns."""
+        """Append a turn's start or end line. An end is not dropped for a full disk: it waits
+        for room (as long as the caller lets it), and is made durable before this returns."""
+        data = encode(record)
         async with self._lock:
-            await self._file.write_bytes(encode(record))
-            if isinstance(record, TurnRecord):
-                await self._file.sync()
+            if isinstance(record, TurnStart):
+                await self._file.write_bytes(data)
+                return
+            waited: list[OSError] = []
+            try:
+                await write_when_room(
+                    self.path.parent, partial(self._file.append, data), partial(self._full, record, waited)
+                )
+            except OSError as exc:
+                self._file.refused(exc)
+                return
+            if waited:
+                log.warning(
+                    "turn %d's end is in the turn log %s: its disk had room again", record.turn, self.path
+                )
+            await self._file.sync()
+
+    def _full(self, record: TurnRecord, waited: list[OSError], exc: OSError) -> None:
+        waited.append(exc)
+        log.error(
+            "the disk of the turn log %s is full (%s): turn %d's end waits for room to be written; "
+            "free space there",
+            self.path,
+            exc.strerror,
+            record.turn,
+        )
 
     def turn_sink(self, on_usage: Callable[[ContextUsage], None], cost: SessionCost) -> TurnSink:
         """A sink for one turn's stream into this log; ``on_usage`` is told each context usage,
@@ -125,7 +152,8 @@ class TurnSink:
     cost: TurnCost
     """What the turn's results say it cost, and the session's cost after them."""
     saw_result: bool = False
-    """Whether the turn's ``result`` line came: then it started and ended."""
+    """Whether the agent's own ``result`` line came: then it started and ended. One that hive
+    made for an agent that ended without one does not count: such a turn has no result."""
     usage: ContextUsage | None = None
     session_id: str | None = None
     """The session the stream's init names (a turn stopped early may leave the runtime none)."""
@@ -140,7 +168,7 @@ class TurnSink:
         for _, _, obj in typed_lines(batch, {"result": b'"result"'}):
             result = structured(obj)
             if isinstance(result, ResultMessage):
-                self.saw_result = True
+                self.saw_result = self.saw_result or not result.synthesized
                 self.cost.result(result.session_id, result.total_cost_usd)
         await self.log.write(batch.data)
 

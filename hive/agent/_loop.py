@@ -16,8 +16,11 @@ raises ``SessionNotFound``                       not started    kept; the sessio
                                                                 and the turn retried at once
 raises anything else before a result came        not started    kept; retried after a backoff
 raises anything else after the result            failed         carried
-is cancelled (the harness stops)                 stopped        carried if the result came
+is cancelled (the harness stops)                 stopped        carried if the agent's result came
 ==============================================  =============  ==================================
+
+The agent's result is its own: one hive made for an agent that ended without one (marked
+``"hive"``) does not count, so such a stopped turn's messages are carried again by the next run.
 
 A failure is logged with its reason, and the loop goes on; the runtime respawns its agent
 for the next turn. A turn that did not start gives its number back: its retry is numbered as it

@@ -98,7 +98,7 @@ class TurnOutcome:
             stop_reason=stop_reason,
             session_id=session_id,
             is_error=result.is_error,
-            synthesized=bool(result.extra.get("hive")),
+            synthesized=result.synthesized,
             usage=usage,
             tokens=dict(result.usage),
             result=result.result,

@@ -199,6 +199,11 @@ class ResultMessage(_Line):
     type: str = "result"
 
     @property
+    def synthesized(self) -> bool:
+        """Made by hive for a turn its agent ended without a result (marked ``"hive": {...}``)."""
+        return bool(self.extra.get("hive"))
+
+    @property
     def context_window(self) -> int | None:
         """The largest context window among the models this turn used, if reported."""
         windows = [u.get("contextWindow") for u in self.model_usage.values()]

@@ -91,17 +91,25 @@ class JsonlFile:
         """Append ``data`` whole, or not at all if the disk refuses it (reported once)."""
         await trio.lowlevel.checkpoint()
         try:
-            append_whole(self._fd, data)
+            self.append(data)
         except OSError as exc:
-            if not self._failed:
-                log.error("cannot write %s %s (%s); %s", self._known_as, self.path, exc, self._meanwhile)  # noqa: TRY400
-            self._failed = True
-        else:
-            if self._failed:
-                log.warning(
-                    "%s %s can be written again; what came meanwhile is not in it", self._known_as, self.path
-                )
-            self._failed = False
+            self.refused(exc)
+
+    def append(self, data: bytes) -> None:
+        """Append ``data`` whole, or raise the disk's OSError with none of it written (for a
+        caller that will not drop it: tell `refused` if it gives up)."""
+        append_whole(self._fd, data)
+        if self._failed:
+            log.warning(
+                "%s %s can be written again; what came meanwhile is not in it", self._known_as, self.path
+            )
+        self._failed = False
+
+    def refused(self, exc: OSError) -> None:
+        """Report that a write was refused with ``exc`` and dropped (once, until one works)."""
+        if not self._failed:
+            log.error("cannot write %s %s (%s); %s", self._known_as, self.path, exc, self._meanwhile)
+        self._failed = True
 
     async def sync(self) -> None:
         """Make what was appended so far durable (fsync, in a worker thread, which the caller

@@ -121,21 +121,27 @@ async def test_sigint_during_a_tool_stops_it_and_claude_reports_the_turn(
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(cancel_once_the_tool_runs)
                 outcome = await runtime.run("wait for the gate", sink)
-    result = lines(sink)[-1]
-    assert result["type"] == "result"
-    # Seen once in ~15 suite runs under stress: a result made by hive instead of claude's own;
-    # its errors say whether claude exited without one or did not end within the stop grace.
-    assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (
-        StopReason.CANCELLED,
-        False,
-        True,
-    ), (
-        outcome.errors,
-        [line.get("type") for line in lines(sink)],
-    )
-    # The CLI runs a tool while the model's message still streams: a SIGINT in that window (seen
-    # under load) is reported as an aborted stream, with the tool's command stopped the same.
-    assert result.get("terminal_reason") in ("aborted_tools", "aborted_streaming")
+    (result,) = [line for line in lines(sink) if line["type"] == "result"]
+    assert lines(sink)[-1] == result
+    if "hive" not in result:
+        # claude's own answer to the SIGINT (most runs): the interrupted turn, and its result.
+        assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (
+            StopReason.CANCELLED,
+            False,
+            True,
+        ), outcome.errors
+        # The CLI runs a tool while the model's message still streams: a SIGINT in that window
+        # (seen under load) is reported as an aborted stream, the tool's command stopped the same.
+        assert result.get("terminal_reason") in ("aborted_tools", "aborted_streaming")
+    else:
+        # claude may give none: the real CLI exits without one after a stalled stream, and one
+        # slower than the stop grace under load gives none in time. hive's result says so.
+        assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (
+            StopReason.CANCELLED,
+            True,
+            True,
+        ), outcome.errors
+        assert "the turn was cancelled without a result" in outcome.errors[0]
     assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]
     try:
         os.write(writer[0], b"anyone there?\n")

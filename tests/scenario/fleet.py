@@ -16,6 +16,7 @@ import http.client
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -429,7 +430,7 @@ async def run_fleet(seed: int, root: Path, *, seconds: float, faults: bool = Tru
     except BaseException:
         with trio.CancelScope(shield=True):
             await stop_all(fleet)
-        unmount(fleet)
+        unmount(fleet, keep=True)
         raise
     await stop_all(fleet)
     return fleet
@@ -456,9 +457,29 @@ def small_disk(path: Path) -> Path | None:
     return path if done.returncode == 0 else None
 
 
-def unmount(fleet: Fleet) -> None:
-    if fleet.small_disk is not None:
-        subprocess.run(["umount", "--lazy", str(fleet.small_disk)], check=False)
+def unmount(fleet: Fleet, *, keep: bool = False) -> None:
+    """Undo `small_disk`; ``keep``: its files (but the filler, and what is no regular file) are
+    copied onto the directory it was mounted over, for a failed run's files to show them."""
+    disk = fleet.small_disk
+    if disk is None:
+        return
+    kept = disk.with_name(f"{disk.name}.kept")
+    if keep:
+        shutil.copytree(disk, kept, symlinks=True, ignore=_not_kept)
+    subprocess.run(["umount", "--lazy", str(disk)], check=False)
+    if keep:
+        shutil.copytree(kept, disk, symlinks=True, dirs_exist_ok=True)
+        shutil.rmtree(kept)
+
+
+def _not_kept(directory: str, names: list[str]) -> list[str]:
+    """What a kept small disk leaves out: the filler, and sockets and the like (no copy made)."""
+    return [
+        name
+        for name in names
+        if name == "filler"
+        or not (os.path.isdir(os.path.join(directory, name)) or os.path.isfile(os.path.join(directory, name)))
+    ]
 
 
 async def settle(fleet: Fleet) -> None:
