@@ -167,10 +167,15 @@ async def restart_after_cut(
     first = {end_id: body for end_id, (at, body) in matches.items() if at <= cut}
     expected = {line for a in acknowledged for line in printed_matches(a.number)}
 
+    agent = AgentListener(restarted.agent_socket)
+
     def told_lines() -> set[str]:
+        # Every wake that has arrived so far, those that came before the wait below began too.
+        for wake in agent.wakes:
+            if is_match(wake):
+                first.setdefault(wake.end_id or "", wake.body)
         return {line for body in first.values() for line in matched_lines(body)}
 
-    agent = AgentListener(restarted.agent_socket)
     try:
         async with agent.serving(), restarted.running(stop=False) as process:
             found = await known(restarted, [a.task_id for a in acknowledged])
@@ -180,21 +185,19 @@ async def restart_after_cut(
                     and expected <= told_lines()
                 ):
                     await agent.wait_for(len(agent.wakes) + 1)
-                    for wake in agent.wakes:
-                        if is_match(wake):
-                            first.setdefault(wake.end_id or "", wake.body)
             os.kill(process.pid, signal.SIGKILL)  # it has shown what it knows
             await process.wait()
     finally:
         remove_task_cgroups(restarted.state_dir)
     told = {w.sender.removeprefix("bash-task-") for w in agent.wakes}
     unknown = {a.task_id for a in acknowledged} - found
+    lines_told = told_lines()
     ids_of: dict[str, set[str]] = {}
     for end_id, body in first.items():
         for line in matched_lines(body):
             ids_of.setdefault(line, set()).add(end_id)
     twice = {line for line, ids in ids_of.items() if len(ids) > 1}
-    return CutResult(cut, len(acknowledged), unknown, owed - told, expected - told_lines(), twice)
+    return CutResult(cut, len(acknowledged), unknown, owed - told, expected - lines_told, twice)
 
 
 @attrs.define
