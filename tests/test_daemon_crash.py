@@ -10,8 +10,10 @@ names of earlier runs; then a fresh manager recovers from the same directory.
 As processes, a few rounds: the daemon SIGKILLed at moments drawn from a random generator with a
 fixed seed (HIVE_CRASH_SEED=<seed> draws others; the seed is printed), sometimes again during its
 recovery, and in some rounds with its state directory (a small tmpfs of its own) filled up at one
-of those moments. The sleeps there are those moments, the experiment itself; everything the test
-checks is awaited.
+of those moments. Each round also runs a watched task (``notify_on``) that prints a matching line
+at once and another after the daemon has most likely been killed: every matching line in its
+output reaches the agent in a match wake of that run, under one id. The sleeps there are those
+moments, the experiment itself; everything the test checks is awaited.
 """
 
 from __future__ import annotations
@@ -129,6 +131,57 @@ def draw_run(rng: random.Random, tag: str, markers: Path, *, brief: bool = False
     if rng.random() < 0.3:
         arguments["timeout_secs"] = 20
     return Run(tag, cmd, arguments, "done", code)
+
+
+WATCHED_AFTER = 1.5
+"""How long a watched run waits before its second matching line: past the round's kill, mostly."""
+
+
+def watched_run(round_no: int, markers: Path) -> Run:
+    """The round's watched run: a matching line on stdout at once, one on stderr `WATCHED_AFTER`
+    later (drawing nothing from the rounds' generator, so that the seed's rounds stay as drawn).
+    It ends ``done`` with 0 even where a full disk refused a line."""
+    tag = f"r{round_no}w"
+    cmd = f"touch {markers}/{tag}; echo hit {tag} a; sleep {WATCHED_AFTER}; echo hit {tag} b >&2; exit 0"
+    return Run(tag, cmd, {"cmd": cmd, "name": tag, "notify_on": "^hit ", "wait_seconds": 0}, "done", 0)
+
+
+def matching_lines(tasks_dir: Path, recorded: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
+    """The matching lines in each watched run's output, as a match wake shows them, by the run's
+    end id (its match wakes' ids start with it)."""
+    lines = {}
+    for record in recorded.values():
+        if record.get("notify_on") is None:
+            continue
+        found = set()
+        for stream, suffix in (("stdout", ".out"), ("stderr", ".err")):
+            with contextlib.suppress(FileNotFoundError):
+                text = (tasks_dir / f"{record['id']}{suffix}").read_text()
+                found |= {f"[{stream}] {line}" for line in text.splitlines() if line.startswith("hit ")}
+        lines[f"{record['id']}:{record['serial']}"] = found
+    return lines
+
+
+def is_match_wake(wake: Wake) -> bool:
+    return ":m" in (wake.end_id or "")
+
+
+def lines_told(wakes: list[Wake], recorded: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
+    """The match wakes' ids that told each line, by the run's end id and the line, once each
+    is checked to be of a watched run that was: its sender, and its id that run's own. A wake
+    counts as it first arrived: the agent drops a repeat of an id (whatever its body)."""
+    runs_of = {f"{r['id']}:{r['serial']}": r for r in recorded.values()}
+    first: dict[str, Wake] = {}
+    for wake in filter(is_match_wake, wakes):
+        first.setdefault(wake.end_id or "", wake)
+    told: dict[str, set[str]] = defaultdict(set)
+    for match_id, wake in first.items():
+        end_id, _, number = match_id.rpartition(":m")
+        assert end_id in runs_of and number.isdigit(), (wake.sender, match_id)
+        assert wake.sender == f"bash-task-{runs_of[end_id]['id']}"
+        for line in wake.body.splitlines()[1:]:
+            told[f"{end_id} {line}"].add(match_id)
+    return told
 
 
 async def issue(path: Path, run: Run) -> None:
@@ -281,6 +334,7 @@ async def test_sigkills_at_random_moments_lose_no_task_and_no_end(daemon: Daemon
                 async with daemon.running(stop=False) as process, trio.open_nursery() as nursery:
                     agent.daemon, agent.armed = process, rng.random() < 0.3
                     batch = [draw_run(rng, f"r{round_no}t{i}", markers) for i in range(rng.randint(3, 6))]
+                    batch.append(watched_run(round_no, markers))
                     runs += batch
                     for run in batch:
                         nursery.start_soon(issue, daemon.socket, run)
@@ -309,9 +363,20 @@ async def test_sigkills_at_random_moments_lose_no_task_and_no_end(daemon: Daemon
                 listed = {t["cmd"]: t for t in structured(await call(session, "list", limit=0))["tasks"]}
                 recorded = every_run_on_disk(daemon.state_dir / "bash-tasks")
                 final = {**recorded, **listed}
+                printed = {
+                    f"{end_id} {line}"
+                    for end_id, lines in matching_lines(daemon.state_dir / "bash-tasks", recorded).items()
+                    for line in lines
+                }
+                with trio.move_on_after(45):
+                    while not printed <= lines_told(agent.wakes, recorded).keys():
+                        await agent.wait_for(len(agent.wakes) + 1)
 
     lost, wrong = judge(runs, final, markers, told)
-    wakes_of = wakes_by_end(agent.wakes, recorded)
+    told_ids = lines_told(agent.wakes, recorded)
+    never_told = printed - told_ids.keys()
+    told_twice = {line: ids for line, ids in told_ids.items() if len(ids) > 1}
+    wakes_of = wakes_by_end([w for w in agent.wakes if not is_match_wake(w)], recorded)
     repeats = len(agent.wakes) - len(wakes_of)
     disk_refusals = sum(1 for r in runs if refused(r) and "space" in json.dumps(r.answer))
     reused = sum(1 for r in final.values() if r["id"] in SHARED_NAMES)
@@ -320,10 +385,13 @@ async def test_sigkills_at_random_moments_lose_no_task_and_no_end(daemon: Daemon
         f"({reused} under reused names, {sum(refused(r) for r in runs)} refused: {disk_refusals} for want of space), "
         f"{kills + agent.kills} kills ({recovery_kills} during recovery, {agent.kills} on a wake), "
         f"{len(agent.wakes)} wakes, {repeats} repeats, "
-        f"{len(told)} ends told inline, {len(owed)} owed, the disk filled {filler.fills} times"
+        f"{len(told)} ends told inline, {len(owed)} owed, the disk filled {filler.fills} times, "
+        f"{len(printed)} matching lines printed by watched runs, {len(never_told)} never told"
     )
     assert not lost, f"lost tasks (seed {seed}): {lost}"
     assert not wrong, f"wrong final states (seed {seed}): {wrong}"
+    assert not never_told, f"matching lines never told (seed {seed}): {sorted(never_told)}"
+    assert not told_twice, f"matching lines told under two ids (seed {seed}): {told_twice}"
 
 
 # -- in-process: a store that dies at its Nth write -----------------------------------------------

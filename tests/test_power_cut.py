@@ -15,14 +15,17 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import attrs
 import trio
 
+from hive._files import fsync_dir
 from hive.agent._log import TurnLog
 from hive.agent._loop import SESSION_FILE, TURN_LOG
 from hive.agent._model import Phase
@@ -167,10 +170,15 @@ async def restart_after_cut(
     first = {end_id: body for end_id, (at, body) in matches.items() if at <= cut}
     expected = {line for a in acknowledged for line in printed_matches(a.number)}
 
+    agent = AgentListener(restarted.agent_socket)
+
     def told_lines() -> set[str]:
+        # Every wake that has arrived so far, those that came before the wait below began too.
+        for wake in agent.wakes:
+            if is_match(wake):
+                first.setdefault(wake.end_id or "", wake.body)
         return {line for body in first.values() for line in matched_lines(body)}
 
-    agent = AgentListener(restarted.agent_socket)
     try:
         async with agent.serving(), restarted.running(stop=False) as process:
             found = await known(restarted, [a.task_id for a in acknowledged])
@@ -180,21 +188,19 @@ async def restart_after_cut(
                     and expected <= told_lines()
                 ):
                     await agent.wait_for(len(agent.wakes) + 1)
-                    for wake in agent.wakes:
-                        if is_match(wake):
-                            first.setdefault(wake.end_id or "", wake.body)
             os.kill(process.pid, signal.SIGKILL)  # it has shown what it knows
             await process.wait()
     finally:
         remove_task_cgroups(restarted.state_dir)
     told = {w.sender.removeprefix("bash-task-") for w in agent.wakes}
     unknown = {a.task_id for a in acknowledged} - found
+    lines_told = told_lines()
     ids_of: dict[str, set[str]] = {}
     for end_id, body in first.items():
         for line in matched_lines(body):
             ids_of.setdefault(line, set()).add(end_id)
     twice = {line for line, ids in ids_of.items() if len(ids) > 1}
-    return CutResult(cut, len(acknowledged), unknown, owed - told, expected - told_lines(), twice)
+    return CutResult(cut, len(acknowledged), unknown, owed - told, expected - lines_told, twice)
 
 
 @attrs.define
@@ -444,3 +450,41 @@ def _watch_state(tasks_dir: Path, task_id: str) -> bytes:
     for path in tasks_dir.glob(f"{task_id}@*.watch"):
         return path.read_bytes()
     return b""
+
+
+def test_the_model_keeps_what_the_later_called_of_two_overlapping_fsyncs_made_durable(
+    short_tmp: Path,
+) -> None:
+    """`power_cut`'s own rule: an fsync called while another of the same file is under way, and
+    returning first, made the file's newer data durable; the earlier call, returning after it,
+    does not undo that (the daemon's threads sync the same directories at once)."""
+    journal, state = short_tmp / "journal", short_tmp / "state"
+    armed, snapshot_taken, release = threading.Event(), threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def held_once(fd: int) -> None:  # the first fsync once armed waits, its snapshot taken, until released
+        if armed.is_set() and not snapshot_taken.is_set():
+            snapshot_taken.set()
+            release.wait(30)
+        real_fsync(fd)
+
+    with mock.patch.object(os, "fsync", held_once), power_cut.journalling(journal):
+        state.mkdir()
+        fsync_dir(short_tmp)
+        fd = os.open(state / "file", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, b"old")
+            earlier = threading.Thread(target=os.fsync, args=(fd,))
+            armed.set()
+            earlier.start()
+            assert snapshot_taken.wait(30)
+            os.pwrite(fd, b"new", 0)
+            os.fsync(fd)
+            release.set()
+            earlier.join()
+        finally:
+            os.close(fd)
+        fsync_dir(state)
+    after = short_tmp / "after"
+    assert power_cut.rebuild(power_cut.entries(journal), short_tmp, state.name, after)
+    assert (after / "file").read_bytes() == b"new"

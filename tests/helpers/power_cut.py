@@ -5,9 +5,12 @@ file created, renamed or removed there, a directory made) as of the directory's 
 A program run under this module (``python power_cut.py JOURNAL -m MODULE ARGS...``) keeps a
 journal of what each fsync made durable: for a file its whole content, for a directory its
 entries, each taken as the fsync is called (what changes during it may or may not be kept), and
-written once it has returned. `rebuild` makes from the journal's first ``n`` entries the
-directory a power cut there would leave: the entries of each directory as of its last fsync,
-each file's data as of its last fsync, empty if it had none.
+written once it has returned, with the order it was taken in. `rebuild` makes from the
+journal's first ``n`` entries the directory a power cut there would leave: the entries of each
+directory and each file's data as of the latest of its fsyncs that had returned, empty if it
+had none. Latest as taken, not as returned: an fsync called while another of the same file or
+directory is under way can return first, and what it made durable stays so (the one that
+returns later does not undo it).
 
 An inode number freed by a removal can be given to a new file; each file created with O_EXCL
 is journalled as born, and a file's data belongs to its number and birth, so that a new file
@@ -39,6 +42,7 @@ class _Journal:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._lock = threading.Lock()
         self._births: dict[int, int] = {}
+        self._taken = 0
 
     def identity(self, ino: int) -> Identity:
         return ino, self._births.get(ino, 0)
@@ -50,6 +54,9 @@ class _Journal:
     def snapshot(self, fd: int) -> dict[str, Any] | None:
         """What an fsync of ``fd`` makes durable, as it is now; None for what is not kept here."""
         info = os.fstat(fd)
+        with self._lock:
+            self._taken += 1
+            taken = self._taken
         if stat.S_ISDIR(info.st_mode):
             entries: dict[str, list[Any]] = {}
             with os.scandir(f"/proc/self/fd/{fd}") as listing:
@@ -63,7 +70,7 @@ class _Journal:
                     )
                     if kind is not None:
                         entries[entry.name] = [*self.identity(child.st_ino), kind]
-            return {"dir": self.identity(info.st_ino), "entries": entries}
+            return {"dir": self.identity(info.st_ino), "entries": entries, "taken": taken}
         if stat.S_ISREG(info.st_mode):
             reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
             try:
@@ -72,7 +79,11 @@ class _Journal:
                     chunks.append(chunk)
             finally:
                 os.close(reader)
-            return {"file": self.identity(info.st_ino), "data": base64.b64encode(b"".join(chunks)).decode()}
+            return {
+                "file": self.identity(info.st_ino),
+                "data": base64.b64encode(b"".join(chunks)).decode(),
+                "taken": taken,
+            }
         return None
 
     def record(self, entry: dict[str, Any]) -> None:
@@ -126,13 +137,19 @@ def entries(journal: Path) -> list[dict[str, Any]]:
 def rebuild(journal: list[dict[str, Any]], parent: Path, name: str, into: Path) -> bool:
     """Make at ``into`` what a power cut after ``journal`` (a prefix of the entries) leaves of
     ``parent / name`` (``parent`` itself is taken to be durable); False if nothing is left of it."""
+    latest: dict[tuple[str, Identity], dict[str, Any]] = {}
+    for entry in journal:
+        kind = "dir" if "dir" in entry else "file"
+        key = kind, (entry[kind][0], entry[kind][1])
+        if key not in latest or latest[key]["taken"] < entry["taken"]:
+            latest[key] = entry
     dirs: dict[Identity, dict[str, list[Any]]] = {}
     files: dict[Identity, bytes] = {}
-    for entry in journal:
-        if "dir" in entry:
-            dirs[tuple(entry["dir"])] = entry["entries"]  # type: ignore[index]
+    for (kind, identity), entry in latest.items():
+        if kind == "dir":
+            dirs[identity] = entry["entries"]
         else:
-            files[tuple(entry["file"])] = base64.b64decode(entry["data"])  # type: ignore[index]
+            files[identity] = base64.b64decode(entry["data"])
     top = dirs.get((os.stat(parent).st_ino, 0), {}).get(name)
     if top is None or top[2] != "d":
         return False
