@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+from pathlib import Path
 from typing import Any
 
 import trio
 
+from fixtures import acp_agent
 from tests.helpers.listener import AgentListener
 from tests.helpers.processes import wait_exited
 from tests.helpers.results import call
@@ -86,6 +89,44 @@ async def test_a_daemon_killed_mid_turn_loses_no_end_and_leaves_no_second_claude
     assert interrupts and set(interrupts) == {"SIGINT"} and last == "SIGUSR1"
     assert wake.sender == "subagent-k" and "(lost, an error)" in wake.body
     assert (after["turns"], after["last_turn"]["stop_reason"]) == (2, "completed")
+
+
+def acp_behind_a_wrapper(world: World) -> dict[str, str]:
+    """``HIVE_ACP_COMMAND`` a shell script that runs the fake ACP agent without ``exec`` (the
+    shell is the agent's first process) and notes its own pid and each SIGINT it gets."""
+    wrapper = world.root / "acp-wrapper"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'echo $$ > "{world.root}/wrapper.pid"\n'
+        f"trap 'echo SIGINT >> \"{world.root}/wrapper.signals\"' INT\n"
+        f'{sys.executable} {acp_agent.PATH} "$@"\n'
+        "exit $?\n"
+    )
+    wrapper.chmod(0o755)
+    return {"HIVE_ACP_COMMAND": str(wrapper), "HIVE_ACP_ARGS": "[]"}
+
+
+async def test_a_sigkilled_daemon_s_acp_agent_behind_a_wrapper_script_gets_sigint_in_every_process(
+    world: World,
+) -> None:
+    """The crash is the point: SIGKILL to the daemon mid-turn. The kernel's parent-death signal
+    would reach the wrapper shell alone; the sentinel (``guarding_agents``) sends SIGINT to the
+    agent's whole process group, so the agent, which stays after its stdin's end, gets it too."""
+    world.acp.script([{"record": "working"}, {"sleep": 600}], on_eof="linger")
+    with trio.fail_after(TURN):
+        async with mcp_session(world, **acp_behind_a_wrapper(world)) as session:
+            started = await call(session, "start", name="w", prompt="work", runtime="acp")
+            assert not started.is_error, started.content
+        await world.acp.wait_for_event("note")
+        (agent,) = world.acp.pids()
+        wrapper = int(Path(world.root / "wrapper.pid").read_text())
+        pid = daemon_pid(world.state)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        await wait_exited(agent)
+        await wait_exited(wrapper)
+    assert world.acp.signals() == ["SIGINT"]
+    assert (world.root / "wrapper.signals").read_text().split() == ["SIGINT"]
 
 
 async def test_an_end_untold_at_a_clean_stop_is_told_after_the_restart(world: World) -> None:

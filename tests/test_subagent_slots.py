@@ -27,7 +27,6 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from hive.subagent._wire import Caller
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -36,6 +35,7 @@ from hive.runtime import Config, RuntimeSpec, StopReason, TurnOutcome
 from hive.sink import Batch, Sink
 from hive.subagent import _slots
 from hive.subagent._agents import TurnAgent
+from hive.subagent._caller import Caller
 from hive.subagent._errors import NameBusy, NameStopping, SubagentError, UnknownSubagent
 from hive.subagent._manager import SubagentManager
 from hive.subagent._slots import Arm, Phase, Refusal, Slot
