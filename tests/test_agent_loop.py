@@ -621,3 +621,28 @@ async def _settle(harness: Harness, runtime: ScriptedRuntime, model: LoopState, 
         else:
             await harness.wait_state(lambda s, phase=model.phase: s.phase is phase)
             return model
+
+
+async def test_a_restart_does_not_carry_again_what_the_last_turn_delivered_before_a_kill(
+    short_tmp: Path,
+) -> None:
+    # Killed between the turn's record (durable) and the queue's `carried` line: the turn log
+    # says the message reached the agent, so the restart does not carry it a second time.
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            await harness.handle(Prompt("once"))
+            await runtime.next_prompt()
+            runtime.end()
+            await idle(harness)
+    queue = short_tmp / "queue"
+    kept = [line for line in queue.read_bytes().splitlines(keepends=True) if b'"carried"' not in line]
+    queue.write_bytes(b"".join(kept))
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime) as harness:
+            assert harness.status().queue == 0
+            await harness.handle(Prompt("then this"))
+            assert "once" not in await runtime.next_prompt()
+            runtime.end()
+            await idle(harness)

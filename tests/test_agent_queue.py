@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import attrs
 import trio
 import trio.testing
 from hypothesis import given
@@ -172,3 +173,34 @@ def test_wants_a_rewrite_only_once_it_has_grown(tmp_path: Path) -> None:
         assert big.wants_rewrite()
     finally:
         os.close(fd)
+
+
+async def test_what_the_last_turn_delivered_is_carried_when_its_line_never_reached_the_queue(
+    tmp_path: Path,
+) -> None:
+    # A harness killed between a turn's record (durable) and the queue's `carried` line: the
+    # restart must not carry those messages a second time.
+    from hive.agent._queue import carried_by, carry
+    from hive.agent._wire import TurnRecord
+
+    path = tmp_path / "queue"
+    queue, _ = await open_queue_file(path)
+    await queue.append([Added(item(1, "e1")), Added(item(2)), Added(item(3))])
+    queue.close()
+    queue, state = await open_queue_file(path)
+    last = TurnRecord(turn=4, kind="turn", started=1.0, ended=2.0, carried=(item(1, "e1"), item(2)))
+    assert carried_by(state, last) == (1, 2)
+    for not_delivered in (
+        attrs.evolve(last, delivered=False, outcome="stopped"),
+        attrs.evolve(last, kind="compact", carried=()),
+        None,
+    ):
+        assert carried_by(state, not_delivered) == ()
+    after = carry(state, (1, 2))
+    assert [i.seq for i in after.queued] == [3] and after.seen == ("e1",)
+    await queue.append([Carried((1, 2))])
+    queue.close()
+    queue, replayed = await open_queue_file(path)
+    queue.close()
+    assert (replayed.queued, replayed.seen) == (after.queued, after.seen)
+    assert carried_by(replayed, last) == ()

@@ -66,7 +66,7 @@ from hive.agent._model import (
     next_step,
 )
 from hive.agent._prompt import render_prompt
-from hive.agent._queue import QueueFile, open_queue_file
+from hive.agent._queue import QueueFile, carried_by, carry, open_queue_file
 from hive.agent._session import SessionStore, resumed_cost
 from hive.agent._wire import (
     Added,
@@ -524,6 +524,13 @@ async def open_harness(
     queue, state = await open_queue_file(state_dir / QUEUE_FILE)
     try:
         tail = TurnLog.read_tail(state_dir / TURN_LOG)
+        if delivered := carried_by(state, tail.last):
+            # The turn log is the truth of what reached the agent: the queue's line is owed.
+            try:
+                await queue.append([Carried(delivered)])
+            except OSError as exc:
+                log.error("%s", exc)  # noqa: TRY400 - the message says it all
+            state = carry(state, delivered)
         turn_log = TurnLog.open(state_dir / TURN_LOG)
         # Its name, where it was just made, durable with the queue's and the session's: a power
         # cut does not take the whole log.

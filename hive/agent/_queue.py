@@ -37,6 +37,7 @@ from hive.agent._wire import (
     CompactRequested,
     Record,
     RecordError,
+    TurnRecord,
     decode_record,
     encode,
 )
@@ -184,6 +185,27 @@ def queued_messages(path: Path) -> int:
     would read it (blocking; an unreadable journal is an `OSError`)."""
     records, _ = load(path)
     return replay(records).waiting()
+
+
+def carried_by(state: LoopState, last: TurnRecord | None) -> tuple[int, ...]:
+    """The seqs still queued that ``last``, the turn log's last turn, delivered: a harness killed
+    between that turn's record and the queue's ``carried`` line left them queued, and a restart
+    would carry them a second time."""
+    if last is None or last.kind != "turn" or not last.delivered:
+        return ()
+    delivered = {i.seq for i in last.carried}
+    return tuple(i.seq for i in state.queued if i.seq in delivered)
+
+
+def carry(state: LoopState, seqs: tuple[int, ...]) -> LoopState:
+    """``state`` once the items ``seqs`` are carried, as replaying a ``Carried`` line makes it."""
+    done = set(seqs)
+    ends = [i.end_id for i in state.queued if i.seq in done and i.end_id is not None]
+    return attrs.evolve(
+        state,
+        queued=tuple(i for i in state.queued if i.seq not in done),
+        seen=(*state.seen, *ends)[-SEEN_LIMIT:],
+    )
 
 
 async def open_queue_file(path: Path) -> tuple[QueueFile, LoopState]:
