@@ -25,14 +25,17 @@ async def test_a_fleet_under_faults_keeps_every_promise() -> None:
         try:
             fleet = await run_fleet(seed, root, seconds=SECONDS)
         except Exception as exc:
-            raise AssertionError(f"seed {seed}: the fleet's run failed: {exc!r}") from exc
+            kept = True
+            raise AssertionError(
+                f"seed {seed}: the fleet's run failed: {exc!r} (its files are kept in {root})"
+            ) from exc
         try:
             counts = check(fleet)
         except AssertionError as failed:
             kept = True
             raise AssertionError(f"{failed} (its files are kept in {root})") from failed
         finally:
-            unmount(fleet)
+            unmount(fleet, keep=kept)
         print(f"seed {seed}: {counts.line()}")
         assert counts.tasks > 0 and counts.turns > 0, f"seed {seed}: the fleet did nothing: {counts.line()}"
     finally:
