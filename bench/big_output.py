@@ -23,9 +23,10 @@ ROUNDS = 3
 def through_daemon(relay: Relay, daemon: Daemon, cmd: str) -> dict[str, float]:
     cpu, rss = daemon.cpu(), daemon.peak_rss_mb()
     started = time.perf_counter()
-    _, result = relay.call("run", cmd=cmd, wait_seconds=0)
+    # Every field (full): the output's path and size are in an agent's answer only when cut.
+    _, result = relay.call("run", cmd=cmd, wait_seconds=0, full=True)
     while result["state"] not in ("done", "timed_out", "stopped", "interrupted"):
-        _, result = relay.call("status", id=result["id"], wait_seconds=30)
+        _, result = relay.call("status", id=result["id"], wait_seconds=30, full=True)
     wall = time.perf_counter() - started
     check_done(result)
     Path(result["stdout"]["path"]).unlink()

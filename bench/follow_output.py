@@ -116,7 +116,9 @@ def _follow_big() -> Figure:
             offset = answer["stdout_next"]
         took = time.perf_counter() - started
         after = daemon.peak_rss_mb()
-        path = Path(answer["stdout"]["path"])
+        # An agent's followed answer has the new output in place of the tail; a full one, the path.
+        _, status = relay.call("status", id="big", full=True)
+        path = Path(status["stdout"]["path"])
         whole = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest.hexdigest() != whole or offset != path.stat().st_size:
         raise RuntimeError("following the offsets did not read the file once, whole")

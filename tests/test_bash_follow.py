@@ -150,10 +150,10 @@ async def test_a_waiting_status_returns_at_the_end_or_the_deadline_with_nothing_
 async def test_an_offset_past_the_end_is_refused_with_where_the_end_is(short_tmp: Path) -> None:
     async with serving_tools(short_tmp) as tools:
         await tools.call("run", {"cmd": "printf 12345", "name": "p", "wait_seconds": 30})
-        refused = await tools.call("status", {"id": "p", "stdout_offset": 6, "wait_seconds": 5})
+        refused = await tools.call("status", {"id": "p", "stdout_offset": 6, "wait_seconds": 5, "full": True})
         assert refused.is_error and refused.structured["error"] == "OffsetPastEnd"
         assert "stdout_offset 6 is past the end of the task's stdout, which is 5 bytes long" in refused.text
-        bad = await tools.call("status", {"id": "p", "stderr_offset": -1})
+        bad = await tools.call("status", {"id": "p", "stderr_offset": -1, "full": True})
         assert bad.is_error and bad.structured["error"] == "BadArgument"
         _, at_end = await _status(tools, id="p", stdout_offset=5)
         assert (at_end["stdout_new"], at_end["stdout_next"]) == ("", 5)

@@ -109,7 +109,7 @@ async def test_at_most_notify_max_wakes_then_one_saying_later_matches_are_not_se
 
 async def test_a_bad_pattern_or_a_max_without_one_is_refused_at_run(short_tmp: Path) -> None:
     async with serving_tools(short_tmp) as tools:
-        bad = await tools.call("run", {"cmd": "true", "notify_on": "(unclosed"})
+        bad = await tools.call("run", {"cmd": "true", "notify_on": "(unclosed", "full": True})
         assert bad.is_error and bad.structured["error"] == "BadArgument"
         assert (
             "notify_on '(unclosed' is not a pattern RE2 takes (missing ): (unclosed). Give one in RE2 "
@@ -124,7 +124,9 @@ async def test_a_bad_pattern_or_a_max_without_one_is_refused_at_run(short_tmp: P
             assert refused.is_error and f"is not a pattern RE2 takes ({reason})" in refused.text
         lone = await tools.call("run", {"cmd": "true", "notify_max": 5})
         assert lone.is_error and "notify_max is given without notify_on" in lone.text
-        too_many = await tools.call("run", {"cmd": "true", "notify_on": "x", "notify_max": 1001})
+        too_many = await tools.call(
+            "run", {"cmd": "true", "notify_on": "x", "notify_max": 1001, "full": True}
+        )
         assert too_many.is_error and too_many.structured["error"] == "BadArgument"
         assert tools.manager.tasks == {}  # nothing ran
 

@@ -120,7 +120,8 @@ def draw_run(rng: random.Random, tag: str, markers: Path, *, brief: bool = False
     long = 0.3 if brief else round(rng.uniform(0.4, 1.2), 2)
     seconds = {"quick": 0, "short": 0.1 if brief else 0.2, "long": long, "timed": 30}[kind]
     cmd = f"touch {markers}/{tag}; sleep {seconds}; exit {code}"
-    arguments: dict[str, Any] = {"cmd": cmd, "wait_seconds": rng.choice([0, 0.1, 0.5, 3, 5])}
+    # Every field (full): an error's kind, an end's exit code even when it has none, the previous run's end.
+    arguments: dict[str, Any] = {"cmd": cmd, "wait_seconds": rng.choice([0, 0.1, 0.5, 3, 5]), "full": True}
     if rng.random() < 0.3:
         arguments["name"] = rng.choice(SHARED_NAMES)
     elif rng.random() < 0.5:

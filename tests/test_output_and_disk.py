@@ -35,7 +35,7 @@ from tests.helpers.tools import serving_tools
 async def test_a_task_past_the_output_cap_is_stopped_and_says_why(short_tmp: Path) -> None:
     settings = {"max_output_bytes": 64 * 1024, "output_check_interval": 0.05, "kill_grace": 2.0}
     async with serving_tools(short_tmp, **settings) as tools:
-        result = await tools.call("run", {"cmd": "yes hive", "wait_seconds": 30})
+        result = await tools.call("run", {"cmd": "yes hive", "wait_seconds": 30, "full": True})
         status = result.structured
         assert status["state"] == "stopped"
         assert status["stop_reason"] == "output_cap"
@@ -88,7 +88,7 @@ async def test_a_full_disk_is_reported_by_the_tasks_it_affects_and_does_not_stop
         assert refused.is_error
         assert "No space left on device" in refused.text
         assert "free space" in refused.text
-        stopped = await tools.call("stop", {"id": "writer"})
+        stopped = await tools.call("stop", {"id": "writer", "full": True})
         assert stopped.structured["state"] == "stopped"
         assert any("the disk is full" in note for note in stopped.structured["notes"])
         store.full = False
@@ -179,7 +179,7 @@ async def test_a_writer_faster_than_the_check_is_held_within_8_mib_of_the_cap(sh
     async with serving_tools(short_tmp, max_output_bytes=cap, output_check_interval=30.0) as tools:
         store = tools.manager.store
         result = await tools.call(
-            "run", {"cmd": "head -c 67108864 /dev/zero", "name": "w", "wait_seconds": 30}
+            "run", {"cmd": "head -c 67108864 /dev/zero", "name": "w", "wait_seconds": 30, "full": True}
         )
         status = result.structured
         size = store.out_path("w").stat().st_size
@@ -311,7 +311,7 @@ async def test_writers_on_both_streams_are_held_within_8_mib_of_the_cap(short_tm
         chunks = "while :; do printf '%*s\\n' 65536 ''; sleep 0.05; done"
         cmd = f"trap '' INT; ({chunks}) & ({chunks}) >&2 & ({chunks}) & ({chunks}) >&2; wait"
         with trio.fail_after(60):
-            result = await tools.call("run", {"cmd": cmd, "name": "w", "wait_seconds": 50})
+            result = await tools.call("run", {"cmd": cmd, "name": "w", "wait_seconds": 50, "full": True})
         status = result.structured
         size = _output_size(tools.manager.store, "w")
         assert cap < size <= cap + 8 * MIB, size
