@@ -223,3 +223,35 @@ def test_a_tasks_marks_find_it_by_tag_group_namespace_and_parent_and_nothing_els
     # Without the namespace (none made, or not learned yet), the tag is the net.
     assert [p.pid for p in members(procs, TaskMarks("t:1", None, None))] == [100, 101, 200, 400]
     assert [p.pid for p in members(procs, TaskMarks("t:1", None, own_ns))] == [100, 101, 200, 400]
+
+
+def test_a_process_that_ends_while_the_stop_looks_is_not_counted_as_having_left(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The group's SIGINT comes before the look: what it ended is gone from the cgroup by the
+    # time its members are read, and was counted as having left it (CI: "4 of its processes
+    # had left its cgroup" for one escapee).
+    import subprocess
+
+    from hive import _proc
+    from hive.bash import _cgroups, _procs, _stopping
+
+    alive = subprocess.Popen(["sleep", "60"])
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    zombie = subprocess.Popen(["true"])
+    try:
+        os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        stats = {p.pid: _proc.read_stat(p.pid) for p in (alive, zombie)}
+        found = [ProcInfo.of(pid, stat, "t:1") for pid, stat in stats.items() if stat is not None]
+        found.append(
+            ProcInfo(pid=ended.pid, ppid=os.getpid(), pgid=ended.pid, zombie=False, start_time=1, tag="t:1")
+        )
+        monkeypatch.setattr(_procs, "task_processes", lambda marks: found)
+        monkeypatch.setattr(_cgroups, "members", lambda cgroup: [])
+        left = _stopping._left_cgroup(tmp_path, TaskMarks(pgid=0, tag="t:1"))
+        assert [p.pid for p in left] == [alive.pid]
+    finally:
+        alive.send_signal(signal.SIGINT)
+        alive.wait()
+        zombie.wait()

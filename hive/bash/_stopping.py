@@ -98,10 +98,17 @@ def _signal_members(
 
 def _left_cgroup(cgroup: Path, marks: _procs.TaskMarks) -> list[_procs.ProcInfo]:
     """The task's processes, found by its marks, that are not in its cgroup (blocking). The
-    cgroup is read after the scan, so a process forked into it meanwhile is not counted."""
+    cgroup is read after the scan, so a process forked into it meanwhile is not counted; one that
+    ended meanwhile (the group's SIGINT comes first) is gone from the cgroup too, and is not
+    counted either: only a process still alive, as the scan found it, left."""
     found = _procs.task_processes(marks)
     inside = set(_cgroups.members(cgroup))
-    return [p for p in found if p.pid not in inside]
+    return [p for p in found if p.pid not in inside and _still_alive(p)]
+
+
+def _still_alive(proc: _procs.ProcInfo) -> bool:
+    now = _proc.read_stat(proc.pid)
+    return now is not None and not now.zombie and now.start_time == proc.start_time
 
 
 def _output_sizes(store: TaskStore, task_ids: list[str]) -> list[int]:
