@@ -26,7 +26,7 @@ from tests.helpers.subagents import stop_daemon
 from tests.real.test_real_acp import PROTOCOL_PIN
 
 TURN = 120
-OURS = (b"hive-subagent-mcp", b"hive.subagent.daemon")
+OURS = (b"hive-subagent-mcp", b"hive.subagent.daemon", b"hive._sentinel")
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def state() -> Iterator[Path]:
 
 
 def processes_of(home: Path) -> list[int]:
-    """Processes whose environment has ``HOME=home``, but the subagent server and daemon."""
+    """Processes whose environment has ``HOME=home``, but the subagent relay, daemon and its agent sentinel."""
     needle = b"\0HOME=" + os.fsencode(home) + b"\0"
     found = []
     for entry in os.scandir("/proc"):
