@@ -80,7 +80,8 @@ def replay(records: Iterable[Record]) -> LoopState:
     return LoopState(
         next_seq=written + 1,
         written_seq=written,
-        queued=tuple(sorted(queued.values(), key=lambda i: i.seq)),
+        # A turn that was running when the harness stopped did not deliver what it showed.
+        queued=tuple(attrs.evolve(i, shown_at=None) for i in sorted(queued.values(), key=lambda i: i.seq)),
         compact=tuple(compact),
         seen=tuple(seen[-SEEN_LIMIT:]),
     )
