@@ -8,6 +8,7 @@ so the restarted harness's next turns carry the end as a wake.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +59,26 @@ async def test_an_end_answered_inline_in_a_turn_that_never_delivered_is_carried_
     assert answered["result"]["state"] == "done", answered
     assert "bash-task-shown" in _carried(lines), (lines, again.stderr())
     assert _carried(lines).count("bash-task-shown") == 1, lines
+
+
+async def test_an_end_answered_inline_in_a_turn_that_delivered_is_never_carried(root: Path) -> None:
+    calls_run = [
+        {"claude_tool": {"name": "mcp__bash__run", "input": RUN, "call": {"server": "bash", "tool": "run"}}}
+    ]
+    env = acp_env(root, [[*calls_run, {"text": "seen"}], "default"])
+    with trio.fail_after(GUARD):
+        async with running_agent(root, env, "--with-bash-daemon") as agent:
+            await _prompt(agent.socket, "go")
+            await agent.hive_line(lambda r: r["turn"] == 1)
+            # Settled by the turn that delivered it: acknowledged, so its loose end goes.
+            await wait_gone(agent.state / "mcp-loose-ends" / "bash-task-shown.json")
+            await _prompt(agent.socket, "after")
+            await agent.hive_line(lambda r: any(c["body"] == "after" for c in r["carried"]))
+            lines = agent.hive_lines()
+    assert lines[0]["delivered"] and _carried(lines) == ["operator", "operator"], lines
+    # Held for its turn if it came while the turn ran (then gone with what it carried), else
+    # judged by the turn's record as it came: never queued.
+    journal = [json.loads(line) for line in (root / "state" / "queue").read_bytes().splitlines()]
+    shown = [r["item"] for r in journal if r["op"] == "add" and r["item"]["from"] == "bash-task-shown"]
+    carried = [seq for r in journal if r["op"] == "carried" for seq in r["seqs"]]
+    assert all(item["shown_at"] and item["seq"] in carried for item in shown), journal
