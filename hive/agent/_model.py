@@ -12,7 +12,10 @@ and the loop through::
                                           --TurnEnded(not carried)--> BACKOFF --RetryDue--> IDLE
     anything --Restarted--> IDLE, with what the queue's file holds
 
-A wake is acknowledged only once ``Written`` (durably queued). A turn carries everything
+A wake whose end was answered inline to the agent (``shown_at``) in the running turn is queued
+too, but that turn settles it and never carries it: it leaves with the turn's items once the
+turn is ``Recorded``, and becomes an ordinary wake if the turn did not deliver (or a restart
+cut it short). A wake is acknowledged only once ``Written`` (durably queued). A turn carries everything
 queued when it starts, oldest first (up to a size budget), and nothing that arrives while it
 runs. Its items leave the queue only once the turn has ended and that is ``Recorded`` on disk:
 a crash before then replays them (a turn that never ended carried nothing; one that ended

@@ -1,7 +1,9 @@
 """The queue's file, ``<state>/queue``: a journal the harness appends to and replays at start.
 
 Each admitted message is appended as an ``add`` record and the file is synced before the
-message is acknowledged; a turn's end appends a ``carried`` record for its messages. So what a
+message is acknowledged; a turn's end appends a ``carried`` record for its messages (and the
+wakes shown inline in it, see ``hive.agent._model``; a restart replays one it did not carry away
+as an ordinary wake). So what a
 restart replays is exactly what was acknowledged and not yet carried by a turn that ended. A
 request to compact is a ``compact`` record, written before it is acknowledged, and the end of
 the compaction that served it a ``compacted`` one: a restart runs a compaction still owed.
