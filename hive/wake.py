@@ -4,6 +4,7 @@ One JSON object a line over the agent's Unix socket, answered by one line::
 
     {"type":"wake","from":"bash-task-ab12","body":"...","transient":true}  ->  {"ok":true}
     {"type":"wake","from":"bash-task-ab12","body":"...","end_id":"ab12:9f3c..."}  ->  {"ok":true}
+    {"type":"wake",...,"end_id":"ab12:9f3c...","shown_at":1765100000.5}  (answered inline)  ->  {"ok":true}
     {"type":"prompt","text":"..."}          (an operator's message)         ->  {"ok":true}
     {"type":"compact"}                      (the operator's /compact)       ->  {"ok":true}
     {"type":"status"}                                                       ->  {"ok":true,"status":{...}}
@@ -89,6 +90,10 @@ class Wake:
     traceparent: str | None = None
     """The W3C ``traceparent`` of what sent it (a bash task's span), where telemetry is
     exported: the turn that carries it links to that span. Optional on the wire, as ``end_id``."""
+    shown_at: float | None = None
+    """When the end it tells of was answered inline to the agent's own call (Unix time): the
+    harness drops it if the turn running then delivered, and carries it if that turn did not
+    (the agent died before it read the answer). Optional on the wire, as ``end_id``."""
 
 
 def end_id(task_id: str, serial: str) -> str:
@@ -207,7 +212,7 @@ class AgentReply:
 
 
 converter = strict_converter()
-converter.register_fields(Wake, {"sender": "from"}, omit_if_default=("end_id", "traceparent"))
+converter.register_fields(Wake, {"sender": "from"}, omit_if_default=("end_id", "traceparent", "shown_at"))
 converter.register_fields(Prompt, {"sender": "from"})
 converter.register_fields(AgentReply, omit_if_default=True)
 

@@ -13,6 +13,7 @@ import logging
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -646,3 +647,42 @@ async def test_a_restart_does_not_carry_again_what_the_last_turn_delivered_befor
             assert "once" not in await runtime.next_prompt()
             runtime.end()
             await idle(harness)
+
+
+async def test_a_wake_shown_inline_is_settled_by_the_turn_it_was_shown_in(short_tmp: Path) -> None:
+    runtime = ScriptedRuntime()
+    with trio.fail_after(GUARD):
+        async with serving(short_tmp, runtime, retry_first=0.0) as harness:
+            # Shown in a turn that delivered: held while it runs, then gone with it.
+            await harness.handle(Prompt("one"))
+            await runtime.next_prompt()
+            await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1", shown_at=time.time()))
+            assert harness.status().queue == 0
+            runtime.end()
+            await idle(harness)
+            # Its wake came once that turn had ended: judged by its record at once.
+            await harness.handle(Prompt("two"))
+            await runtime.next_prompt()
+            shown = time.time()
+            runtime.end()
+            await idle(harness)
+            await harness.handle(Wake("bash-task-b", "b ended", end_id="b:1", shown_at=shown))
+            await harness.handle(Wake("bash-task-b", "b ended", end_id="b:1"))  # a repeat
+            assert harness.status().queue == 0
+            # Shown in a turn that did not deliver, its wake coming during it or after: carried.
+            await harness.handle(Prompt("three"))
+            await runtime.next_prompt()
+            await harness.handle(Wake("bash-task-c", "c ended", end_id="c:1", shown_at=time.time()))
+            shown = time.time()
+            runtime.end("unavailable")
+            retried = await runtime.next_prompt()
+            await harness.handle(Wake("bash-task-d", "d ended", end_id="d:1", shown_at=shown))
+            runtime.end()
+            last = await runtime.next_prompt()
+            runtime.end()
+            await idle(harness)
+    assert retried == "[message from operator]\nthree\n\n[wake from bash-task-c]\nc ended"
+    assert last == "[wake from bash-task-d]\nd ended"
+    assert len(runtime.prompts) == 5
+    journal = load(short_tmp / "queue")[0]
+    assert replay(journal).queued == ()

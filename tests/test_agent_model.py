@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -28,6 +29,7 @@ from hive.agent._model import (
     Recorded,
     Restarted,
     RetryDue,
+    SeenInline,
     StartCompact,
     StartTurn,
     TurnEnded,
@@ -53,6 +55,8 @@ class LoopMachine(RuleBasedStateMachine):
         self.turn_started_at_seq = 0
         self.compact_due = False  # a compaction asked for while a turn or compaction ran
         self.askers: tuple[str, ...] = ()  # who asked for the compaction owed, in order
+        self.shown: set[int] = set()  # wakes shown inline in the running turn (seqs)
+        self.settled: set[int] = set()  # shown in a turn that delivered: told, never carried
 
     # -- arrivals and the queue's writes ----------------------------------------------------------
 
@@ -72,6 +76,26 @@ class LoopMachine(RuleBasedStateMachine):
                     known = before.seen + tuple(i.end_id for i in before.queued)
                     assert end_id in known
                 assert self.state == before
+
+    @precondition(lambda self: self.state.phase is Phase.TURN)
+    @rule(end_id=end_ids)
+    def arrive_shown(self, end_id: str | None) -> None:
+        """A wake whose end was answered inline to the agent during the running turn."""
+        before = self.state
+        self.state, admission = admit(
+            before, Arrived(ItemKind.WAKE, "bash-task-x", "b", end_id, shown_at=1.0)
+        )
+        if isinstance(admission, Admitted):
+            assert admission.item.shown
+            self.shown.add(admission.item.seq)
+        else:
+            assert self.state == before
+
+    @precondition(lambda self: self.state.phase is not Phase.TURN)
+    @rule()
+    def arrive_shown_with_no_turn_running(self) -> None:
+        self.state, admission = admit(self.state, Arrived(ItemKind.WAKE, "bash-task-x", "b", shown_at=1.0))
+        assert isinstance(admission, Admitted) and not admission.item.shown
 
     @precondition(lambda self: self.state.pending)
     @rule(data=st.data())
@@ -112,6 +136,7 @@ class LoopMachine(RuleBasedStateMachine):
         # The oldest queued items, in order, as many as the budget holds (at least one).
         assert seqs == tuple(i.seq for i in before.queued[: len(seqs)])
         assert seqs == tuple(sorted(seqs))
+        assert not any(i.shown for i in before.queued), "a wake shown in a turn that ended is still held"
         size = sum(i.size for i in step.items)
         assert len(seqs) == 1 or size <= self.budget
         rest = before.queued[len(seqs) :]
@@ -135,13 +160,18 @@ class LoopMachine(RuleBasedStateMachine):
         else:
             assert self.state.phase is Phase.BACKOFF
             assert {i.seq for i in self.state.queued} >= set(self.turn), "a turn that failed lost items"
+            assert not self.state.shown(), "what a turn that did not deliver showed is not a wake again"
+            self.shown.clear()
 
     @precondition(lambda self: self.state.phase is Phase.RECORDING)
     @rule()
     def record(self) -> None:
         self.state = advance(self.state, Recorded())
         assert not {i.seq for i in self.state.queued} & set(self.turn)
+        assert not {i.seq for i in (*self.state.queued, *self.state.pending)} & self.shown
         assert self.state.phase is Phase.IDLE
+        self.settled |= self.shown
+        self.shown.clear()
 
     @rule()
     def retry(self) -> None:
@@ -178,7 +208,9 @@ class LoopMachine(RuleBasedStateMachine):
                 self.crash_window[seq] += 1
         self.state = advance(before, Restarted())
         assert self.state.phase is Phase.IDLE
-        assert self.state.queued == before.queued, "a crash lost an acknowledged item"
+        assert [i.seq for i in self.state.queued] == [i.seq for i in before.queued], "a crash lost an item"
+        assert not self.state.shown(), "a turn a crash cut short delivered nothing it showed"
+        self.shown.clear()
         assert not self.state.pending
         # A compaction asked for (and written) that has not ended is owed still.
         assert self.state.compact == self.askers
@@ -191,6 +223,7 @@ class LoopMachine(RuleBasedStateMachine):
         for seq, count in self.carries.items():
             assert seq in self.acked
             assert count <= 1 + self.crash_window[seq], (seq, count, self.crash_window[seq])
+            assert seq not in self.settled, f"{seq} was shown in a turn that delivered, and carried"
 
     @invariant()
     def first_carried_in_arrival_order(self) -> None:
@@ -205,7 +238,12 @@ class LoopMachine(RuleBasedStateMachine):
     def an_acknowledged_item_is_queued_until_carried(self) -> None:
         queued = {i.seq for i in self.state.queued}
         for seq in self.acked:
-            assert seq in queued or self.carries[seq] >= 1
+            assert seq in queued or self.carries[seq] >= 1 or seq in self.settled
+
+    @invariant()
+    def only_the_running_turn_holds_shown_wakes(self) -> None:
+        if self.state.phase not in (Phase.TURN, Phase.RECORDING):
+            assert not self.state.shown()
 
     def teardown(self) -> None:
         if not hasattr(self, "state"):
@@ -229,7 +267,7 @@ class LoopMachine(RuleBasedStateMachine):
                 break
         assert not self.state.queued
         for seq in self.acked:
-            assert self.carries[seq] >= 1, f"acknowledged item {seq} was never carried"
+            assert self.carries[seq] >= 1 or seq in self.settled, f"acknowledged item {seq} was never carried"
         self.carried_once_unless_a_crash_came_between_end_and_record()
 
     def write_all(self) -> None:
@@ -265,6 +303,39 @@ def test_a_turn_carries_everything_queued_and_what_comes_during_it_waits() -> No
     _, step = next_step(state, 10_000)
     assert isinstance(step, StartTurn)
     assert [i.body for i in step.items] == ["three"]
+
+
+def shown_in_a_turn() -> LoopState:
+    """A turn runs carrying "one"; the end "t:1" was answered inline to the agent in it."""
+    state, _ = next_step(queued("one"), 10_000)
+    state, _ = admit(state, attrs.evolve(arrived("shown", end_id="t:1"), shown_at=5.0))
+    state = advance(state, Written((2,)))
+    assert state.waiting() == 0 and [i.seq for i in state.shown()] == [2]
+    return state
+
+
+def test_a_wake_shown_in_a_turn_that_delivered_leaves_with_what_it_carried() -> None:
+    state = advance(advance(shown_in_a_turn(), TurnEnded(carried=True)), Recorded())
+    assert state.queued == () and state.seen == ("t:1",)
+    assert next_step(state, 10_000)[1] is None
+    assert admit(state, arrived(end_id="t:1"))[1] == Duplicate(None)
+
+
+def test_a_wake_shown_in_a_turn_that_did_not_deliver_or_was_cut_short_is_carried_next() -> None:
+    for ended in (
+        advance(shown_in_a_turn(), TurnEnded(carried=False)),
+        advance(shown_in_a_turn(), Restarted()),
+    ):
+        _, step = next_step(advance(ended, RetryDue()), 10_000)
+        assert isinstance(step, StartTurn)
+        assert [(i.body, i.shown) for i in step.items] == [("one", False), ("shown", False)]
+
+
+def test_a_shown_wake_with_no_turn_running_is_an_ordinary_one_and_one_already_told_is_remembered() -> None:
+    state, admission = admit(LoopState(), attrs.evolve(arrived(end_id="t:1"), shown_at=5.0))
+    assert isinstance(admission, Admitted) and not admission.item.shown
+    state = advance(LoopState(), SeenInline("t:2"))
+    assert admit(state, arrived(end_id="t:2"))[1] == Duplicate(None)
 
 
 def test_an_operator_compact_during_a_turn_runs_before_the_next_turn() -> None:

@@ -76,6 +76,16 @@ def test_replay_keeps_what_was_added_and_not_carried() -> None:
     assert (state.next_seq, state.written_seq) == (5, 4)
 
 
+def test_a_wake_shown_in_a_turn_replays_as_an_ordinary_wake_unless_that_turn_carried_it_away() -> None:
+    shown = attrs.evolve(item(2, "t:2"), shown_at=4.5)
+    assert json.loads(encode(Added(shown)))["item"]["shown_at"] == 4.5
+    assert decode_record(encode(Added(shown))) == Added(shown)
+    state = replay([Added(item(1)), Added(shown)])
+    assert [(i.seq, i.shown) for i in state.queued] == [(1, False), (2, False)]
+    state = replay([Added(item(1)), Added(shown), Carried((1, 2))])
+    assert state.queued == () and state.seen == ("t:2",)
+
+
 def test_a_base_starts_over_from_what_it_remembers() -> None:
     state = replay([Added(item(1)), Base(next_seq=7, seen=("x:1",)), Added(item(7))])
     assert [i.seq for i in state.queued] == [7]

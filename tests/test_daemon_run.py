@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,11 +46,14 @@ def done_record(daemon: DaemonHandle, task_id: str) -> dict[str, object] | None:
     return record if record.get("state") == "done" else None
 
 
-async def test_task_ending_inside_the_wait_answers_inline_with_no_wake_and_no_loose_end(
+async def test_task_ending_inside_the_wait_answers_inline_then_tells_the_harness_it_was_shown(
     waking: DaemonHandle, agent: AgentListener
 ) -> None:
+    """Under a harness (an agent socket), an end answered inline is owed until the harness has
+    it: its wake goes out marked shown (when), and its loose end goes only after the ack."""
     daemon = waking
     async with agent.serving(), daemon.session() as session:
+        before = time.time()
         result = await call(session, "run", cmd="echo out; echo err >&2; exit 4", wait_seconds=30)
         assert not result.is_error, text_of(result)
         status = structured(result)
@@ -59,13 +63,14 @@ async def test_task_ending_inside_the_wait_answers_inline_with_no_wake_and_no_lo
         assert status["stderr"]["tail"] == "err\n"
         assert "exit code 4" in text_of(result)
         task_id = status["id"]
-        assert not daemon.loose_end(task_id).exists()
-        # A later task that does wake proves the daemon had every chance to wake for the first
-        # (with wait_seconds=0 the end always comes as a wake, however soon it comes).
-        await call(session, "run", cmd="true", name="marker", wait_seconds=0)
         with trio.fail_after(20):
             await agent.wait_for(1)
-        assert agent.senders() == ["bash-task-marker"]
+            await wait_until(lambda: not daemon.loose_end(task_id).exists(), daemon.loose_end(task_id).parent)
+        [wake] = agent.wakes
+        assert wake.sender == f"bash-task-{task_id}"
+        assert wake.end_id is not None and wake.end_id.startswith(f"{task_id}:")
+        assert wake.shown_at is not None and before <= wake.shown_at <= time.time()
+        assert "exit code 4" in wake.body
     with trio.fail_after(20):
         record = await wait_until(lambda: done_record(daemon, task_id), daemon.state_dir / "bash-tasks")
     assert record["state"] == "done"

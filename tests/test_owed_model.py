@@ -75,6 +75,9 @@ class Caller:
 
 
 class OwedEndsMachine(RuleBasedStateMachine):
+    SHOWN_NEEDS_ACK = False
+    """The daemon has an agent socket: an end answered inline is told only by its shown wake's ack."""
+
     def __init__(self) -> None:
         super().__init__()
         self.serials = (f"s{n}" for n in itertools.count())
@@ -86,7 +89,7 @@ class OwedEndsMachine(RuleBasedStateMachine):
 
     def new_life(self) -> None:
         """A daemon that knows nothing yet."""
-        self.ends = OwedEnds()
+        self.ends = OwedEnds(shown_needs_ack=self.SHOWN_NEEDS_ACK)
         self.lines: dict[Key, deque[LooseEndAction]] = {}
         self.courier: set[Key] = set()
         self.sent: set[Key] = set()
@@ -110,12 +113,14 @@ class OwedEndsMachine(RuleBasedStateMachine):
 
     def dispatch(self, action: Action, lined: list[Key]) -> None:
         match action:
-            case SendWake(key):
-                assert key not in self.sent, f"{key} sent twice by one daemon"
+            case SendWake(key, shown):
+                if not shown:  # a shown wake goes out as each answer is written, held or not
+                    assert key not in self.sent, f"{key} sent twice by one daemon"
+                    assert not self.ends.held(key), f"a wake for {key} while a caller waits to answer with it"
+                assert self.SHOWN_NEEDS_ACK or not shown, f"a shown wake for {key} with no harness"
                 assert key not in self.told_now, f"{key} sent after it was told"
                 assert key in self.runs, f"a wake for {key}, which never ran"
                 assert key in self.known_ended, f"a wake for {key} before its end"
-                assert not self.ends.held(key), f"a wake for {key} while a caller waits to answer with it"
                 self.sent.add(key)
                 self.courier.add(key)
             case WithdrawWake(key):
@@ -260,7 +265,7 @@ class OwedEndsMachine(RuleBasedStateMachine):
         key = caller.key
         # An answer carries the end only if the manager knew it had ended.
         told = connected and key in self.known_ended
-        if told:
+        if told and not self.SHOWN_NEEDS_ACK:
             self.tell(key)
         self.handle(Released(key, told=told))
 
@@ -391,6 +396,14 @@ OwedEndsMachine.TestCase.settings = settings(max_examples=200, stateful_step_cou
 TestOwedEnds = OwedEndsMachine.TestCase
 
 
+class ShownNeedsAckMachine(OwedEndsMachine):
+    SHOWN_NEEDS_ACK = True
+
+
+ShownNeedsAckMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=50)
+TestShownNeedsAck = ShownNeedsAckMachine.TestCase
+
+
 # -- the decisions the machine relies on, one by one ----------------------------------------------
 
 A0, A1 = ("a", "s0"), ("a", "s1")
@@ -413,6 +426,17 @@ def test_the_wake_waits_for_every_caller_and_an_answer_to_a_connected_client_tel
     assert ends.handle(Released(A0, told=True)) == (WithdrawWake(A0), DropLooseEnd(A0))
     assert not ends.owes(A0)
     assert ends.debt(A0) is None
+
+
+def test_under_a_harness_an_end_answered_inline_is_owed_until_its_shown_wake_is_acked() -> None:
+    ends = OwedEnds(shown_needs_ack=True)
+    started(ends, A0)
+    assert ends.handle(Ended(A0)) == ()  # `run` waits on it
+    assert ends.handle(Released(A0, told=True)) == (SendWake(A0, shown=True),)
+    assert ends.owes(A0) and ends.may_record_end(A0)
+    assert ends.handle(Released(A0, told=False)) == ()  # the wake is out already
+    assert ends.handle(Acked(A0)) == (DropLooseEnd(A0),)
+    assert not ends.owes(A0)
 
 
 def test_an_end_nobody_holds_goes_out_as_a_wake_and_is_told_by_its_ack() -> None:

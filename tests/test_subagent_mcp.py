@@ -49,7 +49,8 @@ async def test_two_subagents_one_interrupted_the_other_continued_and_the_wakes(w
             assert not started.is_error, text_of(started)
             assert daemon_pid(world.state) is not None  # the first call started the daemon
 
-            # b's first turn, waited for: its end comes in the answer, and no wake follows.
+            # b's first turn, waited for: its end comes in the answer, and the harness gets it
+            # marked shown (it settles it by the turn it was shown in), not as a wake to carry.
             waited = await call(session, "status", name="b", wait_seconds=30)
             (b,) = structured(waited)["subagents"]
             assert b["slot"] is None and b["last_turn"]["stop_reason"] == "completed"
@@ -66,11 +67,13 @@ async def test_two_subagents_one_interrupted_the_other_continued_and_the_wakes(w
             assert not continued.is_error, text_of(continued)
             assert session_of(continued)["slot"] in ("starting", "running")
 
-            wakes = await agent.wait_for(2)
+            wakes = await agent.wait_for(3)
             status = await call(session, "status")
     assert world.claude.signals() == ["SIGINT"]
-    by_sender = {wake.sender: wake for wake in wakes}
-    assert sorted(by_sender) == ["subagent-a", "subagent-b"]  # b's waited-for first end woke nobody
+    (shown,) = [wake for wake in wakes if wake.shown_at is not None]
+    assert shown.sender == "subagent-b" and "ended turn 1 (completed)" in shown.body
+    by_sender = {wake.sender: wake for wake in wakes if wake.shown_at is None}
+    assert sorted(by_sender) == ["subagent-a", "subagent-b"]
     assert "ended turn 1 (interrupted" in by_sender["subagent-a"].body
     assert "ended turn 2 (completed)" in by_sender["subagent-b"].body
     assert "fake acp agent reply to: again" in by_sender["subagent-b"].body

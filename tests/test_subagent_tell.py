@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -14,16 +16,24 @@ TURN = 60
 SUBAGENT = Path(__file__).resolve().parent.parent / "hive" / "subagent"
 
 
-async def test_an_end_a_status_call_was_waiting_for_wakes_nobody(world: World) -> None:
+async def test_an_end_a_status_call_showed_is_told_once_the_harness_took_its_shown_wake(world: World) -> None:
+    """Under a harness (an agent socket) the answer's agent may die before it reads it: the end
+    goes to the harness marked shown (when), which the turn it was shown in settles."""
     world.claude.script("default")
     courier = Courier()
+    acks: list[Callable[[str], None]] = []
     with trio.fail_after(TURN):
-        async with serving(world, courier_factory=lambda acked: courier) as manager:
+        async with serving(world, courier_factory=lambda acked: acks.append(acked) or courier) as manager:
             manager.start("w", "hi", world.caller())
             status = await manager.status("w", wait=30)
+            before = time.time()
             status.delivered(True)
+            ((key, wake),) = courier.sent
+            assert wake.shown_at is not None and before <= wake.shown_at <= time.time()
+            assert wake.end_id == f"subagent-{key}" and "ended turn 1 (completed)" in wake.body
+            assert manager.records["w"].last is not None and not manager.records["w"].last.told
+            acks[0](key)
     assert status.views[0].record.last is not None and status.views[0].record.last.told
-    assert courier.sent == []
 
 
 async def test_an_end_whose_waiting_answer_was_not_delivered_wakes_the_caller(world: World) -> None:
@@ -40,7 +50,7 @@ async def test_an_end_whose_waiting_answer_was_not_delivered_wakes_the_caller(wo
     assert "ended turn 1 (completed)" in wake.body and "fake claude reply to: hi" in wake.body
 
 
-async def test_an_end_nobody_waited_for_wakes_the_caller_and_a_later_status_withdraws_it(
+async def test_an_end_nobody_waited_for_wakes_the_caller_and_a_later_status_marks_it_shown(
     world: World,
 ) -> None:
     world.claude.script("default")
@@ -51,9 +61,22 @@ async def test_an_end_nobody_waited_for_wakes_the_caller_and_a_later_status_with
             await courier.arrived.wait()
             shown = await manager.status()
             shown.delivered(True)
-    ((key, _),) = courier.sent
-    assert courier.withdrawn == [key]
-    assert manager.records["n"].last is not None and manager.records["n"].last.told
+    ((key, woken), (again, marked)) = courier.sent
+    assert key == again and woken.shown_at is None and marked.shown_at is not None
+    assert courier.withdrawn == []
+    assert manager.records["n"].last is not None and not manager.records["n"].last.told
+
+
+async def test_with_no_agent_socket_an_answer_that_showed_the_end_tells_it(world: World) -> None:
+    world.claude.script("default")
+    courier = Courier()
+    with trio.fail_after(TURN):
+        async with serving(world, courier_factory=lambda acked: courier) as manager:
+            manager.start("x", "hi", world.caller(wakes=False))
+            status = await manager.status("x", wait=30)
+            status.delivered(True)
+    assert manager.records["x"].last is not None and manager.records["x"].last.told
+    assert courier.sent == []
 
 
 async def test_no_agent_socket_no_wake_and_the_answer_says_so(world: World) -> None:

@@ -57,6 +57,7 @@ from hive.agent._model import (
     Phase,
     Recorded,
     RetryDue,
+    SeenInline,
     StartCompact,
     TurnEnded,
     WriteFailed,
@@ -167,14 +168,22 @@ class Harness:
     _ending: trio.CancelScope | None = None
     """The scope the last turn's end was written down in: shielded, given `STOP_GRACE` by a stop."""
     _stopping: bool = False
+    _last_turn: TurnRecord | None = None
+    """The last turn (not compaction) whose end is known: it judges the wakes shown in it."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.last is not None and self.last.kind == "turn":
+            self._last_turn = self.last
 
     # -- what arrives ----------------------------------------------------------------------------
 
     async def handle(self, request: AgentRequest) -> AgentStatus | None:
         """The agent socket's handler."""
         match request:
-            case Wake(sender=sender, body=body, end_id=end_id, traceparent=traceparent):
-                await self.put(Arrived(ItemKind.WAKE, sender, body, end_id, traceparent=traceparent))
+            case Wake(sender=sender, body=body, end_id=end_id, traceparent=traceparent, shown_at=shown_at):
+                await self.put(
+                    Arrived(ItemKind.WAKE, sender, body, end_id, traceparent=traceparent, shown_at=shown_at)
+                )
             case Prompt(text=text) if not text.strip():
                 raise Refused("the prompt is empty (or only blanks): nothing was queued; send words")
             case Prompt(text=text, sender=sender):
@@ -188,7 +197,10 @@ class Harness:
     async def put(self, message: Arrived) -> None:
         """Queue a message, stamped with the time it arrived; return once it is in the queue's file
         (or is a repeat of one that is). Refused if it could not be written."""
-        self.state, admission = admit(self.state, attrs.evolve(message, at=time.time()))
+        judged = self._judged(message) if message.shown else message
+        if judged is None:
+            return
+        self.state, admission = admit(self.state, attrs.evolve(judged, at=time.time()))
         if isinstance(admission, Admitted):
             write = self._writes[admission.item.seq] = _Write()
             self._written.set()
@@ -201,6 +213,24 @@ class Harness:
         await write.done.wait()
         if write.error is not None:
             raise Refused(f"the harness could not queue it: {write.error}")
+
+    def _judged(self, message: Arrived) -> Arrived | None:
+        """A wake whose end was answered inline: the running turn's to settle if it was answered
+        in it; else settled now by the turn it was answered in, if that one ended delivered
+        (None: nothing to queue); else an ordinary wake (that turn did not deliver, or is not
+        known: a harness that crashed meanwhile)."""
+        shown_at = message.shown_at
+        assert shown_at is not None
+        running = self.running
+        if self.state.phase is Phase.TURN and running is not None and running.started <= shown_at:
+            return message
+        ended = self._last_turn
+        if ended is not None and ended.delivered and ended.started <= shown_at <= ended.ended:
+            log.info("end %s was shown in turn %d, which delivered it", message.end_id, ended.turn)
+            if message.end_id is not None:
+                self._apply(SeenInline(message.end_id))
+            return None
+        return attrs.evolve(message, shown_at=None)
 
     async def ask_compact(self, by: str) -> None:
         """Compact at once when idle, else right after the running turn; return once the request
@@ -395,6 +425,7 @@ class Harness:
             cost_usd=sink.cost.usd,
             session_cost_usd=sink.cost.session.usd,
         )
+        self._last_turn = record
         await self._keep_session(sink)  # first: a turn in the log is never measured again after a restart
         _log_turn(record, ending.error)
         await self.log.record(record)
@@ -406,8 +437,14 @@ class Harness:
             self._retry_delay = 0.0 if ending.retry_at_once else self._next_delay()
             return
         self._retry_delay = 0.0
+        # The wakes it showed leave with what it carried: each written first, so that its line
+        # comes before the one that carries it away. (Not while stopping, when the writes may have
+        # stopped: one left behind is replayed as an ordinary wake, told twice but not lost.)
+        if not self._stopping:
+            await self.wait_state(lambda state: not any(i.shown for i in state.pending))
+        shown = tuple(i.seq for i in self.state.shown())
         try:
-            await self.queue.append([Carried(tuple(i.seq for i in items))])
+            await self.queue.append([Carried(tuple(i.seq for i in items) + shown)])
         except OSError as exc:
             # Not recorded: a restart carries these again (at least once, never lost).
             log.error("%s", exc)  # noqa: TRY400 - the message says it all

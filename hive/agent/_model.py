@@ -12,7 +12,10 @@ and the loop through::
                                           --TurnEnded(not carried)--> BACKOFF --RetryDue--> IDLE
     anything --Restarted--> IDLE, with what the queue's file holds
 
-A wake is acknowledged only once ``Written`` (durably queued). A turn carries everything
+A wake whose end was answered inline to the agent (``shown_at``) in the running turn is queued
+too, but that turn settles it and never carries it: it leaves with the turn's items once the
+turn is ``Recorded``, and becomes an ordinary wake if the turn did not deliver (or a restart
+cut it short). A wake is acknowledged only once ``Written`` (durably queued). A turn carries everything
 queued when it starts, oldest first (up to a size budget), and nothing that arrives while it
 runs. Its items leave the queue only once the turn has ended and that is ``Recorded`` on disk:
 a crash before then replays them (a turn that never ended carried nothing; one that ended
@@ -51,6 +54,14 @@ class Message:
     """When it arrived (Unix time)."""
     traceparent: str | None = None
     """The span of what sent it (a wake's, see `hive.wake.Wake.traceparent`)."""
+    shown_at: float | None = None
+    """A wake whose end was answered inline to the agent's call in the running turn (when; see
+    `hive.wake.Wake.shown_at`): that turn settles it. Dropped if it delivers, else an ordinary
+    wake for the next turn (and so after a restart)."""
+
+    @property
+    def shown(self) -> bool:
+        return self.shown_at is not None
 
     @property
     def size(self) -> int:
@@ -95,8 +106,12 @@ class LoopState:
     """End ids of carried wakes, most recent last (at most SEEN_LIMIT)."""
 
     def waiting(self) -> int:
-        """Items queued and not in the running turn."""
-        return len(self.queued) - len(self.carrying)
+        """Items queued and not in the running turn (nor shown in it)."""
+        return sum(1 for i in self.queued if i.seq not in self.carrying and not i.shown)
+
+    def shown(self) -> tuple[Item, ...]:
+        """The wakes the running turn settles (queued, or being written)."""
+        return tuple(i for i in (*self.queued, *self.pending) if i.shown)
 
 
 # -- events --------------------------------------------------------------------------------------
@@ -147,7 +162,15 @@ class TurnEnded:
 
 @attrs.frozen
 class Recorded:
-    """The ended turn's items are gone from the queue's file."""
+    """The ended turn's items, and the wakes shown in it, are gone from the queue's file."""
+
+
+@attrs.frozen
+class SeenInline:
+    """The end ``end_id`` was answered inline in a turn that delivered, and ended before its wake
+    came: nothing is queued, and a repeat of it is dropped."""
+
+    end_id: str
 
 
 @attrs.frozen
@@ -173,7 +196,17 @@ class Restarted:
     that was running is owed again)."""
 
 
-Event = Written | WriteFailed | TurnEnded | Recorded | RetryDue | CompactAsked | CompactEnded | Restarted
+Event = (
+    Written
+    | WriteFailed
+    | TurnEnded
+    | Recorded
+    | SeenInline
+    | RetryDue
+    | CompactAsked
+    | CompactEnded
+    | Restarted
+)
 
 
 # -- steps the loop is told to take ---------------------------------------------------------------
@@ -197,7 +230,11 @@ Step = StartTurn | StartCompact
 
 
 def admit(state: LoopState, arrived: Arrived) -> tuple[LoopState, Admission]:
-    """Admit an arrival (or drop it as a repeat of an end already queued or carried)."""
+    """Admit an arrival (or drop it as a repeat of an end already queued or carried). A wake
+    shown inline is the running turn's to settle; with no turn running it is an ordinary wake
+    (the harness judges one whose turn has ended before it comes here)."""
+    if arrived.shown and state.phase is not Phase.TURN:
+        arrived = attrs.evolve(arrived, shown_at=None)
     if arrived.end_id is not None:
         for item in state.pending:
             if item.end_id == arrived.end_id:
@@ -224,17 +261,29 @@ def advance(state: LoopState, event: Event) -> LoopState:  # noqa: PLR0911 - a c
         case TurnEnded(carried) if state.phase is Phase.TURN:
             if carried:
                 return attrs.evolve(state, phase=Phase.RECORDING)
-            return attrs.evolve(state, phase=Phase.BACKOFF, carrying=())
+            # What it showed the agent never reached a turn's end: ordinary wakes now.
+            return attrs.evolve(
+                state,
+                phase=Phase.BACKOFF,
+                carrying=(),
+                queued=_unshown(state.queued),
+                pending=_unshown(state.pending),
+            )
         case Recorded() if state.phase is Phase.RECORDING:
-            gone = set(state.carrying)
-            ends = [i.end_id for i in state.queued if i.seq in gone and i.end_id is not None]
+            gone = set(state.carrying) | {i.seq for i in state.shown()}
+            ends = [
+                i.end_id for i in (*state.queued, *state.pending) if i.seq in gone and i.end_id is not None
+            ]
             return attrs.evolve(
                 state,
                 phase=Phase.IDLE,
                 queued=tuple(i for i in state.queued if i.seq not in gone),
+                pending=tuple(i for i in state.pending if i.seq not in gone),
                 carrying=(),
                 seen=(*state.seen, *ends)[-SEEN_LIMIT:],
             )
+        case SeenInline(end):
+            return attrs.evolve(state, seen=(*state.seen, end)[-SEEN_LIMIT:])
         case RetryDue() if state.phase is Phase.BACKOFF:
             return attrs.evolve(state, phase=Phase.IDLE)
         case CompactAsked(by) if state.phase is not Phase.COMPACTING:
@@ -245,7 +294,7 @@ def advance(state: LoopState, event: Event) -> LoopState:  # noqa: PLR0911 - a c
             return LoopState(
                 next_seq=state.written_seq + 1,
                 written_seq=state.written_seq,
-                queued=state.queued,
+                queued=_unshown(state.queued),
                 compact=owed_compaction(state),
                 seen=state.seen,
             )
@@ -276,6 +325,11 @@ def next_step(state: LoopState, budget: int) -> tuple[LoopState, Step | None]:
 def owed_compaction(state: LoopState) -> tuple[str, ...]:
     """Who asked for the compaction owed (not started, or running): what a restart runs."""
     return state.compacting if state.phase is Phase.COMPACTING else state.compact
+
+
+def _unshown(items: tuple[Item, ...]) -> tuple[Item, ...]:
+    """``items`` with the wakes shown in a turn that did not deliver made ordinary wakes."""
+    return tuple(attrs.evolve(i, shown_at=None) if i.shown else i for i in items)
 
 
 def _with(names: tuple[str, ...], name: str) -> tuple[str, ...]:

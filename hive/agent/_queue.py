@@ -1,7 +1,9 @@
 """The queue's file, ``<state>/queue``: a journal the harness appends to and replays at start.
 
 Each admitted message is appended as an ``add`` record and the file is synced before the
-message is acknowledged; a turn's end appends a ``carried`` record for its messages. So what a
+message is acknowledged; a turn's end appends a ``carried`` record for its messages (and the
+wakes shown inline in it, see ``hive.agent._model``; a restart replays one it did not carry away
+as an ordinary wake). So what a
 restart replays is exactly what was acknowledged and not yet carried by a turn that ended. A
 request to compact is a ``compact`` record, written before it is acknowledged, and the end of
 the compaction that served it a ``compacted`` one: a restart runs a compaction still owed.
@@ -81,7 +83,8 @@ def replay(records: Iterable[Record]) -> LoopState:
     return LoopState(
         next_seq=written + 1,
         written_seq=written,
-        queued=tuple(sorted(queued.values(), key=lambda i: i.seq)),
+        # A turn that was running when the harness stopped did not deliver what it showed.
+        queued=tuple(attrs.evolve(i, shown_at=None) for i in sorted(queued.values(), key=lambda i: i.seq)),
         compact=tuple(compact),
         seen=tuple(seen[-SEEN_LIMIT:]),
     )

@@ -148,7 +148,7 @@ class SessionFile:
 
 
 converter = strict_converter()
-converter.register_fields(Item, {"sender": "from"}, omit_if_default=("end_id", "traceparent"))
+converter.register_fields(Item, {"sender": "from"}, omit_if_default=("end_id", "traceparent", "shown_at"))
 
 
 class RecordError(HarnessError, ValueError):

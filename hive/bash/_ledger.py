@@ -85,13 +85,17 @@ class Ledger(TaskRecords):
     courier: WakeCourier
     reads: Batcher
     compose: ComposeWake
-    ends: OwedEnds = attrs.field(factory=OwedEnds)
+    ends: OwedEnds = attrs.field()
     _tasks: dict[Key, Task] = attrs.field(factory=dict)
     """The runs the model is about, by key (a superseded run is no longer the manager's by id)."""
     _unclaimed: dict[Key, UnclaimedEnd] = attrs.field(factory=dict)
     _lines: WriteLines = attrs.field(init=False)
     _removed_unsynced: bool = False
     """Loose ends were removed since the directory was last fsynced (see `sync_ends`)."""
+
+    @ends.default
+    def _owed_ends(self) -> OwedEnds:
+        return OwedEnds(shown_needs_ack=self.courier.agent_socket is not None)
 
     @_lines.default
     def _write_lines(self) -> WriteLines:
@@ -311,8 +315,8 @@ class Ledger(TaskRecords):
         lined: list[Write] = []
         for action in self.ends.handle(event):
             match action:
-                case SendWake(key):
-                    self._send(key)
+                case SendWake(key, shown):
+                    self._send(key, shown_at=time.time() if shown else None)
                 case WithdrawWake(key):
                     self.courier.withdraw(key)
                 case PersistLooseEnd() | SetAside() | DropLooseEnd():
@@ -327,7 +331,7 @@ class Ledger(TaskRecords):
             self._tasks.pop(key, None)
             self._unclaimed.pop(key, None)
 
-    def _send(self, key: Key) -> None:
+    def _send(self, key: Key, *, shown_at: float | None = None) -> None:
         task = self._tasks.get(key)
         if task is not None:
             wake = self._wake_now(task)
@@ -345,6 +349,7 @@ class Ledger(TaskRecords):
                 body=wake.body,
                 end_id=end_id(*key),
                 traceparent=trace.traceparent if trace is not None else None,
+                shown_at=shown_at,
             ),
         )
 

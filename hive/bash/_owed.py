@@ -8,6 +8,12 @@ the end, in exactly one of two ways:
   (:class:`Released` with ``told``, or :class:`Told`), or
 - its wake was acknowledged by the agent's socket (:class:`Acked`).
 
+A daemon with an agent socket (``OwedEnds.shown_needs_ack``) counts an answer only once the
+harness has it: the agent may die before it reads what was written to its pipe. The end then
+goes out as a wake marked shown (``SendWake.shown``), which the harness keeps until the turn
+that was running when it was answered says whether it delivered, and the end is owed until
+that wake is acknowledged.
+
 Nothing else ends a debt: not a client that went away mid-wait, not a new run taking the same
 name, not a restart of the daemon. While a run owes its end, a *loose end* on disk says so:
 ``mcp-loose-ends/bash-task-<id>.json`` for the latest run of an id (:attr:`Place.LATEST`), and
@@ -243,9 +249,11 @@ class DropLooseEnd:
 
 @attrs.frozen
 class SendWake:
-    """Hand the run's wake to the courier (sent until acknowledged)."""
+    """Hand the run's wake to the courier (sent until acknowledged). ``shown``: the end was just
+    answered inline to the agent's own call; the wake says when, for the harness to judge."""
 
     key: Key
+    shown: bool = False
 
 
 @attrs.frozen
@@ -269,6 +277,9 @@ class OwedEnds:
     _debts: dict[Key, Debt] = attrs.field(factory=dict)
     _serials: dict[str, set[str]] = attrs.field(factory=dict)
     """The serials of the runs in ``_debts``, by task id."""
+    shown_needs_ack: bool = False
+    """An end answered inline stays owed until its shown wake is acknowledged (the daemon has an
+    agent socket); else the answer tells it."""
 
     def debt(self, key: Key) -> Debt | None:
         return self._debts.get(key)
@@ -426,7 +437,10 @@ class OwedEnds:
             return ()
         debt = attrs.evolve(debt, holds=max(0, debt.holds - 1))
         actions: tuple[Action, ...] = ()
-        if told and debt.ended and debt.owed:
+        if told and debt.ended and debt.owed and self.shown_needs_ack:
+            debt = attrs.evolve(debt, wake_sent=True)
+            actions = (SendWake(key, shown=True),)
+        elif told and debt.ended and debt.owed:
             debt = attrs.evolve(debt, owed=False)
             actions = (WithdrawWake(key), DropLooseEnd(key))
         elif debt.owed and debt.ended and not debt.holds and not debt.wake_sent:

@@ -2,12 +2,16 @@
 the end, else by a wake from ``subagent-<name>`` to the caller's agent socket.
 
 An end is told once: a wake the agent socket took, or an answer its client confirmed it got,
-marks it ``told`` in the record (and withdraws a wake still on its way). An end not yet told
-when the daemon stops is told at its next start.
+marks it ``told`` in the record (and withdraws a wake still on its way). Under a harness (the
+caller has an agent socket) an answer tells the end only once the harness has it: the agent
+may die before it reads what was written to its pipe, so the end goes as a wake marked shown
+(when), which the turn it was shown in settles. An end not yet told when the daemon stops is
+told at its next start.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,6 +55,18 @@ class Teller:
         self.courier.withdraw(_key(name, turn))
         self.ledger.save(record)
 
+    def shown_inline(self, name: str, turn: str) -> None:
+        """An answer the caller's client got showed the end of ``turn``: told now with no agent
+        socket, else once the harness took its wake marked shown."""
+        record = self.ledger.records.get(name)
+        if record is None or record.last is None or record.last.turn != turn or record.last.told:
+            return
+        if record.agent_socket is None:
+            self.mark_told(name, turn)
+            return
+        wake = attrs.evolve(wake_for(record, record.last), shown_at=time.time())
+        self.courier.send(_key(name, turn), Path(record.agent_socket), wake)
+
     def acked(self, key: str) -> None:
         """The agent socket took the wake sent under ``key``."""
         name, _, turn = key.partition(":")
@@ -69,10 +85,12 @@ class Teller:
         def delivered(ok: bool) -> None:
             for live in carried:
                 live.carriers.discard(token)
-            if ok:
-                for shown_name, turn in shown:
-                    self.mark_told(shown_name, turn)
+            seen = set(shown) if ok else set()
+            for shown_name, turn in seen:
+                self.shown_inline(shown_name, turn)
             for live in carried:
+                if (live.name, live.turn) in seen:
+                    continue
                 record = self.ledger.records.get(live.name)
                 if record is None or record.last is None or live.carriers:
                     continue
