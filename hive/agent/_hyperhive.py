@@ -16,8 +16,8 @@ from typing import Any
 import trio
 
 from hive._unix import open_unix_listener
-from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools, ToolResult
-from hive.daemon import ToolServer, serve_mcp
+from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
+from hive.daemon import PlainAnswer, ToolServer, serve_mcp
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def make_mcp_server(tools: HyperhiveTools) -> ToolServer:
 
     async def call_tool(
         name: str, arguments: Any, traceparent: str | None, _client: Mapping[str, Any]
-    ) -> ToolResult:
+    ) -> PlainAnswer:
         return await tools.call(name, arguments)
 
     return ToolServer(SERVER_NAME, instructions=INSTRUCTIONS, tools=TOOLS, call_tool=call_tool)

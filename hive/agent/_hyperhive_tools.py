@@ -1,7 +1,7 @@
 """The hyperhive tools, `compact` and `loose_ends`: their specs and behaviour.
 
 Nothing here knows MCP: each tool takes the raw arguments and returns a
-:class:`ToolResult` (text for the agent, and the same as structured content, as the bash
+:class:`hive.daemon.PlainAnswer` (text for the agent, and the same as structured content, as the bash
 tools do). ``_hyperhive`` serves them.
 """
 
@@ -17,6 +17,7 @@ import trio
 
 from hive._arguments import ArgumentError, answer_schema, check_arguments, file_schema
 from hive.agent._loose_ends import UNKNOWN, describe, read_loose_ends
+from hive.daemon import PlainAnswer
 from hive.wake import Refused
 
 DEFAULT_LIMIT = 50
@@ -127,24 +128,13 @@ COMPACT_ANSWER = (
 )
 
 
-@attrs.frozen
-class ToolResult:
-    """A tool's answer: text for the agent, and the same as structured content (always with ``message``)."""
-
-    text: str
-    structured: dict[str, Any]
-    is_error: bool = False
-    delivered: None = None
-    """No hyperhive answer carries an end the agent is owed (``hive.daemon.ToolAnswer``)."""
-
-
-def _error(text: str, kind: str) -> ToolResult:
-    return ToolResult(text, {"error": kind, "message": text}, is_error=True)
+def _error(text: str, kind: str) -> PlainAnswer:
+    return PlainAnswer(text, {"error": kind, "message": text}, is_error=True)
 
 
 @attrs.define(eq=False)
 class HyperhiveTools:
-    """The tools' behaviour, apart from MCP: raw arguments in, a :class:`ToolResult` out."""
+    """The tools' behaviour, apart from MCP: raw arguments in, a :class:`PlainAnswer` out."""
 
     loose_ends_dir: Path
     on_compact: Callable[[], Awaitable[None]]
@@ -152,7 +142,7 @@ class HyperhiveTools:
     :class:`Refused` saying why it could not be."""
     clock: Callable[[], float] = time.time
 
-    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> PlainAnswer:
         """Run tool ``name``; a caller's mistake comes back as an error result, never an exception."""
         schema = _SCHEMAS.get(name)
         if schema is None:
@@ -166,17 +156,17 @@ class HyperhiveTools:
             return await self.loose_ends(args)
         return await self.compact(args)
 
-    async def compact(self, args: dict[str, Any]) -> ToolResult:
+    async def compact(self, args: dict[str, Any]) -> PlainAnswer:
         """Ask the harness to compact once this turn ends (``args``: checked, none)."""
         try:
             await self.on_compact()
         except Refused as exc:
             return _error(f"compaction not requested: {exc}. Call compact again later.", "CompactRefused")
-        return ToolResult(
+        return PlainAnswer(
             COMPACT_ANSWER, {"requested": True, "when": "after_this_turn", "message": COMPACT_ANSWER}
         )
 
-    async def loose_ends(self, args: dict[str, Any]) -> ToolResult:
+    async def loose_ends(self, args: dict[str, Any]) -> PlainAnswer:
         """The loose ends, oldest first (``args``: checked, with ``limit``)."""
         limit: int = args["limit"]
         try:
@@ -192,7 +182,7 @@ class HyperhiveTools:
                 "DiskError",
             )
         text, structured = describe(listing, self.loose_ends_dir, limit=limit, now=self.clock())
-        return ToolResult(text, structured)
+        return PlainAnswer(text, structured)
 
 
 _SCHEMAS: dict[str, dict[str, Any]] = {tool["name"]: tool["input_schema"] for tool in TOOLS}

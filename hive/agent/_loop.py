@@ -1,40 +1,10 @@
-"""The harness's core: messages in, turns out, through one Runtime.
-
-:class:`Harness` takes every decision through the pure model (``hive.agent._model``) and does
-what it says: it writes admitted messages to the queue's file (and acknowledges them once they
-are there), runs a turn carrying everything queued, runs the compaction asked for, records
-each turn's end in the queue's file and the turn log, and keeps the session id for a restart.
-
-How a turn's end is told (``TurnRecord.outcome``), and whether its messages count as carried:
-
-==============================================  =============  ==================================
-``Runtime.run``                                  outcome        its messages
-==============================================  =============  ==================================
-returns                                          stop reason    carried
-raises ``IdleTimeout`` (the turn ran)            ``idle``       carried
-raises ``SessionNotFound``                       not started    kept; the session is forgotten
-                                                                and the turn retried at once
-raises anything else before a result came        not started    kept; retried after a backoff
-raises anything else after the result            failed         carried
-is cancelled (the harness stops)                 stopped        carried if the agent's result came
-==============================================  =============  ==================================
-
-The agent's result is its own: one hive made for an agent that ended without one (marked
-``"hive"``) does not count, so such a stopped turn's messages are carried again by the next run.
-
-A failure is logged with its reason, and the loop goes on; the runtime respawns its agent
-for the next turn. A turn that did not start gives its number back: its retry is numbered as it
-was, so the turns are numbered as they ran (a refused agent's tries do not count up).
-"""
-
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +13,8 @@ import trio
 
 from hive import telemetry
 from hive._files import fsync_dir
-from hive._when import counted, span
+from hive.agent._arrivals import QueueWrites, judged, source
+from hive.agent._ending import Ending, log_turn, record_of, run_turn, stopped, turn_record
 from hive.agent._log import TurnLog, TurnSink
 from hive.agent._model import (
     Admitted,
@@ -60,8 +31,6 @@ from hive.agent._model import (
     SeenInline,
     StartCompact,
     TurnEnded,
-    WriteFailed,
-    Written,
     admit,
     advance,
     next_step,
@@ -69,24 +38,14 @@ from hive.agent._model import (
 from hive.agent._prompt import render_prompt
 from hive.agent._queue import QueueFile, carried_by, carry, open_queue_file
 from hive.agent._session import SessionStore, resumed_cost
-from hive.agent._wire import (
-    Added,
-    Carried,
-    Compacted,
-    CompactRequested,
-    Outcome,
-    TurnKind,
-    TurnRecord,
-    TurnStart,
-)
-from hive.runtime import HiveRuntimeError, IdleTimeout, Runtime, SessionNotFound, TurnOutcome
+from hive.agent._stop_grace import StopGrace
+from hive.agent._wire import Carried, Compacted, CompactRequested, Outcome, TurnKind, TurnRecord, TurnStart
+from hive.runtime import HiveRuntimeError, Runtime
 from hive.sink import ContextUsage, SessionCost
 from hive.wake import AgentRequest, AgentState, AgentStatus, Compact, Prompt, Refused, Status, Wake
 
 log = logging.getLogger(__name__)
 
-STOP_GRACE = 15.0
-"""Stopping: how long the end of a turn may take to be written down once the harness stops."""
 RETRY_FIRST = 1.0
 RETRY_MAX = 60.0
 
@@ -97,41 +56,6 @@ _STATES: dict[Phase, AgentState] = {
     Phase.COMPACTING: "compacting",
     Phase.BACKOFF: "retrying",
 }
-
-
-@attrs.frozen
-class _Ending:
-    """How a turn ended, from which the loop decides what comes next."""
-
-    outcome: Outcome
-    """The turn log's ``outcome``."""
-    delivered: bool
-    """The agent got the turn's messages: they count as carried. Else they stay queued, and the
-    turn is retried after the backoff."""
-    outcome_of: TurnOutcome | None = None
-    """The runtime's account of the turn, where it ran to one."""
-    error: str | None = None
-    retry_at_once: bool = False
-    """Retry without the backoff: the session was lost, and the next turn starts a new one."""
-
-
-def _log_turn(record: TurnRecord, error: str | None) -> None:
-    """The turn's one line in the harness's log: its number, what it carried, how it ended
-    (a warning, with the error, when it did not end well)."""
-    senders = ", ".join(dict.fromkeys(item.sender for item in record.carried))
-    count = len(record.carried)
-    carried = f"carried {counted(count, 'message')} (from {senders})" if count else "carried nothing"
-    line = f"turn {record.turn}: {carried}; {record.outcome} after {span(record.ended - record.started)}"
-    if error:
-        log.warning("%s: %s", line, error)
-    else:
-        log.info("%s", line)
-
-
-@attrs.define(eq=False)
-class _Write:
-    done: trio.Event = attrs.field(factory=trio.Event)
-    error: str | None = None
 
 
 @attrs.define(eq=False)
@@ -162,16 +86,14 @@ class Harness:
     from it (a restarted harness takes it from the session file)."""
     _changed: trio.Event = attrs.field(factory=trio.Event)
     _observed: trio.Event = attrs.field(factory=trio.Event)
-    _written: trio.Event = attrs.field(factory=trio.Event)
-    _writes: dict[int, _Write] = attrs.field(factory=dict)
+    _writes: QueueWrites = attrs.field(init=False)
     _retry_delay: float = 0.0
-    _ending: trio.CancelScope | None = None
-    """The scope the last turn's end was written down in: shielded, given `STOP_GRACE` by a stop."""
-    _stopping: bool = False
+    _grace: StopGrace = attrs.field(factory=StopGrace)
     _last_turn: TurnRecord | None = None
     """The last turn (not compaction) whose end is known: it judges the wakes shown in it."""
 
     def __attrs_post_init__(self) -> None:
+        self._writes = QueueWrites(self.queue)
         if self.last is not None and self.last.kind == "turn":
             self._last_turn = self.last
 
@@ -197,40 +119,24 @@ class Harness:
     async def put(self, message: Arrived) -> None:
         """Queue a message, stamped with the time it arrived; return once it is in the queue's file
         (or is a repeat of one that is). Refused if it could not be written."""
-        judged = self._judged(message) if message.shown else message
-        if judged is None:
-            return
-        self.state, admission = admit(self.state, attrs.evolve(judged, at=time.time()))
+        if message.shown:  # answered inline: settled now by the turn it was answered in, or queued
+            settled = judged(message, self.state.phase, self.running, self._last_turn)
+            if settled is None:
+                if message.end_id is not None:
+                    self._apply(SeenInline(message.end_id))
+                return
+            message = settled
+        self.state, admission = admit(self.state, attrs.evolve(message, at=time.time()))
         if isinstance(admission, Admitted):
-            write = self._writes[admission.item.seq] = _Write()
-            self._written.set()
-            telemetry.wake_received(_source(message.kind, message.sender), self.state.waiting())
+            seq = admission.item.seq
+            self._writes.want(seq)
+            telemetry.wake_received(source(message.kind, message.sender), self.state.waiting())
         elif admission.original is not None:
-            write = self._writes[admission.original]  # answered once the original is written
+            seq = admission.original  # answered once the original is written
         else:
             log.info("dropped a repeat of end %s from %s", message.end_id, message.sender)
             return
-        await write.done.wait()
-        if write.error is not None:
-            raise Refused(f"the harness could not queue it: {write.error}")
-
-    def _judged(self, message: Arrived) -> Arrived | None:
-        """A wake whose end was answered inline: the running turn's to settle if it was answered
-        in it; else settled now by the turn it was answered in, if that one ended delivered
-        (None: nothing to queue); else an ordinary wake (that turn did not deliver, or is not
-        known: a harness that crashed meanwhile)."""
-        shown_at = message.shown_at
-        assert shown_at is not None
-        running = self.running
-        if self.state.phase is Phase.TURN and running is not None and running.started <= shown_at:
-            return message
-        ended = self._last_turn
-        if ended is not None and ended.delivered and ended.started <= shown_at <= ended.ended:
-            log.info("end %s was shown in turn %d, which delivered it", message.end_id, ended.turn)
-            if message.end_id is not None:
-                self._apply(SeenInline(message.end_id))
-            return None
-        return attrs.evolve(message, shown_at=None)
+        await self._writes.wait(seq)
 
     async def ask_compact(self, by: str) -> None:
         """Compact at once when idle, else right after the running turn; return once the request
@@ -277,46 +183,10 @@ class Harness:
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Write what arrives and run turns until cancelled."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_arrivals)
-            nursery.start_soon(self._grace_on_stop)
+            nursery.start_soon(self._writes.serve, lambda: self.state.pending, self._apply)
+            nursery.start_soon(self._grace.watch)
             task_status.started()
             await self._run_turns()
-
-    async def _grace_on_stop(self) -> None:
-        """Once the harness stops, the end being written down has `STOP_GRACE` left. Until then
-        it has no deadline: a turn's end waits for the disk (its record made durable) whole."""
-        try:
-            await trio.sleep_forever()
-        finally:
-            self._stopping = True
-            if self._ending is not None:
-                self._ending.deadline = trio.current_time() + STOP_GRACE
-
-    def _grace(self) -> float:
-        """The deadline of an end being written down, as it begins (see `_grace_on_stop`)."""
-        return trio.current_time() + STOP_GRACE if self._stopping else math.inf
-
-    async def _write_arrivals(self) -> None:
-        """Everything admitted while the last write was under way goes out in the next one."""
-        while True:
-            while not self.state.pending:
-                self._written = trio.Event()
-                await self._written.wait()
-            batch = self.state.pending
-            seqs = tuple(item.seq for item in batch)
-            try:
-                await self.queue.append([Added(item) for item in batch])
-            except OSError as exc:
-                log.error("%s", exc)  # noqa: TRY400 - the message says it all
-                self._apply(WriteFailed(seqs))
-                error: str | None = str(exc)
-            else:
-                self._apply(Written(seqs))
-                error = None
-            for seq in seqs:
-                write = self._writes.pop(seq)
-                write.error = error
-                write.done.set()
 
     async def _run_turns(self) -> None:
         while True:
@@ -355,82 +225,44 @@ class Harness:
             await self.log.record(start)
         return start
 
+    def _traced(
+        self, start: TurnStart, trigger: str, links: list[str] | None = None
+    ) -> AbstractContextManager[telemetry.Trace]:
+        return telemetry.traced_turn(
+            self.name,
+            provider=self.provider,
+            number=start.turn,
+            trigger=trigger,
+            kind=start.kind,
+            links=links or (),
+            cost=self.cost,
+        )
+
     def _ended(self, record: TurnRecord) -> None:
         """The running turn's end is the last one: both change at once, for ``status``."""
         self.last, self.running = record, None
 
     async def _turn(self, items: tuple[Item, ...]) -> None:
         start = await self._start("turn", items)
-        number, started = start.turn, start.started
         sink = self.log.turn_sink(self._usage, self.cost)
         prompt = render_prompt(items, self.budget)
-        ending: _Ending | None = None
+        ending: Ending | None = None
         telemetry.queue_depth(self.state.waiting())
         try:
-            with telemetry.traced_turn(
-                self.name,
-                provider=self.provider,
-                number=number,
-                trigger=", ".join(dict.fromkeys(i.sender for i in items)),
-                links=[i.traceparent for i in items if i.traceparent],
-                cost=self.cost,
-            ) as trace:
-                ending = await self._run(prompt, sink, trace)
+            senders = ", ".join(dict.fromkeys(i.sender for i in items))
+            with self._traced(start, senders, [i.traceparent for i in items if i.traceparent]) as trace:
+                ending = await run_turn(self.runtime, prompt, sink, trace)
         finally:
-            if ending is None:  # cancelled: the harness is stopping, and the turn was stopped
-                ending = _Ending("stopped", sink.saw_result, error="the harness was stopped during the turn")
-            with trio.CancelScope(deadline=self._grace(), shield=True) as self._ending:
-                await self._end_turn(number, started, items, sink, ending)
+            with trio.CancelScope(deadline=self._grace.deadline(), shield=True) as self._grace.ending:
+                await self._end_turn(start, sink, ending or stopped(sink))
 
-    async def _run(self, prompt: str, sink: TurnSink, trace: telemetry.Trace) -> _Ending:
-        try:
-            outcome = await self.runtime.run(prompt, trace.sink(sink))
-            trace.ended(outcome)
-        except IdleTimeout as exc:
-            return _Ending("idle", True, exc.outcome, str(exc))
-        except SessionNotFound as exc:
-            log.warning("%s; starting a new session", exc)
-            await self.runtime.archive()
-            return _Ending("not started", False, error=str(exc), retry_at_once=True)
-        except (HiveRuntimeError, OSError) as exc:
-            return self._failed(sink, str(exc))
-        except Exception as exc:
-            log.exception("the turn failed")
-            return self._failed(sink, f"{type(exc).__name__}: {exc}")
-        return _Ending(outcome.stop_reason.value, True, outcome)
-
-    @staticmethod
-    def _failed(sink: TurnSink, error: str) -> _Ending:
-        return _Ending("failed" if sink.saw_result else "not started", sink.saw_result, error=error)
-
-    async def _end_turn(
-        self, number: int, started: float, items: tuple[Item, ...], sink: TurnSink, ending: _Ending
-    ) -> None:
-        outcome = ending.outcome_of
-        record = TurnRecord(
-            turn=number,
-            kind="turn",
-            started=started,
-            ended=time.time(),
-            carried=items,
-            outcome=ending.outcome,
-            delivered=ending.delivered,
-            is_error=outcome.is_error if outcome else True,
-            error=ending.error or _errors(outcome),
-            session_id=self.runtime.session_id or sink.session_id,
-            result=outcome.result if outcome else None,
-            context_used=sink.usage.used if sink.usage else None,
-            context_size=sink.usage.size if sink.usage and sink.usage.size else None,
-            tokens=dict(outcome.tokens) if outcome else {},
-            cost_usd=sink.cost.usd,
-            session_cost_usd=sink.cost.session.usd,
-        )
-        self._last_turn = record
+    async def _end_turn(self, start: TurnStart, sink: TurnSink, ending: Ending) -> None:
+        record = self._last_turn = turn_record(start, sink, self.runtime.session_id, ending)
         await self._keep_session(sink)  # first: a turn in the log is never measured again after a restart
-        _log_turn(record, ending.error)
+        log_turn(record, ending.error)
         await self.log.record(record)
         self._apply(TurnEnded(ending.delivered))
-        if ending.outcome == "not started" and self.turns == number:
+        if ending.outcome == "not started" and self.turns == start.turn:
             self.turns -= 1  # no turn ran: the next one (its retry) is numbered as this one was
         if not ending.delivered:
             self._ended(record)
@@ -440,14 +272,11 @@ class Harness:
         # The wakes it showed leave with what it carried: each written first, so that its line
         # comes before the one that carries it away. (Not while stopping, when the writes may have
         # stopped: one left behind is replayed as an ordinary wake, told twice but not lost.)
-        if not self._stopping:
+        if not self._grace.stopping:
             await self.wait_state(lambda state: not any(i.shown for i in state.pending))
         shown = tuple(i.seq for i in self.state.shown())
-        try:
-            await self.queue.append([Carried(tuple(i.seq for i in items) + shown)])
-        except OSError as exc:
-            # Not recorded: a restart carries these again (at least once, never lost).
-            log.error("%s", exc)  # noqa: TRY400 - the message says it all
+        # Not recorded: a restart carries these again (at least once, never lost).
+        await self._append(Carried(tuple(i.seq for i in start.carried) + shown), "")
         self._apply(Recorded())
         self._ended(record)
         if self.queue.wants_rewrite():
@@ -464,19 +293,11 @@ class Harness:
 
     async def _compact(self, by: tuple[str, ...]) -> None:
         start = await self._start("compact", by=", ".join(by))
-        number, started = start.turn, start.started
         sink = self.log.turn_sink(self._usage, self.cost)
         error: str | None = None
         outcome: Outcome = "stopped"
         try:
-            with telemetry.traced_turn(
-                self.name,
-                provider=self.provider,
-                number=number,
-                trigger=", ".join(by),
-                kind="compact",
-                cost=self.cost,
-            ) as trace:
+            with self._traced(start, ", ".join(by)) as trace:
                 await self.runtime.compact(trace.sink(sink))
             outcome = "completed"
         except (HiveRuntimeError, OSError) as exc:
@@ -485,35 +306,32 @@ class Harness:
             log.exception("the compaction failed")
             outcome, error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            with trio.CancelScope(deadline=self._grace(), shield=True) as self._ending:
-                record = TurnRecord(
-                    turn=number,
-                    kind="compact",
-                    started=started,
-                    ended=time.time(),
-                    requested_by=start.requested_by,
+            with trio.CancelScope(deadline=self._grace.deadline(), shield=True) as self._grace.ending:
+                record = record_of(
+                    start,
+                    sink,
+                    self.runtime.session_id,
                     outcome=outcome,
                     is_error=outcome != "completed",
                     error=error,
-                    session_id=self.runtime.session_id,
-                    context_used=sink.usage.used if sink.usage else None,
-                    context_size=sink.usage.size if sink.usage and sink.usage.size else None,
-                    cost_usd=sink.cost.usd,
-                    session_cost_usd=sink.cost.session.usd,
                 )
                 if error:
-                    log.warning("compaction %d failed: %s", number, error)
+                    log.warning("compaction %d failed: %s", start.turn, error)
                 await self._keep_session(sink)
                 await self.log.record(record)
                 if outcome != "stopped":  # a stopped one is owed still: a restart runs it
-                    try:
-                        await self.queue.append([Compacted()])
-                    except OSError as exc:
-                        log.error("%s: a restart compacts again", exc)  # noqa: TRY400
+                    await self._append(Compacted(), ": a restart compacts again")
                 self._ended(record)
                 self._apply(CompactEnded())
 
     # -- beside the turns ------------------------------------------------------------------------
+
+    async def _append(self, line: Carried | Compacted, meanwhile: str) -> None:
+        """Append ``line`` to the queue's file; if it cannot be, say so (``meanwhile``: what then)."""
+        try:
+            await self.queue.append([line])
+        except OSError as exc:
+            log.error("%s%s", exc, meanwhile)  # noqa: TRY400 - the message says it all
 
     def _usage(self, usage: ContextUsage) -> None:
         self.context = usage
@@ -529,22 +347,6 @@ class Harness:
             )
         except OSError as exc:
             log.error("could not keep the session id in %s: %s", self.sessions.path, exc)  # noqa: TRY400
-
-
-def _source(kind: ItemKind, sender: str) -> str:
-    """Where a message came from, for the ``hive.wakes`` metric: a few kinds, not every sender."""
-    if kind is not ItemKind.WAKE:
-        return str(kind.value)
-    for prefix, source in (("bash-task-", "bash"), ("subagent-", "subagent")):
-        if sender.startswith(prefix):
-            return source
-    return "other"
-
-
-def _errors(outcome: TurnOutcome | None) -> str | None:
-    if outcome is None or not outcome.errors:
-        return None
-    return "; ".join(outcome.errors)
 
 
 QUEUE_FILE = "queue"

@@ -10,9 +10,8 @@ import sys
 
 from hive._flags import positive_seconds
 from hive._limits import MAX_WAIT, state_dir_path
-from hive._main import run_main
 from hive._when import in_seconds
-from hive.daemon.relay import REPLY_MARGIN, REPLY_TIMEOUT, Relay, Relayed, relay_parser
+from hive.daemon.relay import REPLY_MARGIN, REPLY_TIMEOUT, Relay, Relayed, relay_main, relay_parser
 
 REPLY_TIMEOUT_ENV = "HIVE_BASH_RELAY_REPLY_TIMEOUT"
 
@@ -110,14 +109,17 @@ def main(argv: list[str] | None = None) -> int:
         "while FILE is there, a call the daemon cannot answer gets FILE's words as its error",
     )
 
-    def relay() -> int:
-        args = parser.parse_args(argv)
-        socket_path = args.socket or default_socket()
-        return Relay(
-            socket_path, args.reply_timeout, os.environ.get("TRACEPARENT"), args.outage_file, relayed=BASH
-        ).run()
-
-    return run_main(BASH.program, relay, interrupted=130)
+    return relay_main(
+        parser,
+        argv,
+        lambda args: Relay(
+            args.socket or default_socket(),
+            args.reply_timeout,
+            os.environ.get("TRACEPARENT"),
+            args.outage_file,
+            relayed=BASH,
+        ),
+    )
 
 
 def hyperhive_main(argv: list[str] | None = None) -> int:
@@ -138,12 +140,15 @@ def hyperhive_main(argv: list[str] | None = None) -> int:
         f"{REPLY_TIMEOUT:g}]",
     )
 
-    def relay() -> int:
-        args = parser.parse_args(argv)
-        socket_path = args.socket or os.path.join(state_dir_path(), HYPERHIVE_SOCKET)
-        return Relay(socket_path, args.reply_timeout, relayed=HYPERHIVE).run()
-
-    return run_main(HYPERHIVE.program, relay, interrupted=130)
+    return relay_main(
+        parser,
+        argv,
+        lambda args: Relay(
+            args.socket or os.path.join(state_dir_path(), HYPERHIVE_SOCKET),
+            args.reply_timeout,
+            relayed=HYPERHIVE,
+        ),
+    )
 
 
 if __name__ == "__main__":

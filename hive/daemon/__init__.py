@@ -15,6 +15,7 @@ from hive._lazy import export_lazily
 __all__ = [
     "HANDSHAKE_VERSIONS",
     "OBSERVER",
+    "PlainAnswer",
     "REFUSED",
     "CallTool",
     "Receipts",
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from hive.daemon._messages import read_message
     from hive.daemon._receipts import Receipts
     from hive.daemon._serve import refusal, refuse_connection, serve_connection, serve_mcp
-    from hive.daemon._tools import CallTool, ToolAnswer, ToolServer, tool_result
+    from hive.daemon._tools import CallTool, PlainAnswer, ToolAnswer, ToolServer, tool_result
     from hive.daemon.protocol import (
         HANDSHAKE_VERSIONS,
         OBSERVER,

@@ -40,10 +40,13 @@ the client made the call in (its ``_meta.traceparent``), and the client's ``init
 
 
 @attrs.frozen
-class _Refused:
+class PlainAnswer:
+    """A `ToolAnswer` that carries no end the agent is owed: text for the agent, and the same as
+    structured content (always with ``message``)."""
+
     text: str
     structured: Mapping[str, Any]
-    is_error: bool = True
+    is_error: bool = False
     delivered: None = None
 
 
@@ -78,7 +81,7 @@ class ToolServer:
             arguments_object(schema or {}, arguments)
         except ArgumentError as exc:
             if schema is not None:
-                return _Refused(str(exc), {"error": "BadArgument", "message": str(exc)})
+                return PlainAnswer(str(exc), {"error": "BadArgument", "message": str(exc)}, is_error=True)
             arguments = None  # no such tool: the tool set says so, whatever the arguments
         return await self.call_tool(name, arguments, traceparent, client)
 

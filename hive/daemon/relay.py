@@ -57,10 +57,12 @@ import select
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 from hive import __version__
 from hive._limits import MAX_WAIT
+from hive._main import run_main
 from hive._outage import read_outage
 from hive._when import in_seconds
 from hive.daemon.protocol import INVALID_REQUEST, PARSE_ERROR, REFUSED, negotiate, refusal_of
@@ -75,52 +77,27 @@ CALLER_META = "hive/caller"
 is to know of the relay's caller."""
 
 
-class Relayed:
+class Relayed(NamedTuple):
     """Which server a relay stands for: its program's name, the server's MCP name and tools, and
     the words of what the relay says when the server does not answer."""
 
-    __slots__ = (
-        "absent_hint",
-        "lost_hint",
-        "program",
-        "server",
-        "server_program",
-        "summary",
-        "timeout_hint",
-        "tools",
-        "what",
-    )
-
-    def __init__(
-        self,
-        *,
-        program: str,
-        server: str,
-        tools: tuple[str, ...],
-        what: str,
-        server_program: str,
-        summary: str,
-        absent_hint: str,
-        timeout_hint: str,
-        lost_hint: str,
-    ) -> None:
-        self.program = program
-        """The relay's own name (its log's prefix, its replayed initialize's id)."""
-        self.server = server
-        """The MCP server's name (the stand-in's serverInfo)."""
-        self.tools = tools
-        self.what = what
-        """The server as a message names it: "cannot reach <what> at <socket>"."""
-        self.server_program = server_program
-        """The program that serves the socket."""
-        self.summary = summary
-        """What the tools do, as the stand-in's instructions begin."""
-        self.absent_hint = absent_hint
-        """What to do about an unreachable server."""
-        self.timeout_hint = timeout_hint
-        """What to make of a request left unanswered for the reply timeout."""
-        self.lost_hint = lost_hint
-        """How to tell what came of a request the server went away from."""
+    program: str
+    """The relay's own name (its log's prefix, its replayed initialize's id)."""
+    server: str
+    """The MCP server's name (the stand-in's serverInfo)."""
+    tools: tuple[str, ...]
+    what: str
+    """The server as a message names it: "cannot reach <what> at <socket>"."""
+    server_program: str
+    """The program that serves the socket."""
+    summary: str
+    """What the tools do, as the stand-in's instructions begin."""
+    absent_hint: str
+    """What to do about an unreachable server."""
+    timeout_hint: str
+    """What to make of a request left unanswered for the reply timeout."""
+    lost_hint: str
+    """How to tell what came of a request the server went away from."""
 
 
 UNAVAILABLE = -32000
@@ -793,3 +770,11 @@ def relay_parser(relayed: Relayed, description: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
+
+
+def relay_main(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, relay: Callable[[argparse.Namespace], Relay]
+) -> int:
+    """A form's ``main``: the ``relay`` its flags (``argv``, by ``parser``) make, relaying MCP on
+    stdio until it ends; the exit status (README, "Exit status")."""
+    return run_main(parser.prog, lambda: relay(parser.parse_args(argv)).run(), interrupted=130)

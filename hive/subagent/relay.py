@@ -19,8 +19,7 @@ from functools import partial
 
 from hive._flags import positive_seconds
 from hive._limits import state_dir_path
-from hive._main import run_main
-from hive.daemon.relay import REPLY_TIMEOUT, Relay, Relayed, relay_parser
+from hive.daemon.relay import REPLY_TIMEOUT, Relay, Relayed, relay_main, relay_parser
 from hive.subagent._start import start_daemon
 
 PERMISSIONS = ("default", "accept_edits", "allow")
@@ -100,13 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``hive-subagent-mcp``: relay MCP on stdio until it ends; the exit status (README, "Exit status")."""
-    return run_main(SUBAGENT.program, partial(_run, argv), interrupted=130)
-
-
-def _run(argv: Sequence[str] | None) -> int:
+    """``hive-subagent-mcp``: the relay to the subagent daemon."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    return relay_main(parser, argv, partial(_relay, parser))
+
+
+def _relay(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Relay:
     if args.permission not in PERMISSIONS:
         parser.error(f"HIVE_SUBAGENT_PERMISSION: {args.permission!r} is not one of {', '.join(PERMISSIONS)}")
     idle = args.idle_timeout
@@ -128,7 +126,7 @@ def _run(argv: Sequence[str] | None) -> int:
         "idle_timeout": idle,
     }
     outage = os.path.abspath(args.outage_file) if args.outage_file else None
-    relay = Relay(
+    return Relay(
         socket,
         REPLY_TIMEOUT,
         outage_file=outage,
@@ -136,7 +134,6 @@ def _run(argv: Sequence[str] | None) -> int:
         start=None if outage else partial(start_daemon, state_dir, socket),
         caller=caller,
     )
-    return relay.run()
 
 
 if __name__ == "__main__":
