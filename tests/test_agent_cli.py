@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 import trio
 
-import hive.cli._agent as agent_cli
-import hive.cli._agent_start as agent_start
 from hive._lines import MAX_LINE
 from hive._state_dir import lock_state_dir
 from hive._text_input import TextRefused
@@ -27,6 +25,7 @@ from hive.agent._options import parse_options
 from hive.agent._render import LogRenderer, render_log
 from hive.cli import build_parser, main
 from hive.cli._agent import _agent_socket, prompt_text
+from hive.cli._agent_start import SPAWN_WAIT, STARTING_WAIT, StartWaits
 from hive.cli._agent_status import describe_status
 from hive.wake import AgentStatus, DaemonHealth
 
@@ -158,12 +157,13 @@ def prompt_to_nowhere(tmp_path: Path, *argv: str) -> int:
 
 
 def test_a_prompt_over_the_sockets_cap_is_refused_with_the_cap_and_the_way(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(agent_cli, "SPAWN_WAIT", 0)  # no hive-agent is starting: none is waited for
     path = tmp_path / "prompt"
     path.write_bytes(b"x" * (MAX_LINE - 100))  # fits: sent (to no agent here)
-    assert prompt_to_nowhere(tmp_path, "--file", str(path)) == 1
+    args = agent_args("prompt", "--socket", str(tmp_path / "nobody.sock"), "--file", str(path))
+    args.waits = StartWaits(spawn=0)  # no hive-agent is starting: none is waited for
+    assert args.handler(args) == 1
     assert "no agent socket at" in capsys.readouterr().err
     # Past the cap as it is read (the file is read only to one byte past it) ...
     path.write_bytes(b"x" * (MAX_LINE + 1))
@@ -181,11 +181,13 @@ def test_a_prompt_over_the_sockets_cap_is_refused_with_the_cap_and_the_way(
 
 
 def test_a_prompt_to_a_harness_that_holds_the_lock_but_serves_no_socket_says_so_after_the_wait(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(agent_start, "STARTING_WAIT", 0.2)  # the bound, not a wait for anything
+    args = agent_args("prompt", "--state-dir", str(tmp_path), "hello")
+    assert args.waits == StartWaits(spawn=SPAWN_WAIT, starting=STARTING_WAIT)
+    args.waits = StartWaits(spawn=SPAWN_WAIT, starting=0.2)  # the bound, not a wait for anything
     with lock_state_dir(tmp_path, "agent.lock", holder="hive-agent"):  # a harness, starting
-        assert main(["agent", "prompt", "--state-dir", str(tmp_path), "hello"]) == 1
+        assert args.handler(args) == 1
     said = capsys.readouterr().err
     assert (
         f"hive-agent (pid {os.getpid()}) holds {tmp_path} but did not serve {tmp_path / 'agent.sock'}" in said

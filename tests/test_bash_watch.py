@@ -14,10 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
-from hive.bash import _pattern
 from hive.bash._tools import BashTools
 from hive.bash._watch import Watcher
 from hive.wake import Wake
@@ -29,7 +27,6 @@ from tests.helpers.results import call, structured
 from tests.helpers.tools import serving_tools
 
 GUARD = 30
-_LINE_SECONDS = _pattern.LINE_SECONDS
 
 
 async def _run(tools: BashTools, **args: Any) -> dict[str, Any]:
@@ -153,19 +150,18 @@ async def test_a_match_wake_not_yet_acknowledged_is_sent_again_under_its_id_afte
 
 
 async def test_a_pattern_over_its_bound_is_dropped_with_a_wake_and_not_searched_again_after_a_restart(
-    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+    short_tmp: Path,
 ) -> None:
-    # Every search goes over the bound: the first line is searched, and the pattern dropped.
-    monkeypatch.setattr(_pattern, "LINE_SECONDS", -1.0)
     refusing = AgentListener(short_tmp / "agent.sock", refuse=True)
     with trio.fail_after(GUARD):
-        async with refusing.serving(), serving_tools(short_tmp, agent_socket=refusing.path) as tools:
+        # Every search goes over the bound: the first line is searched, and the pattern dropped.
+        over = serving_tools(short_tmp, agent_socket=refusing.path, line_seconds=-1.0)
+        async with refusing.serving(), over as tools:
             await _run(tools, cmd="echo hit; echo hit again", name="d", wait_seconds=0, notify_on="hit")
             await refusing.wait_for_refusals(2)
             serial = structured_serial(tools, "d")
             await tools.call("status", {"id": "d", "wait_seconds": GUARD})
         # The next daemon sends what is owed, and searches nothing again (the bound holds no more).
-        monkeypatch.setattr(_pattern, "LINE_SECONDS", _LINE_SECONDS)
         listener = AgentListener(short_tmp / "agent2.sock")
         async with listener.serving(), serving_tools(short_tmp, agent_socket=listener.path):
             await listener.wait_for_ends({f"d:{serial}:m1", f"d:{serial}:m2", f"d:{serial}"})

@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from hive._state_dir import lock_holder, lock_state_dir
+from hive._unix import open_unix_listener
 from hive.agent._model import Arrived, ItemKind, Phase
 from hive.agent._wire import SessionFile, TurnRecord, encode
 from hive.bash._model import TaskState
@@ -274,6 +275,22 @@ async def test_a_harness_that_holds_the_state_dir_but_whose_socket_is_elsewhere_
         assert lock_holder(short_tmp / "delta" / "agent.lock") == os.getpid()
         assert (await survey(short_tmp / "delta")).harness == "not answering"
     assert lock_holder(short_tmp / "delta" / "agent.lock") is None
+
+
+async def test_a_harness_that_hangs_up_on_the_question_is_stopped(short_tmp: Path) -> None:
+    """Its socket resets the connection (a harness going away as it is asked): said stopped."""
+    state_dir = short_tmp / "delta"
+    state_dir.mkdir(mode=0o700)
+
+    async def hang_up(stream: trio.SocketStream) -> None:
+        await stream.aclose()
+
+    with trio.fail_after(GUARD):
+        async with open_unix_listener(state_dir / "agent.sock") as listener, trio.open_nursery() as nursery:
+            nursery.start_soon(trio.serve_listeners, hang_up, [listener])
+            view = await survey(state_dir)
+            nursery.cancel_scope.cancel()
+    assert view.harness == "stopped"
 
 
 async def test_a_supervised_daemon_that_is_down_is_said_beside_the_harness(short_tmp: Path) -> None:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx2
-import pytest
 import trio
 import trio.testing
 from hypercorn.config import Config
@@ -24,7 +23,6 @@ from hypercorn.trio import serve
 from hive._unix import open_unix_listener
 from hive.agent._wire import TurnRecord, encode
 from hive.cli._web import WebSettingError, read_token
-from hive.fleet import _survey
 from hive.fleet._web import HEARTBEAT, Fleet, _agent_updates, _fleet_updates, make_app
 from hive.wake import AgentRequest, AgentStatus, serve_agent_socket
 from tests.helpers.agent_loop import ScriptedRuntime, serving
@@ -39,15 +37,19 @@ TOKEN = "t" * 32
 
 
 @asynccontextmanager
-async def web(*roots: Path) -> AsyncIterator[str]:
-    """The app over ``roots``, listening on a free loopback port: its base URL."""
+async def web(*roots: Path, **fleet: Any) -> AsyncIterator[str]:
+    """The app over ``roots`` (its `Fleet`'s other fields in ``fleet``), listening on a free
+    loopback port: its base URL."""
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = config.errorlog = None
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(
             lambda task_status: serve(
-                cast("Any", make_app(Fleet(roots, TOKEN))), config, task_status=task_status, mode="asgi"
+                cast("Any", make_app(Fleet(roots, TOKEN, **fleet))),
+                config,
+                task_status=task_status,
+                mode="asgi",
             )
         )
         yield str(bound[0])
@@ -211,9 +213,7 @@ async def test_a_running_turns_elapsed_time_advances_on_the_heartbeat(
             nursery.cancel_scope.cancel()
 
 
-async def test_an_agent_that_does_not_answer_delays_no_other_agents_update(
-    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_an_agent_that_does_not_answer_delays_no_other_agents_update(short_tmp: Path) -> None:
     _stopped_agent(short_tmp / "quiet")
     mute = short_tmp / "mute"
     mute.mkdir()
@@ -221,29 +221,29 @@ async def test_an_agent_that_does_not_answer_delays_no_other_agents_update(
     asked, questions = trio.open_memory_channel[trio.SocketStream](math.inf)
 
     async def never_answer(stream: trio.SocketStream) -> None:
-        waiting.add(stream)
+        """The first question is hung up on; each later one is held open, unanswered."""
         asked.send_nowait(stream)
         async with stream:
+            if not first_hung_up:
+                first_hung_up.append(stream)
+                return
+            waiting.add(stream)
             while await stream.receive_some():
                 pass
         waiting.discard(stream)
 
+    first_hung_up: list[trio.SocketStream] = []
     with trio.fail_after(GUARD):
         async with open_unix_listener(mute / "agent.sock") as listener, trio.open_nursery() as nursery:
             nursery.start_soon(trio.serve_listeners, never_answer, [listener])
-            async with web(short_tmp) as base, events_of(base, "/events") as events:
+            # The mute agent holds each question after the first longer than the test waits.
+            async with web(short_tmp, ask_seconds=GUARD * 2) as base, events_of(base, "/events") as events:
                 _, first = await events.next()
                 assert [(a["name"], a["harness"]) for a in first["agents"]] == [
-                    ("mute", "not answering"),
+                    ("mute", "stopped"),
                     ("quiet", "stopped"),
                 ]
-                # From now on the mute agent holds each question longer than the test waits.
-                monkeypatch.setattr(_survey, "ASK_SECONDS", GUARD * 2)
-                while True:
-                    try:
-                        questions.receive_nowait()
-                    except trio.WouldBlock:
-                        break
+                await questions.receive()  # the first question
                 ended = TurnRecord(turn=8, kind="turn", started=1100.0, ended=1130.0)
                 with open(short_tmp / "quiet" / "turns.jsonl", "ab") as file:
                     file.write(encode(ended))

@@ -130,3 +130,31 @@ async def test_arguments_that_are_not_an_object_are_a_tool_error_saying_so(world
         "isError": True,
     }
     assert answers[3]["result"] == {}  # the session went on
+
+
+async def test_two_relays_racing_a_cold_start_start_one_daemon_and_both_reach_it(world: World) -> None:
+    """Two hive-subagent-mcp at once on a state directory with no daemon: one starts the daemon,
+    holding the starting lock until it serves; the other waits on that lock and connects. Both
+    are answered by the daemon, and no second daemon was started (to find the directory taken)."""
+    argv = [sys.executable, "-m", "hive.subagent.relay", "--state-dir", str(world.state)]
+    lines = [
+        initialize(1),
+        notification("notifications/initialized"),
+        request(2, "tools/call", {"name": "status"}),
+    ]
+    stdin = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    answers: list[dict[str, Any]] = []
+
+    async def relay() -> None:
+        ended = await trio.run_process(argv, stdin=stdin, capture_stdout=True, env=world.env())
+        answers.extend(answer for answer in map(json.loads, ended.stdout.splitlines()) if answer["id"] == 2)
+
+    with trio.fail_after(TURN):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(relay)
+            nursery.start_soon(relay)
+    assert [answer["result"].get("isError", False) for answer in answers] == [False, False], answers
+    assert all("no subagents yet" in answer["result"]["content"][0]["text"] for answer in answers)
+    assert daemon_pid(world.state) is not None
+    log = (world.state / "subagent-daemon.log").read_text()
+    assert "another subagent daemon is using" not in log, log

@@ -6,7 +6,7 @@ features that need backtracking (backreferences, lookaround) are refused when th
 compiled, at ``run``. Linear still has a factor, the size of the compiled pattern, so three bounds
 hold besides: the pattern's program fits in `PROGRAM_MEMORY`, a search sees at most `LINE_BYTES`
 of a line, and each search is timed (CPU time of the searching thread): a line that takes over
-`LINE_SECONDS`, or a task whose searches take over `TASK_SECONDS` in all, has its pattern
+the settings' ``line_seconds`` (`LINE_SECONDS`), or a task whose searches take over `TASK_SECONDS` in all, has its pattern
 dropped. The binding releases the GIL while it searches, so a worker thread searching leaves the
 daemon's loop free to answer; the searches run in `search_lines`, a blocking call for such a thread.
 """
@@ -22,6 +22,7 @@ import re2
 
 from hive._when import in_seconds
 from hive.bash._errors import BadArgument
+from hive.bash._settings import LINE_SECONDS
 
 MAX_PATTERN = 1000
 """The longest ``notify_on`` pattern, in characters."""
@@ -29,8 +30,6 @@ PROGRAM_MEMORY = 1 << 20
 """RE2's memory for a pattern's program and its search cache: a pattern larger is refused."""
 LINE_BYTES = 64 << 10
 """The most of a line one search sees: a longer line is searched as lines of this length."""
-LINE_SECONDS = 0.2
-"""The most CPU time a search of one line may take before its pattern is dropped from the task."""
 TASK_SECONDS = 30.0
 """The most CPU time the searches of one task's lines may take in all before its pattern is dropped."""
 FEATURES = "RE2 syntax, which is Python's re without backreferences and lookaround (they backtrack)"
@@ -84,9 +83,11 @@ def pieces(line: bytes) -> list[bytes]:
     return [line[start : start + LINE_BYTES] for start in range(0, len(line), LINE_BYTES)]
 
 
-def search_lines(pattern: Pattern, lines: Sequence[bytes], *, spent: float) -> Searched:
+def search_lines(
+    pattern: Pattern, lines: Sequence[bytes], *, spent: float, line_seconds: float = LINE_SECONDS
+) -> Searched:
     """The indices of ``lines`` that ``pattern`` matches, searched in order until a line takes
-    over `LINE_SECONDS` or the task's searches over `TASK_SECONDS` (``spent`` so far). Blocking:
+    over ``line_seconds`` or the task's searches over `TASK_SECONDS` (``spent`` so far). Blocking:
     run it in a worker thread."""
     matches: list[int] = []
     seconds = 0.0
@@ -96,9 +97,9 @@ def search_lines(pattern: Pattern, lines: Sequence[bytes], *, spent: float) -> S
             matches.append(index)
         took = time.thread_time() - started
         seconds += took
-        if took > LINE_SECONDS:
+        if took > line_seconds:
             over = (
-                f"searching one line took {in_seconds(took)} of CPU time (at most {in_seconds(LINE_SECONDS)})"
+                f"searching one line took {in_seconds(took)} of CPU time (at most {in_seconds(line_seconds)})"
             )
             return Searched(tuple(matches), seconds, over)
         if spent + seconds > TASK_SECONDS:

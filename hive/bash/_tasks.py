@@ -91,7 +91,8 @@ class TaskManager:
             compose=self.compose_wake,
         )
         self.stopper = Stopper(self.ledger, self.settings, self.tasks, self.clock)
-        self.watcher = Watcher(self.store, self.courier, self.reads, self.writes, self.syncs)
+        line_seconds = self.settings.line_seconds
+        self.watcher = Watcher(self.store, self.courier, self.reads, self.writes, self.syncs, line_seconds)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ from hive.bash._describe import describe_end, describe_status, shown_cmd, still_
 from hive.bash._errors import BadArgument, BashError
 from hive.bash._model import HeldBy, StopReason, TaskState
 from hive.bash._output import MAX_NEW_BYTES, STREAMS
-from hive.bash._pattern import FEATURES, LINE_BYTES, LINE_SECONDS, MAX_PATTERN, TASK_SECONDS, compile_pattern
+from hive.bash._pattern import FEATURES, LINE_BYTES, MAX_PATTERN, TASK_SECONDS, compile_pattern
+from hive.bash._settings import LINE_SECONDS
 from hive.bash._tasks import Task, TaskManager
 from hive.bash._watch import DEFAULT_MAX, MAX_MAX, MERGE_SECS
 

@@ -146,6 +146,8 @@ class Watcher:
     writes: Batcher
     syncs: GroupSync
     """Where a composed wake's state is made durable before the wake is sent."""
+    line_seconds: float
+    """The most CPU time a search of one line may take (`TaskSettings.line_seconds`)."""
     merge_secs: float = MERGE_SECS
     _searching: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(SEARCH_THREADS))
     _states: dict[Key, WatchState] = attrs.field(factory=dict)
@@ -260,7 +262,9 @@ class Watcher:
         if not lines:
             return None
         state = self._states[key]
-        search = functools.partial(search_lines, pattern, lines, spent=state.searching)
+        search = functools.partial(
+            search_lines, pattern, lines, spent=state.searching, line_seconds=self.line_seconds
+        )
         # Abandoned at a stop: a search is bounded, and the daemon's exit does not wait for it.
         searched = await trio.to_thread.run_sync(search, limiter=self._searching, abandon_on_cancel=True)
         self._states[key] = attrs.evolve(self._states[key], searching=state.searching + searched.seconds)

@@ -23,7 +23,7 @@ from hive._lines import MAX_LINE
 from hive._main import take_sigint
 from hive._text_input import TextTooLong, process_stdin, read_text
 from hive._when import in_seconds
-from hive.cli._agent_start import SPAWN_WAIT, STARTING_WAIT
+from hive.cli._agent_start import SPAWN_WAIT, STARTING_WAIT, StartWaits
 from hive.cli._agent_status import describe_status
 from hive.errors import BadInput
 
@@ -52,10 +52,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     )
 
     def command(
-        name: str, handler: Handler, *, over: argparse.ArgumentParser, summary: str, description: str
+        name: str,
+        handler: Handler,
+        *,
+        over: argparse.ArgumentParser,
+        summary: str,
+        description: str,
+        spawn_wait: float = 0,
     ) -> argparse.ArgumentParser:
         parser = agent.add_parser(name, parents=[over], help=summary, description=description)
-        parser.set_defaults(handler=handler)
+        parser.set_defaults(handler=handler, waits=StartWaits(spawn=spawn_wait))
         return parser
 
     status = command(
@@ -86,6 +92,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         f"{_WAITS} Exit status 0 once hive-agent has "
         "queued it, 1 when no hive-agent could be asked (or it refused), 2 for a message that cannot "
         "be sent (none, blank, too long, unreadable).",
+        spawn_wait=SPAWN_WAIT,
     )
     prompt.add_argument(
         "text",
@@ -104,6 +111,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
         description="Ask hive-agent to compact its agent's session: at once when idle, else right after "
         "the running turn, before the next. "
         f"{_WAITS} Exit status 0 once it has the request, 1 when no hive-agent could be asked.",
+        spawn_wait=SPAWN_WAIT,
     )
 
     log = command(
@@ -148,12 +156,10 @@ def _agent_socket(args: argparse.Namespace) -> Path:
     return Path(args.socket or os.environ.get("HIVE_AGENT_SOCKET") or _state_dir(args) / "agent.sock")
 
 
-def _ask_agent(
-    args: argparse.Namespace, request: AgentRequest, *, spawn_wait: float = 0
-) -> AgentReply | None:
+def _ask_agent(args: argparse.Namespace, request: AgentRequest) -> AgentReply | None:
     """One request over the agent socket, once a hive-agent that is starting serves it
-    (`hive.cli._agent_start`; ``spawn_wait``: how long one may take to take the lock); None (said
-    on stderr) when it cannot be asked."""
+    (`hive.cli._agent_start`, waiting as long as ``args.waits`` says); None (said on stderr) when
+    it cannot be asked."""
     import trio
 
     from hive.cli._agent_start import wait_started
@@ -166,7 +172,7 @@ def _ask_agent(
         try:
             return await ask_once()
         except (FileNotFoundError, ConnectionRefusedError):
-            starting.append(await wait_started(path, _state_dir(args), spawn_wait=spawn_wait))
+            starting.append(await wait_started(path, _state_dir(args), args.waits))
             return await ask_once()
 
     async def ask_once() -> AgentReply:
@@ -180,7 +186,7 @@ def _ask_agent(
         if starting and (pid := starting[0]) is not None:
             print(
                 f"hive: hive-agent (pid {pid}) holds {_state_dir(args)} but did not serve {path} within "
-                f"{in_seconds(STARTING_WAIT)} of being asked (is its --agent-socket elsewhere? give it with --socket)",
+                f"{in_seconds(args.waits.starting)} of being asked (is its --agent-socket elsewhere? give it with --socket)",
                 file=sys.stderr,
             )
         elif isinstance(exc, FileNotFoundError):
@@ -255,7 +261,7 @@ def _agent_prompt(args: argparse.Namespace) -> int:
     request = Prompt(text)
     if (size := len(encode(request)) - 1) > MAX_LINE:  # the newline is not counted
         raise _too_long(size)
-    if _ask_agent(args, request, spawn_wait=SPAWN_WAIT) is None:
+    if _ask_agent(args, request) is None:
         return 1
     print("queued: the agent's next turn carries it")
     return 0
@@ -264,7 +270,7 @@ def _agent_prompt(args: argparse.Namespace) -> int:
 def _agent_compact(args: argparse.Namespace) -> int:
     from hive.wake import Compact
 
-    if _ask_agent(args, Compact(), spawn_wait=SPAWN_WAIT) is None:
+    if _ask_agent(args, Compact()) is None:
         return 1
     print("compaction asked for: at once if the agent is idle, else right after its turn")
     return 0

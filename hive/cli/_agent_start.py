@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
+
 from hive._state_dir import lock_holder
 
 if TYPE_CHECKING:
@@ -29,9 +31,20 @@ SPAWN_WAIT = 5
 """The most seconds ``hive agent prompt`` and ``compact`` wait for a hive-agent to take the lock."""
 
 
-async def wait_started(socket: Path, state_dir: Path, *, spawn_wait: float) -> int | None:
+@attrs.frozen
+class StartWaits:
+    """How long a ``hive agent`` command waits for a hive-agent that is starting (its parser's
+    default ``waits``)."""
+
+    spawn: float = 0
+    """For one to take the state directory's lock (`SPAWN_WAIT` for a message)."""
+    starting: float = STARTING_WAIT
+    """For the socket of one that holds it."""
+
+
+async def wait_started(socket: Path, state_dir: Path, waits: StartWaits) -> int | None:
     """Until something listens on ``socket``, while a hive-agent is starting on ``state_dir``
-    (it holds the lock, or takes it within ``spawn_wait`` seconds). The pid of the hive-agent
+    (it holds the lock, or takes it within ``waits.spawn`` seconds). The pid of the hive-agent
     that held the lock when the wait ended (None: none did)."""
     import trio
 
@@ -46,7 +59,7 @@ async def wait_started(socket: Path, state_dir: Path, *, spawn_wait: float) -> i
             if await _listens(socket):
                 return holder
             holder = lock_holder(state_dir / LOCK)
-            left = start + (spawn_wait if holder is None else STARTING_WAIT) - trio.current_time()
+            left = start + (waits.spawn if holder is None else waits.starting) - trio.current_time()
             if left <= 0:
                 return holder
             with trio.move_on_after(left):

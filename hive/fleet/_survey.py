@@ -206,9 +206,9 @@ def _same_dir(answered: str, state_dir: Path) -> bool:
         return False
 
 
-async def survey(state_dir: Path) -> AgentView:
-    """What ``state_dir`` says of its agent: its harness's status, within `ASK_SECONDS`, and its files."""
-    status, harness, refused = await _ask_status(state_dir)
+async def survey(state_dir: Path, ask_seconds: float = ASK_SECONDS) -> AgentView:
+    """What ``state_dir`` says of its agent: its harness's status, within ``ask_seconds``, and its files."""
+    status, harness, refused = await _ask_status(state_dir, ask_seconds)
     if harness == "stopped" and lock_holder(state_dir / LOCK) is not None:
         harness = "not answering"
     files = await trio.to_thread.run_sync(_read_files, state_dir)
@@ -236,12 +236,12 @@ async def survey(state_dir: Path) -> AgentView:
     )
 
 
-async def survey_all(state_dirs: list[Path]) -> list[AgentView]:
+async def survey_all(state_dirs: list[Path], ask_seconds: float = ASK_SECONDS) -> list[AgentView]:
     """`survey` of each, all at once: one agent that does not answer holds up none of the others."""
     views: list[AgentView | None] = [None] * len(state_dirs)
 
     async def one(index: int, path: Path) -> None:
-        views[index] = await survey(path)
+        views[index] = await survey(path, ask_seconds)
 
     async with trio.open_nursery() as nursery:
         for index, path in enumerate(state_dirs):
@@ -249,17 +249,17 @@ async def survey_all(state_dirs: list[Path]) -> list[AgentView]:
     return [v for v in views if v is not None]
 
 
-async def _ask_status(state_dir: Path) -> tuple[AgentStatus | None, str, str | None]:
+async def _ask_status(state_dir: Path, ask_seconds: float) -> tuple[AgentStatus | None, str, str | None]:
     """The harness's status, what `AgentView.harness` says, and why its socket was refused."""
     try:
-        with trio.fail_after(ASK_SECONDS):
+        with trio.fail_after(ask_seconds):
             async with open_own_agent(state_dir) as (_, status):
                 return status, "running", None
     except ForeignSocket as exc:
         return None, NOT_OWN, str(exc)
     except (trio.TooSlowError, WakeRefused):
         return None, "not answering", None
-    except (OSError, AgentRequestError):
+    except (OSError, trio.BrokenResourceError, AgentRequestError):
         return None, "stopped", None
 
 

@@ -49,6 +49,7 @@ from hive.fleet import _page
 from hive.fleet._history import TAIL_BYTES, Histories, TurnPoint, objects
 from hive.fleet._history import read_tail as log_tail
 from hive.fleet._survey import (
+    ASK_SECONDS,
     TURN_LOG,
     AgentView,
     open_own_agent,
@@ -76,6 +77,8 @@ class Fleet:
     """Each agent's last turns, read once and then followed (see `Histories`)."""
     now: Callable[[], float] = attrs.field(default=time.time, eq=False)
     """The time (Unix time) the pages' clocks are read at."""
+    ask_seconds: float = ASK_SECONDS
+    """How long an agent's socket has to answer ``status`` before it is shown not answering."""
 
     def agents(self) -> dict[str, Path]:
         """Each agent's state dir, by name (the first of a name found)."""
@@ -122,7 +125,7 @@ def make_app(fleet: Fleet) -> Starlette:
         state_dir = fleet.agents().get(request.path_params["name"])
         if state_dir is None:
             return PlainTextResponse("no such agent", status_code=404)
-        views = await survey_all([state_dir])
+        views = await survey_all([state_dir], fleet.ask_seconds)
         tasks = await trio.to_thread.run_sync(_running_tasks, state_dir)
         others = await trio.to_thread.run_sync(_others, state_dir)
         lines, _ = await trio.to_thread.run_sync(log_tail, state_dir / TURN_LOG, TAIL_BYTES)
@@ -228,7 +231,7 @@ async def _tell(request: Request, state_dir: Path, message: Any) -> Response:
 async def _fleet_state(fleet: Fleet) -> list[dict[str, Any]]:
     """Each agent's `AgentView`, with its last turns' tokens and costs (``history``)."""
     paths = list(fleet.agents().values())
-    views = await survey_all(paths)
+    views = await survey_all(paths, fleet.ask_seconds)
     histories = await trio.to_thread.run_sync(lambda: [fleet.histories.points(p / TURN_LOG) for p in paths])
     return [_with_history(view, history) for view, history in zip(views, histories, strict=True)]
 
@@ -376,7 +379,7 @@ class _Asking:
 
     async def _ask(self, path: Path) -> None:
         while True:
-            view = await survey(path)
+            view = await survey(path, self.fleet.ask_seconds)
             history = await trio.to_thread.run_sync(self.fleet.histories.points, path / TURN_LOG)
             self.latest[path] = _with_history(view, history)
             self.answered.set()
@@ -445,7 +448,7 @@ async def _agent_updates(fleet: Fleet, state_dir: Path, emit: Emit) -> None:
                 added = [text for obj in objects(whole) for text in renderer.feed(obj)]
                 if added:
                     await emit("log", added)
-            views = await survey_all([state_dir])
+            views = await survey_all([state_dir], fleet.ask_seconds)
             tasks = await trio.to_thread.run_sync(_running_tasks, state_dir)
             others = await trio.to_thread.run_sync(_others, state_dir)
             state = {"agent": attrs.asdict(views[0]), "tasks": tasks, **others}

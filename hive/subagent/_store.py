@@ -3,6 +3,7 @@
     <state>/subagent.sock              the daemon's socket (0600)
     <state>/subagent-daemon.lock       held by the daemon that serves this state directory (its pid)
     <state>/subagent-daemon.log        the log of a daemon started on first use
+    <state>/subagent-daemon.starting   held by the relay starting the daemon until it serves
     <state>/subagents/<name>.json      the session's record (see ``_records``)
     <state>/subagents/<name>.jsonl     every turn's stream, in claude's stream-json shape
 
