@@ -21,7 +21,8 @@ from hive.bash._ledger import Ledger
 from hive.bash._model import HeldBy
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._settings import TaskSettings
-from hive.bash._store import RunFiles, TaskStore
+from hive.bash._store import TaskStore
+from hive.bash._task_files import RunFiles
 from hive.bash._watch import Watcher
 
 log = logging.getLogger(__name__)
