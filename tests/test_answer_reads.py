@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hive.bash import _tasks
+from hive.bash import _output, _tasks
 from hive.bash._courier import WakeCourier
 from hive.bash._store import TAIL_BYTES, Tail, TaskStore
 from hive.bash._tasks import TaskManager, TaskSettings
@@ -41,7 +41,8 @@ async def test_tails_for_status_answers_and_wakes_are_read_off_the_event_loop(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tails = BlockingTails(trio.lowlevel.current_trio_token())
-    monkeypatch.setattr(_tasks, "read_tail", tails)
+    monkeypatch.setattr(_tasks, "read_tail", tails)  # the wakes'
+    monkeypatch.setattr(_output, "read_tail", tails)  # the answers'
     store = TaskStore(short_tmp / "state")
     store.create_dirs()
     manager = TaskManager(store, TaskSettings(workdir=short_tmp), WakeCourier(None))

@@ -40,7 +40,7 @@ async def test_an_owed_end_is_recorded_at_once_and_its_wake_saved_at_the_next_in
         # Still owed by the loose end saved before the task started (a restart would compose
         # the wake from the final record); the wake itself waits for the interval.
         assert _loose_end(store, "t")["wake"] is None
-        await manager._sync_ends()
+        await manager.ledger.sync_ends(manager.tasks)
         wake = _loose_end(store, "t")["wake"]
         assert isinstance(wake, dict)
         assert wake["sender"] == "bash-task-t"
@@ -78,6 +78,6 @@ async def test_an_end_told_before_the_interval_leaves_no_loose_end_to_rewrite(sh
         with trio.fail_after(30):
             await manager.ledger.wait_written(task)
         assert not store.loose_end_path("t").exists()
-        await manager._sync_ends()
+        await manager.ledger.sync_ends(manager.tasks)
         assert not store.loose_end_path("t").exists()
         nursery.cancel_scope.cancel()

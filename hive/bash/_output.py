@@ -20,7 +20,10 @@ import trio
 
 from hive._files import open_regular
 from hive._inotify import IN_MODIFY, Inotify
+from hive.bash._batches import Batcher
 from hive.bash._errors import BadArgument
+from hive.bash._store import Tail, TaskStore, read_tail
+from hive.bash._task import Task
 
 MAX_NEW_BYTES = 64 * 1024
 """The most bytes of one stream one answer carries."""
@@ -108,3 +111,49 @@ async def until_grown(paths: Mapping[Path, int], grown: GrownCheck) -> None:
         # Watched before the first look, so that no write between the two goes unseen.
         while not await grown(paths):
             await watcher.changed()
+
+
+def stream_path(store: TaskStore, task_id: str, stream: str) -> Path:
+    """The file of a task's ``stdout`` or ``stderr``."""
+    return store.out_path(task_id) if stream == "stdout" else store.err_path(task_id)
+
+
+async def read_tails(store: TaskStore, reads: Batcher, task_id: str) -> tuple[Tail, Tail]:
+    """The last 4 KiB of a task's stdout and stderr, read in a worker thread."""
+    return await reads.run(lambda: (read_tail(store.out_path(task_id)), read_tail(store.err_path(task_id))))
+
+
+async def read_past(
+    store: TaskStore, reads: Batcher, task: Task, offsets: Mapping[str, int]
+) -> list[NewOutput]:
+    """What each stream named in ``offsets`` holds past its offset (read in a worker thread)."""
+    final = task.final
+    wanted = [(stream, stream_path(store, task.id, stream), offset) for stream, offset in offsets.items()]
+    return await reads.run(
+        lambda: [read_new(stream, path, offset, final=final) for stream, path, offset in wanted]
+    )
+
+
+async def wait_grown(store: TaskStore, reads: Batcher, task: Task, offsets: Mapping[str, int]) -> None:
+    """Until a stream named in ``offsets`` has bytes past its offset, or the task has ended (the
+    caller's cancel scope bounds the wait); an offset past its stream's end is refused (`OffsetPastEnd`)."""
+    paths = {stream_path(store, task.id, stream): offset for stream, offset in offsets.items()}
+
+    async def grown(paths: Mapping[Path, int]) -> bool:
+        sizes = await reads.run(lambda: [stream_size(path) for path in paths])
+        return any(size > offset for size, offset in zip(sizes, paths.values(), strict=True))
+
+    sizes = await reads.run(lambda: [stream_size(path) for path in paths])
+    for (stream, offset), size in zip(offsets.items(), sizes, strict=True):
+        check_offset(stream, offset, size)
+    if task.final or any(size > offset for size, offset in zip(sizes, offsets.values(), strict=True)):
+        return
+    async with trio.open_nursery() as nursery:
+
+        async def ended() -> None:
+            await task.ended.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(ended)
+        await until_grown(paths, grown)
+        nursery.cancel_scope.cancel()

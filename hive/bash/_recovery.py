@@ -306,7 +306,7 @@ async def _resume(manager: Manager, task: Task) -> None:
     if capped:
         if task.record.state is TaskState.PENDING:
             ledger.change(task, Spawned(), started_at=task.record.started_at or task.record.created_at)
-        manager.stopper.ended_past_cap(task, size, "it passed the cap while the daemon was down")
+        manager.stopper.cap.ended_past(task, size, "it passed the cap while the daemon was down")
     if written is not None:
         if task.record.state is TaskState.PENDING:  # started, but its record not saved since
             ledger.change(task, Spawned(), started_at=task.record.started_at or task.record.created_at)

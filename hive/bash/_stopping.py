@@ -19,17 +19,6 @@ a stopped task is stopped at once; a leftover of a finished task is stopped once
 output passes the cap. A task's cgroup is removed once it is empty. The notes of the task
 say what was signalled and why.
 
-The output cap counts stdout and stderr together. A task's output is checked as it grows,
-woken by inotify (`hive.bash._growth`), from its start until it ended and nothing of it is
-left: a task whose output passes the cap is stopped (SIGINT, then the grace), and once it is
-`CAP_MARGIN` past the cap, whatever stage its stop is at, every process of it gets SIGKILL at
-once. Far from the cap a task is looked at no sooner than its writers could have reached it
-at `OUTPUT_RATE`, so that a task writing all along costs few checks. The kernel holds each
-file as a backstop, also while no daemon runs: every process of a task has RLIMIT_FSIZE at the
-cap plus `FSIZE_MARGIN` (see `hive.bash._procs.WRAPPER`), and a writer that meets it gets
-SIGXFSZ (or EFBIG). A task ended so is recorded as stopped at the output cap too (see
-`ended_past_cap`).
-
 Everything that blocks (``stat``, ``statvfs``, reads of ``/proc``) runs in a worker
 thread, batched: one hop per interval for all tasks.
 """
@@ -38,9 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -49,34 +37,20 @@ import trio
 from hive import _proc
 from hive._when import counted, in_seconds
 from hive.bash import _cgroups, _namespaces, _procs
-from hive.bash._growth import GrowthWatch
+from hive.bash._cap import OutputCap
+from hive.bash._finding import TaskFinder
 from hive.bash._ledger import Ledger
 from hive.bash._model import StopBegun, StopReason
 from hive.bash._settings import TaskSettings
-from hive.bash._store import TaskStore
 from hive.bash._task import Task
 
 log = logging.getLogger(__name__)
 
-CAP_MARGIN = 1024**2
-"""How far past the output cap a task's output may grow before every process of it gets SIGKILL
-without waiting out the grace of its stop: the grace is for processes that end, and a writer
-that ignores SIGINT would go on writing in it."""
-FSIZE_MARGIN = 4 * 1024**2
-"""How far past the output cap a file of a task may grow (RLIMIT_FSIZE, in every process of the
-task); a process that writes past it gets SIGXFSZ (or EFBIG)."""
-OUTPUT_RATE = 16 * 1024**3
-"""Bytes a second that a task's output files take at most: writes to one file take its inode's
-lock in turn, so the two of them grow about as fast as two cores copy memory, at most."""
 FILLED_UP = "the disk holding {} filled up while it ran; its output may be cut short"
 
 
 KILL_SETTLE = 5.0
 """How long a stop waits for the processes of a cgroup to die after ``cgroup.kill``."""
-
-
-def tag_of(task: Task) -> str:
-    return _procs.task_tag(task.id, task.record.serial)
 
 
 def _pids(pids: Sequence[int]) -> str:
@@ -111,15 +85,6 @@ def _still_alive(proc: _procs.ProcInfo) -> bool:
     return now is not None and not now.zombie and now.start_time == proc.start_time
 
 
-def _output_sizes(store: TaskStore, task_ids: list[str]) -> list[int]:
-    return [store.output_size(task_id) for task_id in task_ids]
-
-
-def _within(cgroup: Path | None, cgroups: set[Path]) -> bool:
-    """Whether ``cgroup`` is one of ``cgroups`` or below one of them."""
-    return cgroup is not None and (cgroup in cgroups or not cgroups.isdisjoint(cgroup.parents))
-
-
 @attrs.frozen
 class _Survey:
     """What one interval's worker hop found."""
@@ -143,42 +108,33 @@ class Stopper:
     settings: TaskSettings
     tasks: Mapping[str, Task]
     clock: Callable[[], float]
-    _nursery: trio.Nursery | None = None
-    """Where the stops of what ended tasks left behind run (see `serve`)."""
+    nursery: trio.Nursery | None = None
+    """Where the stops of what ended tasks left behind run: the task manager's, once it serves."""
     _ended: dict[str, Task] = attrs.field(factory=dict)
     """Ended tasks (by serial) that may still have processes: looked for at the next survey."""
     _cleaning: set[str] = attrs.field(factory=set)
+    finder: TaskFinder = attrs.field(init=False)
+    cap: OutputCap = attrs.field(init=False)
     _graces: dict[str, trio.CancelScope] = attrs.field(factory=dict)
     """Serial -> the grace of a stop under way."""
-    _growth: GrowthWatch = attrs.field(factory=GrowthWatch)
-    _watched: dict[str, Task] = attrs.field(factory=dict)
-    """Serial -> a task whose output is checked as it grows (see `watch_output`)."""
-    _look_by: dict[str, float] = attrs.field(factory=dict)
-    """Serial -> the earliest (Trio) time the task's writers could have reached the cap."""
-    _killing: set[str] = attrs.field(factory=set)
-    """Tasks past the cap and its margin whose SIGKILL is under way."""
-    _spacing: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    """The wait before the next look at the watched tasks: a task newly watched ends it."""
-    _own_namespace: int | None = attrs.field(factory=lambda: _namespaces.cgroup_namespace("self"))
-    """The daemon's cgroup namespace: a wrapper still in it has not entered its own yet."""
-    _namespaces: dict[str, tuple[int, int]] = attrs.field(factory=dict)
-    """Serial -> the inode of the task's cgroup namespace and a descriptor holding it."""
-    _known: dict[str, frozenset[tuple[int, int]]] = attrs.field(factory=dict)
-    """Serial -> the processes (pid, start time) of a task with no namespace, found as its stop
-    began (see `_catch_adopted`)."""
 
-    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Check the output of tasks as it grows, and run the stops of leftovers (see `survey`),
-        until cancelled."""
-        try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                nursery.start_soon(self._watch_output)
-                task_status.started()
-                await trio.sleep_forever()
-        finally:
-            self._nursery = None
-            self._growth.close()
+    def __attrs_post_init__(self) -> None:
+        self.finder = TaskFinder(self.settings)
+        self.cap = OutputCap(self)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the daemon is stopping (or not serving yet): it signals nothing then."""
+        return self.nursery is None or self.nursery.cancel_scope.cancel_called
+
+    def soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+        """Run a stop's signals in the task manager's nursery (the daemon is serving)."""
+        assert self.nursery is not None
+        self.nursery.start_soon(fn, *args)
+
+    def lingering(self, serial: str) -> bool:
+        """Whether the ended task may still have processes looked for or being stopped."""
+        return serial in self._ended or serial in self._cleaning
 
     # -- beginning a stop -----------------------------------------------------------------------
 
@@ -202,11 +158,11 @@ class Stopper:
         task.supervisor.start_soon(self.finish, task)
         return True
 
-    async def deadline(self, task: Task, seconds: float, scope: trio.CancelScope) -> None:
-        """Stop the task ``seconds`` after it started, unless ``scope`` is cancelled first."""
+    async def deadline(self, task: Task, scope: trio.CancelScope) -> None:
+        """Stop the task when its ``timeout_secs`` are up, unless ``scope`` is cancelled first."""
         with scope:
             started = task.record.started_at or task.record.created_at
-            await trio.sleep(max(0.0, started + seconds - self.clock()))
+            await trio.sleep(max(0.0, started + (task.record.timeout_secs or 0.0) - self.clock()))
             self.begin(task, StopReason.TIMEOUT)
 
     # -- finishing a stop -----------------------------------------------------------------------
@@ -223,12 +179,12 @@ class Stopper:
         await self.ledger.save(task)
         pgid = task.record.pid
         assert pgid is not None and task.record.stop_started_at is not None
-        await self._learn_namespace(task)  # before the wrapper can end
-        await self._catch_adopted(task)
+        await self.finder.learn(task)  # before the wrapper can end
+        await self.finder.catch_adopted(task)
         # Once the wrapper is reaped its pid may be anyone's: the scan below finds what is left.
         if not task.exited.is_set() and _proc.signal_group(pgid, signal.SIGINT):
-            self._signalled(task, "SIGINT")
-        marks = self._marks(task)
+            self.signalled(task, "SIGINT")
+        marks = self.finder.marks(task)
         cgroup = self._cgroup(task)
         if cgroup is not None:
             escaped, left = await trio.to_thread.run_sync(_signal_members, cgroup, marks, signal.SIGINT)
@@ -236,7 +192,7 @@ class Stopper:
         else:
             escaped = await trio.to_thread.run_sync(_procs.signal_escaped, marks, signal.SIGINT)
         if escaped:
-            self._signalled(task, "SIGINT")
+            self.signalled(task, "SIGINT")
             self.ledger.note(
                 task,
                 f"SIGINT also went to {len(escaped)} of its processes outside its process group "
@@ -255,17 +211,8 @@ class Stopper:
             await _procs.wait_gone(outside)
             all_gone = not outside
         if not all_gone:
-            await self._kill(task, "still alive when the grace ended")
+            await self.kill(task, "still alive when the grace ended")
         await self._unattributed(task)
-
-    async def _catch_adopted(self, task: Task) -> None:
-        """Where the task has no cgroup namespace, its wrapper is the subreaper of its orphans (a
-        cleared environment in a double fork among them), which are known as its descendants
-        only while it runs: they are found before the SIGINT ends it, and stopped with the task."""
-        if task.record.serial in self._namespaces or task.exited.is_set() or not self.settings.reap_orphans:
-            return
-        found = await trio.to_thread.run_sync(_procs.task_processes, self._marks(task))
-        self._known[task.record.serial] = frozenset((p.pid, p.start_time) for p in found)
 
     def _left_cgroup(self, task: Task, left: Sequence[int]) -> None:
         if left:
@@ -281,21 +228,9 @@ class Stopper:
         task's cgroup namespace, not in a task's cgroup): a cleared environment that also left
         its cgroup where tasks get no namespace, or its namespace too (``nsenter``, as root).
         They cannot be told as this task's, and are not stopped."""
-        if not self.settings.reap_orphans:
-            return
-        since = task.record.pid_start_time
-        namespaces = {inode for inode, _fd in self._namespaces.values()}
         tasks = (*self.tasks.values(), *self._ended.values())
         cgroups = {cgroup for t in tasks if (cgroup := self._cgroup(t)) is not None}
-
-        def unmarked() -> list[int]:
-            return [
-                p.pid
-                for p in _procs.unmarked_orphans(since)
-                if p.cgroup_ns not in namespaces and not _within(_cgroups.cgroup_dir(p.pid), cgroups)
-            ]
-
-        orphans = await trio.to_thread.run_sync(unmarked)
+        orphans = await self.finder.unmarked_orphans(task, cgroups)
         if orphans:
             self.ledger.note(
                 task,
@@ -318,55 +253,16 @@ class Stopper:
     def _cgroup(self, task: Task) -> Path | None:
         return self.settings.cgroup_of(task.record)
 
-    def _marks(self, task: Task, *, by_group: bool = True) -> _procs.TaskMarks:
-        pgid = task.record.pid if by_group else None
-        serial = task.record.serial
-        held = self._namespaces.get(serial)
-        known = self._known.get(serial, frozenset())
-        return _procs.TaskMarks(tag_of(task), pgid, None if held is None else held[0], known)
-
-    def _unlearned(self, task: Task) -> int | None:
-        """The pid of the task's wrapper, if its cgroup namespace is to be learned from it."""
-        pid = task.record.pid
-        if self.settings.unshare is None or task.record.serial in self._namespaces or task.exited.is_set():
-            return None
-        return pid
-
-    async def _learn_namespace(self, task: Task) -> None:
-        """Hold the task's cgroup namespace, from its wrapper, if it is not held yet and the
-        wrapper still runs (its pid is its own until it is reaped)."""
-        pid = self._unlearned(task)
-        if pid is not None:
-            self._learned(task, await trio.to_thread.run_sync(_namespaces.hold_cgroup_namespace, pid))
-
-    def _learned(self, task: Task, held: tuple[int, int] | None) -> None:
-        """A namespace opened from the task's wrapper: the task's, once the wrapper has left the
-        daemon's (it enters its own before the command runs); else it is closed."""
-        if held is None:
-            return
-        serial = task.record.serial
-        if held[0] != self._own_namespace and serial not in self._namespaces and not task.exited.is_set():
-            self._namespaces[serial] = held
-        else:
-            os.close(held[1])
-
-    def _forget(self, task: Task) -> None:
-        """No process of the task is left: its namespace is let go."""
-        self._known.pop(task.record.serial, None)
-        held = self._namespaces.pop(task.record.serial, None)
-        if held is not None:
-            os.close(held[1])
-
-    async def _kill(self, task: Task, why: str, *, by_group: bool = True) -> None:
+    async def kill(self, task: Task, why: str, *, by_group: bool = True) -> None:
         cgroup = self._cgroup(task)
         if cgroup is not None:
             await self._kill_cgroup(task, cgroup, why)
             # What is left has left the cgroup: its marks find it.
             by_group = False
-        marks = self._marks(task, by_group=by_group)
+        marks = self.finder.marks(task, by_group=by_group)
         group, killed = await trio.to_thread.run_sync(_procs.kill_task, marks)
         if group or killed:
-            self._signalled(task, "SIGKILL")
+            self.signalled(task, "SIGKILL")
         if killed:
             self.ledger.note(
                 task, f"SIGKILL went to {len(killed)} of its processes {why} (pids {_pids(killed)})"
@@ -378,7 +274,7 @@ class Stopper:
         killed = await trio.to_thread.run_sync(_cgroups.kill_all, cgroup)
         if not killed:
             return
-        self._signalled(task, "SIGKILL")
+        self.signalled(task, "SIGKILL")
         self.ledger.note(task, f"SIGKILL went to {len(killed)} of its processes {why} (pids {_pids(killed)})")
         with trio.move_on_after(KILL_SETTLE) as waited:
             await _cgroups.wait_empty(cgroup)
@@ -390,7 +286,7 @@ class Stopper:
                 f"(pids {_pids(left)})",
             )
 
-    def _signalled(self, task: Task, name: str) -> None:
+    def signalled(self, task: Task, name: str) -> None:
         if name not in task.record.signals:
             self.ledger.change(task, signals=(*task.record.signals, name))
 
@@ -400,7 +296,7 @@ class Stopper:
         """The task's wrapper has exited: look for processes it left behind at the next survey
         (its output is checked as it grows until none is left)."""
         self._ended[task.record.serial] = task
-        self.watch_output(task)
+        self.cap.watch(task)
 
     def watching(self, task: Task) -> bool:
         """Whether processes of this ended task may still be alive (a stop under way, or
@@ -414,15 +310,15 @@ class Stopper:
         store = self.ledger.store
         running = [t for t in self.tasks.values() if t.supervisor is not None and not t.exited.is_set()]
         ended = list(self._ended.values())
-        measured = {t.record.serial: t for t in (*running, *ended, *self._watched.values())}
+        measured = {t.record.serial: t for t in (*running, *ended, *self.cap.watched)}
         # Everything the thread needs is read here, on the loop.
         measure = [(serial, t.id) for serial, t in measured.items()]
         unstarted = [(t.record.serial, t.record.pid) for t in running if t.record.pid_start_time is None]
-        unmarked = [(t.record.serial, pid) for t in running if (pid := self._unlearned(t)) is not None]
+        unmarked = [(t.record.serial, pid) for t in running if (pid := self.finder.unlearned(t)) is not None]
         # By cgroup, and by tag and namespace: an ended task's wrapper is reaped, and its pid
         # (the group's id) may be anyone's by now.
         cgroups = {t.record.serial: c for t in ended if (c := self._cgroup(t)) is not None}
-        marks = {t.record.serial: self._marks(t, by_group=False) for t in ended}
+        marks = {t.record.serial: self.finder.marks(t, by_group=False) for t in ended}
         # A cgroup is removed once empty, unless a stop (which waits on it) is still under way.
         removable = {serial for serial in cgroups if serial not in self._graces}
         reap = self.settings.reap_orphans
@@ -448,7 +344,7 @@ class Stopper:
         for task in running:
             self._check_running(task, survey)
         for task in measured.values():
-            self._check_output(task, survey.sizes.get(task.record.serial, 0))
+            self.cap.check(task, survey.sizes.get(task.record.serial, 0))
         for task in ended:
             self._check_ended(task, survey)
 
@@ -458,104 +354,9 @@ class Stopper:
         if start is not None and task.record.pid_start_time is None:
             self.ledger.change(task, pid_start_time=start)
         if serial in survey.namespaces:
-            self._learned(task, survey.namespaces[serial])
+            self.finder.learned(task, survey.namespaces[serial])
         if survey.disk_full:
             self.ledger.note(task, FILLED_UP.format(self.ledger.store.tasks_dir))
-
-    # -- the output cap -------------------------------------------------------------------------
-
-    def watch_output(self, task: Task) -> None:
-        """Check the output of this task (which runs, or may have processes left) as it grows,
-        until it ended and nothing of it is left."""
-        serial = task.record.serial
-        if serial in self._watched:
-            return
-        self._watched[serial] = task
-        store = self.ledger.store
-        self._growth.add(serial, (store.out_path(task.id), store.err_path(task.id)))
-        self._spacing.cancel()
-
-    def _unwatch_output(self, serial: str) -> None:
-        self._watched.pop(serial, None)
-        self._look_by.pop(serial, None)
-        self._growth.remove(serial)
-
-    async def _watch_output(self) -> None:
-        """Check the output of the watched tasks whose files were written, as they are; a task
-        far from the cap no sooner than its writers could reach it."""
-        store = self.ledger.store
-        cap = self.settings.max_output_bytes
-        while True:
-            changed = await self._growth.changed()
-            # A later run of the name has the paths of an ended one: the survey looks after that.
-            tasks = [
-                t
-                for serial in changed
-                if (t := self._watched.get(serial)) is not None and self.tasks.get(t.id) is t
-            ]
-            if tasks:
-                sizes = await trio.to_thread.run_sync(_output_sizes, store, [t.id for t in tasks])
-                now = trio.current_time()
-                for task, size in zip(tasks, sizes, strict=True):
-                    if task.record.serial in self._watched:
-                        self._look_by[task.record.serial] = now + max(0, cap - size) / OUTPUT_RATE
-                        self._check_output(task, size)
-            if self._look_by:
-                latest = trio.current_time() + self.settings.output_check_interval
-                with trio.CancelScope(deadline=min(latest, *self._look_by.values())) as self._spacing:
-                    await trio.sleep_forever()
-
-    def _check_output(self, task: Task, size: int) -> None:
-        """A running task past the cap is stopped; one past the cap and `CAP_MARGIN`, whatever
-        of it is left gets SIGKILL at once (also what an ended task left behind)."""
-        cap = self.settings.max_output_bytes
-        if size <= cap:
-            return
-        serial = task.record.serial
-        running = task.supervisor is not None and not task.exited.is_set()
-        if running and task.record.stop_reason is None:
-            self.ledger.note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
-            self.begin(task, StopReason.OUTPUT_CAP)
-        alive = task.supervisor is not None or serial in self._ended or serial in self._cleaning
-        # No nursery: the daemon is stopping, and signals nothing on its way down.
-        if size > cap + CAP_MARGIN and alive and serial not in self._killing and self._nursery is not None:
-            self._killing.add(serial)
-            pgid = task.record.pid
-            # The group at once, on the loop (its leader is not reaped yet); the rest (escaped
-            # processes, or the cgroup) in `_kill_past_cap`.
-            if running and pgid is not None and _proc.signal_group(pgid, signal.SIGKILL):
-                self._signalled(task, "SIGKILL")
-            self._nursery.start_soon(self._kill_past_cap, task, size)
-
-    async def _kill_past_cap(self, task: Task, size: int) -> None:
-        cap = self.settings.max_output_bytes
-        try:
-            if task.supervisor is not None:
-                self.ledger.note(
-                    task,
-                    f"its output went on to {size} bytes, more than {CAP_MARGIN} bytes past the cap of "
-                    f"{cap} bytes, so SIGKILL came without waiting out the grace",
-                )
-            await self._kill(
-                task, f"as its output passed the cap by {size - cap} bytes", by_group=not task.exited.is_set()
-            )
-        finally:
-            self._killing.discard(task.record.serial)
-
-    def ended_past_cap(self, task: Task, size: int, how: str) -> None:
-        """A task that ended with its output past the cap, and no stop under way, is recorded
-        stopped at the cap, as a check would have stopped it; ``how`` it got there unchecked
-        (``it ended before a check stopped it``, ...) is in its notes."""
-        cap = self.settings.max_output_bytes
-        if size <= cap or task.record.stop_reason is not None:
-            return
-        self.ledger.note(task, f"its output reached {size} bytes, over the cap of {cap} bytes")
-        self.ledger.note(
-            task,
-            f"{how}; until a check comes, the file size limit holds each of its files "
-            f"({cap + FSIZE_MARGIN} bytes), and a writer that meets it dies of SIGXFSZ",
-        )
-        self.ledger.change(task, StopBegun(StopReason.OUTPUT_CAP), stop_started_at=self.clock())
 
     def _check_ended(self, task: Task, survey: _Survey) -> None:
         serial = task.record.serial
@@ -563,8 +364,8 @@ class Stopper:
         if not left:
             if serial not in self._graces:  # else looked at again once the stop is over
                 self._ended.pop(serial, None)
-                self._forget(task)
-                self._unwatch_output(serial)
+                self.finder.forget(task)
+                self.cap.unwatch(serial)
             return
         if serial in self._cleaning:
             return
@@ -580,11 +381,11 @@ class Stopper:
             )
         else:
             return
-        if self._nursery is None:  # the daemon is stopping
+        if self.stopping:
             return
         self.ledger.note(task, f"{why} (pids {_pids(pids)}); they were stopped")
         self._cleaning.add(serial)
-        self._nursery.start_soon(self._stop_leftovers, task, left)
+        self.soon(self._stop_leftovers, task, left)
 
     async def _stop_leftovers(self, task: Task, left: list[_procs.ProcInfo]) -> None:
         """SIGINT to what an ended task left behind, SIGKILL to what is left of it after the grace."""
@@ -595,6 +396,6 @@ class Stopper:
                 if cgroup is not None:
                     await _cgroups.wait_empty(cgroup)
                 await _procs.wait_gone(left)
-            await self._kill(task, "left behind and still alive when the grace ended", by_group=False)
+            await self.kill(task, "left behind and still alive when the grace ended", by_group=False)
         finally:
             self._cleaning.discard(task.record.serial)

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
+import trio
 
 from hive._arguments import ArgumentError, answer_schema, check_arguments, file_schema
 from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_SCHEMA_PATTERN
@@ -19,7 +20,7 @@ from hive._when import counted, in_seconds
 from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running, waiting
 from hive.bash._errors import BadArgument, BashError
 from hive.bash._model import HeldBy, StopReason, TaskState
-from hive.bash._output import MAX_NEW_BYTES, STREAMS
+from hive.bash._output import MAX_NEW_BYTES, STREAMS, read_past, read_tails, wait_grown
 from hive.bash._pattern import FEATURES, LINE_BYTES, MAX_PATTERN, TASK_SECONDS, compile_pattern
 from hive.bash._settings import LINE_SECONDS
 from hive.bash._tasks import Task, TaskManager
@@ -362,8 +363,8 @@ async def status_of(
     """The task's status, with its output's tails (read in a worker thread), and with what the
     streams named in ``offsets`` hold past their offsets; ``full``: every field of it, else
     what an agent acts on."""
-    new = await manager.new_output(task, offsets) if offsets else []
-    out, err = await manager.output_tails(task.id)
+    new = await read_past(manager.store, manager.reads, task, offsets) if offsets else []
+    out, err = await read_tails(manager.store, manager.reads, task.id)
     now = clock()
     cmd_path = str(manager.store.cmd_path(task.id))
     wakes = manager.courier.agent_socket is not None
@@ -506,11 +507,12 @@ class BashTools:
             traceparent=traceparent,
         )
         try:
-            await self.manager.wait(task, wait)
+            with trio.move_on_after(wait):
+                await task.ended.wait()
             if not (task.final and wait > 0):
                 # Told it started: then it must survive a power cut (an answer that tells
                 # its end needs no such thing).
-                await self.manager.durable(task)
+                await task.durable.wait()
         except BaseException:
             # The caller will never read this answer, so the ends are owed to it as wakes.
             self.manager.release(task, told=False)
@@ -552,10 +554,11 @@ class BashTools:
         task = self.manager.get(_task_id(args))
         self.manager.hold(task)
         try:
-            if offsets:
-                await self.manager.wait_output(task, offsets, wait)
-            else:
-                await self.manager.wait(task, wait)
+            with trio.move_on_after(wait):
+                if offsets:
+                    await wait_grown(self.manager.store, self.manager.reads, task, offsets)
+                else:
+                    await task.ended.wait()
         except BaseException:
             self.manager.release(task, told=False)
             raise
@@ -569,7 +572,8 @@ class BashTools:
             return _preceded(answer, f"task {task.id} had already ended; nothing to stop.")
         try:
             self.manager.request_stop(task)
-            await self.manager.wait(task, self.manager.settings.kill_grace + 5.0)
+            with trio.move_on_after(self.manager.settings.kill_grace + 5.0):
+                await task.ended.wait()
         except BaseException:
             self.manager.release(task, told=False)
             raise

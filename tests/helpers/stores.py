@@ -12,7 +12,8 @@ from pathlib import Path
 import attrs
 
 from hive.bash._records import LooseEnd, TaskRecord
-from hive.bash._store import ExitStatus, RunFiles, TaskStore
+from hive.bash._store import ExitStatus, TaskStore
+from hive.bash._task_files import RunFiles
 
 
 class Crash(BaseException):
