@@ -307,7 +307,7 @@ class OwedEnds(OwedItems[Key, Debt]):
                     unclaimed=True,
                 )
                 aside: tuple[Action, ...] = (SetAside(key),) if debt.superseded and at is Place.LATEST else ()
-                return (*aside, *self.owe_again(key, debt))
+                return (*aside, *self.owe(key, debt))
         raise AssertionError(f"unknown event {event!r}")
 
     # -- transitions ------------------------------------------------------------------------------
@@ -342,8 +342,7 @@ class OwedEnds(OwedItems[Key, Debt]):
                 self._put(other, attrs.evolve(debt, superseded=True, superseded_by=key[1]))
             if debt.at is not Place.OWN:
                 actions.append(SetAside(other))
-        self._put(key, Debt(holds=1, starting=True))
-        return tuple(actions)
+        return (*actions, *self.owe(key, Debt(holds=1, starting=True)))
 
     def _abandoned(self, key: Key) -> None:
         self._put(key, None)
@@ -391,7 +390,7 @@ class OwedEnds(OwedItems[Key, Debt]):
             persist = self._persist(key, debt, durable=True)
             if persist is not None:
                 actions.append(persist)
-        return (*actions, *self.owe_again(key, debt))
+        return (*actions, *self.owe(key, debt))
 
 
 # -- recovery -------------------------------------------------------------------------------------

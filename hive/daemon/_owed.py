@@ -123,15 +123,19 @@ class OwedItems(Generic[K, T]):
         self._put(key, item)
         return sends
 
-    def released(self, key: K, *, told: bool) -> tuple[SendWake[K] | WithdrawWake[K] | Settled[K], ...]:
+    def released(
+        self, key: K, *, told: bool, shown_needs_ack: bool | None = None
+    ) -> tuple[SendWake[K] | WithdrawWake[K] | Settled[K], ...]:
         """A caller that held the item is done; ``told``: its answer carried the item and was
-        written to a client still connected."""
+        written to a client still connected. ``shown_needs_ack`` in place of the model's, for a
+        daemon whose callers differ (a subagent daemon's each have an agent socket or not)."""
         item = self._items.get(key)
         if item is None:
             return ()
         item = attrs.evolve(item, holds=max(0, item.holds - 1))
         actions: tuple[SendWake[K] | WithdrawWake[K] | Settled[K], ...] = ()
-        if told and item.ended and item.owed and self.shown_needs_ack:
+        needs_ack = self.shown_needs_ack if shown_needs_ack is None else shown_needs_ack
+        if told and item.ended and item.owed and needs_ack:
             item = attrs.evolve(item, wake_sent=True)
             actions = (SendWake(key, shown=True),)
         elif told and item.ended and item.owed:
@@ -158,9 +162,11 @@ class OwedItems(Generic[K, T]):
             self._put(key, attrs.evolve(item, owed=False))
         return (Settled(key),)
 
-    def owe_again(self, key: K, item: T) -> tuple[SendWake[K], ...]:
-        """A restarted daemon owes ``item`` (found on disk); its wake goes out if it has come."""
-        if item.ended:
-            item = attrs.evolve(item, wake_sent=True)
+    def owe(self, key: K, item: T) -> tuple[SendWake[K], ...]:
+        """Owe ``item`` (begun, or found again by a restarted daemon); its wake goes out if it
+        has come and nobody holds it."""
+        if item.ended and item.owed and not item.holds and not item.wake_sent:
+            self._put(key, attrs.evolve(item, wake_sent=True))
+            return (SendWake(key),)
         self._put(key, item)
-        return (SendWake(key),) if item.ended else ()
+        return ()
