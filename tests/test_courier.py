@@ -12,7 +12,6 @@ import trio.testing
 
 from hive import wake as _courier
 from hive.bash._courier import WakeCourier
-from hive.subagent._courier import wake_courier
 from hive.wake import AgentRequest, Wake, serve_agent_socket
 from hive.wake import WakeCourier as Sender
 
@@ -136,8 +135,6 @@ async def test_a_socket_nobody_listens_on_holds_up_no_wake_to_another(
         received.append(request.sender)
         arrived.set()
 
-    courier = wake_courier(acked.append)
-    assert isinstance(courier, Sender)
     courier = Sender[str](on_acked=acked.append, retry_initial=0.1, retry_max=1.0)
     async with trio.open_nursery() as nursery:
         await nursery.start(serve_agent_socket, live, take)

@@ -51,13 +51,11 @@ from hive.bash._owed import (
     Place,
     Recovered,
     Released,
-    SendWake,
     SetAside,
     Spawning,
     Stored,
     Told,
     Unclaimed,
-    WithdrawWake,
 )
 from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._store import TaskStore, UnreadableLooseEnd, serial_from_files
@@ -65,6 +63,7 @@ from hive.bash._task import Task
 from hive.bash._task_records import TaskRecords, disk_note
 from hive.bash._watch import saved_watch
 from hive.bash._write_lines import UnclaimedEnd, Write, WriteLines
+from hive.daemon import SendWake, WithdrawWake
 from hive.wake import Wake, end_id
 
 log = logging.getLogger(__name__)

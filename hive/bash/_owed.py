@@ -1,18 +1,11 @@
-"""The owed-end protocol as a pure model: events in, actions out; no Trio, no I/O.
+"""The owed-end protocol of the bash daemon as a pure model: events in, actions out; no Trio, no I/O.
 
 Every run of a task (a task id and a serial: a :data:`Key`; the end id its wake carries is
 ``<id>:<serial>``) owes the agent its end from the moment it may start until the agent is *told*
-the end, in exactly one of two ways:
-
-- an answer carrying the final state was written to a client still connected
-  (:class:`Released` with ``told``, or :class:`Told`), or
-- its wake was acknowledged by the agent's socket (:class:`Acked`).
-
-A daemon with an agent socket (``OwedEnds.shown_needs_ack``) counts an answer only once the
-harness has it: the agent may die before it reads what was written to its pipe. The end then
-goes out as a wake marked shown (``SendWake.shown``), which the harness keeps until the turn
-that was running when it was answered says whether it delivered, and the end is owed until
-that wake is acknowledged.
+the end, by the kit's rule (`hive.daemon._owed`): an answer to a client still connected
+(:class:`Released` with ``told``, or :class:`Told`; under a harness, only once its shown wake is
+acknowledged), or an acknowledged wake (:class:`Acked`). What is the bash daemon's own is where
+each end is owed on disk.
 
 Nothing else ends a debt: not a client that went away mid-wait, not a new run taking the same
 name, not a restart of the daemon. While a run owes its end, a *loose end* on disk says so:
@@ -29,7 +22,8 @@ again (:func:`plan_recovery`), re-sending it with the same end id.
   actions for one run are carried out in the order they were given (the ledger keeps a line per
   run), and each that lands is reported back as :class:`Stored`: the model counts a loose end as
   on disk only once it has landed.
-- :class:`SendWake`, :class:`WithdrawWake`: the wake courier.
+- :class:`SendWake`, :class:`WithdrawWake`: the wake courier (the kit's actions, as is
+  :data:`DropLooseEnd`).
 
 No loose end is written to the latest path of an id while it holds another run's owed end: that
 end is first set aside (:class:`Began` asks for it, :class:`Interval` asks again if it failed).
@@ -41,6 +35,8 @@ import enum
 from collections.abc import Iterable, Iterator, Mapping
 
 import attrs
+
+from hive.daemon import OwedItems, SendWake, Settled, Telling, WithdrawWake
 
 Key = tuple[str, str]
 """A run: its task id and its serial."""
@@ -69,16 +65,9 @@ class Content(enum.Enum):
 
 
 @attrs.frozen
-class Debt:
-    """Where one run is in the protocol."""
+class Debt(Telling):
+    """Where one run is in the protocol: how far it is told, and where it is owed on disk."""
 
-    owed: bool = True
-    """The agent has not been told this run's end (in this daemon's knowledge)."""
-    ended: bool = False
-    holds: int = 0
-    """Callers waiting to answer with the end inline: its wake waits for them."""
-    wake_sent: bool = False
-    """Its wake is with the courier (sent at most once in a daemon's life)."""
     stored: Content = Content.NONE
     at: Place | None = None
     """Where the loose end that landed is (None with :attr:`Content.NONE`)."""
@@ -239,69 +228,30 @@ class SetAside:
     key: Key
 
 
-@attrs.frozen
-class DropLooseEnd:
-    """Remove the run's loose end: at :attr:`Place.OWN`, and at the latest path only if the
-    loose end there is this run's."""
+DropLooseEnd = Settled
+"""Remove the run's loose end: at :attr:`Place.OWN`, and at the latest path only if the loose end
+there is this run's (the kit's :class:`Settled`: the end was told)."""
 
-    key: Key
-
-
-@attrs.frozen
-class SendWake:
-    """Hand the run's wake to the courier (sent until acknowledged). ``shown``: the end was just
-    answered inline to the agent's own call; the wake says when, for the harness to judge."""
-
-    key: Key
-    shown: bool = False
-
-
-@attrs.frozen
-class WithdrawWake:
-    """Take the run's wake back from the courier: it was told another way."""
-
-    key: Key
-
-
-Action = PersistLooseEnd | SetAside | DropLooseEnd | SendWake | WithdrawWake
-LooseEndAction = PersistLooseEnd | SetAside | DropLooseEnd
+Action = PersistLooseEnd | SetAside | Settled[Key] | SendWake[Key] | WithdrawWake[Key]
+LooseEndAction = PersistLooseEnd | SetAside | Settled[Key]
 
 
 # -- the model ------------------------------------------------------------------------------------
 
 
 @attrs.define(eq=False)
-class OwedEnds:
+class OwedEnds(OwedItems[Key, Debt]):
     """Every run the protocol is about: those that owe their end, and those a caller holds."""
 
-    _debts: dict[Key, Debt] = attrs.field(factory=dict)
     _serials: dict[str, set[str]] = attrs.field(factory=dict)
-    """The serials of the runs in ``_debts``, by task id."""
-    shown_needs_ack: bool = False
-    """An end answered inline stays owed until its shown wake is acknowledged (the daemon has an
-    agent socket); else the answer tells it."""
+    """The serials of the runs known, by task id."""
 
-    def debt(self, key: Key) -> Debt | None:
-        return self._debts.get(key)
-
-    def owes(self, key: Key) -> bool:
-        """Whether the agent is owed this run's end."""
-        debt = self._debts.get(key)
-        return debt is not None and debt.owed
-
-    def held(self, key: Key) -> bool:
-        """Whether a caller waits to answer with this run's end."""
-        debt = self._debts.get(key)
-        return debt is not None and debt.holds > 0
-
-    def owed(self) -> Iterator[Key]:
-        """The runs whose end is owed."""
-        return (key for key, debt in self._debts.items() if debt.owed)
+    debt = OwedItems.item
 
     def may_record_end(self, key: Key) -> bool:
         """Whether the run's final record may be saved: not while its end is owed with no loose
         end on disk (a crash then would leave a final record and nothing owing the end)."""
-        debt = self._debts.get(key)
+        debt = self._items.get(key)
         return debt is None or not debt.owed or debt.stored is not Content.NONE
 
     def blocked(self, key: Key) -> bool:
@@ -312,7 +262,7 @@ class OwedEnds:
         """The other runs of the same id."""
         task_id, serial = key
         return [
-            ((task_id, s), self._debts[task_id, s]) for s in self._serials.get(task_id, ()) if s != serial
+            ((task_id, s), self._items[task_id, s]) for s in self._serials.get(task_id, ()) if s != serial
         ]
 
     def handle(self, event: Event) -> tuple[Action, ...]:  # noqa: PLR0911, PLR0912 - a case each
@@ -321,7 +271,7 @@ class OwedEnds:
             case Began(key):
                 return self._began(key)
             case Spawning(key):
-                debt = self._debts.get(key)
+                debt = self._items.get(key)
                 if debt is None or not debt.owed or self.blocked(key):
                     return ()
                 return (PersistLooseEnd(key, wake=False, at=Place.LATEST, durable=False),)
@@ -331,24 +281,16 @@ class OwedEnds:
             case Ended(key):
                 return self._ended(key)
             case Held(key):
-                debt = self._debts.get(key, Debt(owed=False))
-                self._put(key, attrs.evolve(debt, holds=debt.holds + 1))
+                self.hold(key, Debt(owed=False))
                 return ()
             case Released(key, told):
-                return self._released(key, told=told)
+                return self.released(key, told=told)
             case Told(key):
-                debt = self._debts.get(key)
-                if debt is None or not debt.owed:
-                    return ()
-                self._put(key, attrs.evolve(debt, owed=False))
-                return (WithdrawWake(key), DropLooseEnd(key))
+                return self.told(key)
             case Acked(key):
-                debt = self._debts.get(key)
-                if debt is not None:
-                    self._put(key, attrs.evolve(debt, owed=False))
-                return (DropLooseEnd(key),)
+                return self.acked(key)
             case Stored(key, content, at):
-                debt = self._debts.get(key)
+                debt = self._items.get(key)
                 if debt is not None:
                     self._put(key, attrs.evolve(debt, stored=content, at=at, starting=False))
                 return ()
@@ -359,25 +301,23 @@ class OwedEnds:
             case Unclaimed(key, at, superseded):
                 debt = Debt(
                     ended=True,
-                    wake_sent=True,
                     stored=Content.WAKE,
                     at=at,
                     superseded=superseded or at is Place.OWN,
                     unclaimed=True,
                 )
-                self._put(key, debt)
                 aside: tuple[Action, ...] = (SetAside(key),) if debt.superseded and at is Place.LATEST else ()
-                return (*aside, SendWake(key))
+                return (*aside, *self.owe(key, debt))
         raise AssertionError(f"unknown event {event!r}")
 
     # -- transitions ------------------------------------------------------------------------------
 
-    def _put(self, key: Key, debt: Debt | None) -> None:
+    def _put(self, key: Key, item: Debt | None) -> None:
+        super()._put(key, item)
         task_id, serial = key
-        if debt is not None and (debt.owed or debt.holds):
-            self._debts[key] = debt
+        if key in self._items:
             self._serials.setdefault(task_id, set()).add(serial)
-        elif self._debts.pop(key, None) is not None:
+        elif serial in self._serials.get(task_id, ()):
             # Told and no longer held (or abandoned): nothing is left to know of it.
             serials = self._serials[task_id]
             serials.discard(serial)
@@ -392,7 +332,7 @@ class OwedEnds:
         return PersistLooseEnd(key, wake=debt.ended, at=debt.place, durable=durable)
 
     def _began(self, key: Key) -> tuple[Action, ...]:
-        if key in self._debts:
+        if key in self._items:
             return ()
         actions: list[Action] = []
         for other, debt in self._others(key):
@@ -402,8 +342,7 @@ class OwedEnds:
                 self._put(other, attrs.evolve(debt, superseded=True, superseded_by=key[1]))
             if debt.at is not Place.OWN:
                 actions.append(SetAside(other))
-        self._put(key, Debt(holds=1, starting=True))
-        return tuple(actions)
+        return (*actions, *self.owe(key, Debt(holds=1, starting=True)))
 
     def _abandoned(self, key: Key) -> None:
         self._put(key, None)
@@ -413,44 +352,22 @@ class OwedEnds:
                 self._put(other, attrs.evolve(debt, superseded=debt.at is Place.OWN, superseded_by=None))
 
     def _ended(self, key: Key) -> tuple[Action, ...]:
-        debt = self._debts.get(key)
+        # The wake is sent before anything is saved: the loose end that is there already owes
+        # the end, so a crash before the saves land sends it again (at least once).
+        debt = self._items.get(key)
         if debt is None or debt.ended:
             return ()
-        debt = attrs.evolve(debt, ended=True)
-        actions: list[Action] = []
-        if debt.owed and not debt.holds and not debt.wake_sent:
-            # Sent before anything is saved: the loose end that is there already owes the end,
-            # so a crash before the saves land sends it again (at least once).
-            debt = attrs.evolve(debt, wake_sent=True)
-            actions.append(SendWake(key))
+        actions: list[Action] = list(self.came(key))
+        debt = self._items[key]
         if debt.owed and debt.stored is Content.NONE:
             # No loose end landed (a save failed): one now, before the final record.
             persist = self._persist(key, debt, durable=True)
             if persist is not None:
                 actions.append(persist)
-        self._put(key, debt)
         return tuple(actions)
 
-    def _released(self, key: Key, *, told: bool) -> tuple[Action, ...]:
-        debt = self._debts.get(key)
-        if debt is None:
-            return ()
-        debt = attrs.evolve(debt, holds=max(0, debt.holds - 1))
-        actions: tuple[Action, ...] = ()
-        if told and debt.ended and debt.owed and self.shown_needs_ack:
-            debt = attrs.evolve(debt, wake_sent=True)
-            actions = (SendWake(key, shown=True),)
-        elif told and debt.ended and debt.owed:
-            debt = attrs.evolve(debt, owed=False)
-            actions = (WithdrawWake(key), DropLooseEnd(key))
-        elif debt.owed and debt.ended and not debt.holds and not debt.wake_sent:
-            debt = attrs.evolve(debt, wake_sent=True)
-            actions = (SendWake(key),)
-        self._put(key, debt)
-        return actions
-
     def _interval(self) -> Iterator[Action]:
-        for key, debt in list(self._debts.items()):
+        for key, debt in list(self._items.items()):
             if not debt.owed or debt.starting:
                 continue
             if debt.superseded and debt.at is Place.LATEST:
@@ -473,11 +390,7 @@ class OwedEnds:
             persist = self._persist(key, debt, durable=True)
             if persist is not None:
                 actions.append(persist)
-        if ended:
-            debt = attrs.evolve(debt, wake_sent=True)
-            actions.append(SendWake(key))
-        self._put(key, debt)
-        return tuple(actions)
+        return (*actions, *self.owe(key, debt))
 
 
 # -- recovery -------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ lines found within `MERGE_SECS` of the first go in one wake from ``bash-task-<id
 starts ``bash task <id> printed:`` and lists them, stdout's before stderr's, each stream's in
 order. Each wake has an id of its own, ``<id>:<serial>:m<n>`` (``n`` counts the task's match
 wakes from 1), distinct from its end's, and is owed like an end until the agent socket
-acknowledges it. A task sends at most ``notify_max`` of them (default
+acknowledges it (the kit's outbox, `hive.daemon.OwedItems`, keyed by the courier's key of each:
+told by its ack alone, no answer shows it). A task sends at most ``notify_max`` of them (default
 `DEFAULT_MAX`); then one more that says later matches are not sent, and the watching ends.
 
 What it owes is on disk before it is sent: ``bash-tasks/<id>@<serial>.watch`` holds the pattern
@@ -61,6 +62,7 @@ from hive.bash._records import TaskRecord
 from hive.bash._store import TaskStore
 from hive.bash._task import Task
 from hive.bash._wire import converter
+from hive.daemon import OwedItems, Telling
 from hive.wake import Wake
 
 log = logging.getLogger(__name__)
@@ -154,6 +156,8 @@ class Watcher:
     _saving: dict[Key, trio.Lock] = attrs.field(factory=dict)
     _unsaved: dict[Key, trio.Event] = attrs.field(factory=dict)
     """The runs whose state could not be saved (a full disk), each with an event set once it is."""
+    _outbox: OwedItems[Key, Telling] = attrs.field(factory=OwedItems)
+    """The match wakes owed, by the courier's key of each."""
 
     @staticmethod
     def owns(key: Key) -> bool:
@@ -332,15 +336,16 @@ class Watcher:
     def _send(self, key: Key, wake: MatchWake) -> None:
         task_id, serial = key
         mark = f"{serial}{_WAKE_MARK}{wake.number}"
-        self.courier.enqueue(
-            task_id, mark, Wake(sender=f"bash-task-{task_id}", body=wake.body, end_id=f"{task_id}:{mark}")
-        )
+        if self._outbox.owe((task_id, mark), Telling(ended=True)):
+            wake_of = Wake(sender=f"bash-task-{task_id}", body=wake.body, end_id=f"{task_id}:{mark}")
+            self.courier.enqueue(task_id, mark, wake_of)
 
     async def acked(self, key: Key) -> None:
         """The agent socket acknowledged the match wake ``key`` names: it is owed no more."""
         task_id, mark = key
         serial, _, number = mark.rpartition(_WAKE_MARK)
         run = (task_id, serial)
+        self._outbox.acked(key)  # told: what owes it on disk goes below
         state = self._states.get(run)
         if state is None:
             return

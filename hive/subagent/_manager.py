@@ -33,7 +33,6 @@ from hive.runtime import Backend, HiveRuntimeError, RuntimeSpec
 from hive.subagent import _slots
 from hive.subagent._agents import Host, SystemHost
 from hive.subagent._caller import Caller
-from hive.subagent._courier import Courier, wake_courier
 from hive.subagent._errors import BadArgument, UnknownSubagent
 from hive.subagent._ledger import Ledger
 from hive.subagent._live import Live
@@ -42,7 +41,7 @@ from hive.subagent._recovery import Recovery
 from hive.subagent._slot_table import Handle, SlotTable
 from hive.subagent._slots import Arm, Refusal, Slot
 from hive.subagent._store import Store
-from hive.subagent._telling import CourierFactory, Teller
+from hive.subagent._telling import Courier, CourierFactory, Teller, wake_courier
 from hive.subagent._turn_runner import Opener, TurnRunner, open_subagent_runtime
 from hive.subagent._views import Interrupted, Status, View
 

@@ -59,8 +59,7 @@ class Recovery:
             turn = record.last.turn if record.last else "adopted"
             self.slots.step(record.name, _slots.Adopted(Arm(record.backend), turn, None))
             nursery.start_soon(self._outlive, record, turn, adopted)
-        if record.last is not None and not record.last.told:
-            self.teller.tell(record)
+        self.teller.came(record)
 
     async def _outlive(self, record: SessionRecord, turn: str, agents: list[TurnAgent]) -> None:
         """Wait for the agents a turn left running; then its name is free."""

@@ -1,103 +1,121 @@
 """Telling a caller how its subagents' turns ended: in the answer of a ``status`` call that shows
 the end, else by a wake from ``subagent-<name>`` to the caller's agent socket.
 
-An end is told once: a wake the agent socket took, or an answer its client confirmed it got,
-marks it ``told`` in the record (and withdraws a wake still on its way). Under a harness (the
-caller has an agent socket) an answer tells the end only once the harness has it: the agent
-may die before it reads what was written to its pipe, so the end goes as a wake marked shown
-(when), which the turn it was shown in settles. An end not yet told when the daemon stops is
-told at its next start.
+When an end counts as told is the kit's rule (`hive.daemon.OwedItems`), each end keyed
+``<name>:<turn>``: a wake the agent socket took, or an answer its client got (under a harness,
+the caller having an agent socket, only once the harness took the end's wake marked shown), and
+the ``status`` calls that waited for it hold its wake until they answered. A told end is marked
+``told`` in the record; one not yet told when the daemon stops is told at its next start.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Protocol
 
 import attrs
+import trio
 
-from hive.subagent._courier import Courier
+from hive.daemon import OwedItems, SendWake, Settled, Telling, WithdrawWake
 from hive.subagent._ledger import Ledger
 from hive.subagent._live import Live
 from hive.subagent._records import SessionRecord, TurnEnd
-from hive.wake import Wake
+from hive.wake import Wake, WakeCourier
+
+
+class Courier(Protocol):
+    """What the teller needs of a courier (`hive.wake.WakeCourier`; tests hand it a fake)."""
+
+    def send(self, key: str, socket: Path, wake: Wake) -> None: ...
+
+    def withdraw(self, key: str) -> None: ...
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None: ...
+
 
 CourierFactory = Callable[[Callable[[str], None]], Courier]
+"""Makes the courier, given what it calls once a wake is acknowledged."""
+
+
+def wake_courier(on_acked: Callable[[str], None]) -> Courier:
+    """The courier of a subagent daemon: the one of both daemons, its wakes keyed ``<name>:<turn>``."""
+    return WakeCourier[str](on_acked=on_acked)
+
+
 WAKE_TAIL = 1500
 """How much of a result's text a wake carries (status shows more)."""
 
 
 @attrs.define(eq=False)
 class Teller:
-    """Sends each session's last end to its caller until it is told."""
+    """Owes each session's last end to its caller until it is told."""
 
     ledger: Ledger
     courier_factory: CourierFactory
     courier: Courier = attrs.field(init=False)
+    ends: OwedItems[str, Telling] = attrs.field(factory=OwedItems)
 
     def __attrs_post_init__(self) -> None:
         self.courier = self.courier_factory(self.acked)
 
-    def tell(self, record: SessionRecord) -> None:
-        """Wake the caller with this session's last end (if it has an agent socket)."""
+    def came(self, record: SessionRecord, *, holds: int = 0) -> None:
+        """The session's last end is owed (its turn ended, ``holds`` status calls waiting for
+        it; or a restarted daemon found it not told)."""
         end = record.last
-        if end is None or end.told or record.agent_socket is None:
-            return
-        self.courier.send(_key(record.name, end.turn), Path(record.agent_socket), wake_for(record, end))
-
-    def mark_told(self, name: str, turn: str) -> None:
-        """The caller has seen the end of ``turn``: it is not sent (again)."""
-        record = self.ledger.records.get(name)
-        if record is None or record.last is None or record.last.turn != turn or record.last.told:
-            return
-        record.last.told = True
-        self.courier.withdraw(_key(name, turn))
-        self.ledger.save(record)
-
-    def shown_inline(self, name: str, turn: str) -> None:
-        """An answer the caller's client got showed the end of ``turn``: told now with no agent
-        socket, else once the harness took its wake marked shown."""
-        record = self.ledger.records.get(name)
-        if record is None or record.last is None or record.last.turn != turn or record.last.told:
-            return
-        if record.agent_socket is None:
-            self.mark_told(name, turn)
-            return
-        wake = attrs.evolve(wake_for(record, record.last), shown_at=time.time())
-        self.courier.send(_key(name, turn), Path(record.agent_socket), wake)
+        if end is not None and not end.told:
+            self._carry_out(self.ends.owe(_key(record.name, end.turn), Telling(ended=True, holds=holds)))
 
     def acked(self, key: str) -> None:
         """The agent socket took the wake sent under ``key``."""
-        name, _, turn = key.partition(":")
-        self.mark_told(name, turn)
+        self._carry_out(self.ends.acked(key))
 
     def after_answer(
         self, token: object, carried: list[Live], shown: list[tuple[str, str]]
     ) -> Callable[[bool], None] | None:
         """What to call once the answer of the ``status`` call ``token`` is written (True) or could
         not be (False): the ends it ``shown`` (name, turn) are told if it was; the ends of the turns
-        it ``carried`` (that ended while it waited) go by wake if it was not, and no other answer
-        carries them. None when it shows no end not yet told."""
+        it ``carried`` (that ended while it waited, held for it) go by wake if it was not, once no
+        other answer carries them. None when it shows no end not yet told."""
         if not carried and not shown:
             return None
+        held = {_key(live.name, live.turn) for live in carried}
+        seen = {_key(name, turn) for name, turn in shown}
+        for key in seen - held:
+            self.ends.hold(key, Telling(owed=False))
 
         def delivered(ok: bool) -> None:
             for live in carried:
                 live.carriers.discard(token)
-            seen = set(shown) if ok else set()
-            for shown_name, turn in seen:
-                self.shown_inline(shown_name, turn)
-            for live in carried:
-                if (live.name, live.turn) in seen:
-                    continue
-                record = self.ledger.records.get(live.name)
-                if record is None or record.last is None or live.carriers:
-                    continue
-                if record.last.turn == live.turn and not record.last.told:
-                    self.tell(record)
+            for key in sorted(held | seen):
+                record = self._record(key)
+                needs_ack = record is not None and record.agent_socket is not None
+                self._carry_out(self.ends.released(key, told=ok and key in seen, shown_needs_ack=needs_ack))
 
         return delivered
+
+    def _carry_out(self, actions: Iterable[SendWake[str] | WithdrawWake[str] | Settled[str]]) -> None:
+        for action in actions:
+            record = self._record(action.key)
+            match action:
+                case SendWake(key, shown) if record is not None and record.agent_socket is not None:
+                    assert record.last is not None
+                    wake = wake_for(record, record.last)
+                    if shown:
+                        wake = attrs.evolve(wake, shown_at=time.time())
+                    self.courier.send(key, Path(record.agent_socket), wake)
+                case WithdrawWake(key):
+                    self.courier.withdraw(key)
+                case Settled() if record is not None and record.last is not None:
+                    record.last.told = True
+                    self.ledger.save(record)
+
+    def _record(self, key: str) -> SessionRecord | None:
+        """The record whose last end ``key`` names (None once a later turn's end replaced it)."""
+        name, _, turn = key.partition(":")
+        record = self.ledger.records.get(name)
+        return record if record is not None and record.last is not None and record.last.turn == turn else None
 
 
 def _key(name: str, turn: str) -> str:

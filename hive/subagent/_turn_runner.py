@@ -230,8 +230,7 @@ class TurnRunner:
         record.agents = [AgentPid(a.pid, self.host.start_time(a), signalled=a.signalled) for a in alive]
         self.ledger.save(record)
         live.ended.set()
-        if not live.carriers:
-            self.teller.tell(record)
+        self.teller.came(record, holds=len(live.carriers))
 
     async def _await_exits(self, live: Live) -> None:
         """A claude turn's slot is held until its claude has exited."""
