@@ -1,0 +1,150 @@
+"""Spawning a process set up before its first instruction, with no ``preexec_fn``: hive._clone3.
+
+`spawn` starts a program through the C extension ``hive._clone3`` (built at install where a
+compiler is found, see setup.py): one ``clone3`` that can put the child in a cgroup as it is
+created (``CLONE_INTO_CGROUP``) and hands back a pidfd, then, in the child, a new session, a
+parent-death signal (refused if the parent is already gone), the child subreaper, an
+RLIMIT_FSIZE, the descriptors and the directory, and the exec. A task joins its cgroup so in
+well under a millisecond; the write to ``cgroup.procs`` it replaces waits an RCU grace period
+(10-18 ms) whenever the previous one is older than that, which is every call an agent makes.
+And ``subprocess`` with a ``preexec_fn`` forks the whole interpreter the slow way.
+
+Where the extension was not built, or the kernel has no ``clone3`` or cannot clone into a
+cgroup (before 5.7, a seccomp filter), `spawn` returns None and the caller starts the process
+the way it did before; the log says so once. Blocking: call it where a fork may block.
+
+Nothing here imports Trio.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+import threading
+from collections.abc import Collection, Mapping, Sequence
+from types import ModuleType
+
+import attrs
+
+__all__ = ["Started", "spawn"]
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class Started:
+    """A child just started: its pid, and a pidfd of it (the caller's to close)."""
+
+    pid: int
+    pidfd: int
+
+
+@attrs.define(eq=False)
+class _Mechanism:
+    """The extension, until it is found missing or the kernel refuses it; why not, said once."""
+
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    module: ModuleType | None = None
+    loaded: bool = False
+    said: bool = False
+
+    def get(self) -> ModuleType | None:
+        with self.lock:
+            if not self.loaded:
+                self.loaded = True
+                try:
+                    self.module = importlib.import_module("hive._clone3")
+                except ImportError as exc:
+                    self._give_up(f"hive._clone3 is not built ({exc}; a C compiler at install builds it)")
+            return self.module
+
+    def refused(self, exc: OSError) -> None:
+        with self.lock:
+            self._give_up(f"the kernel refuses clone3 into a cgroup ({exc.strerror or exc})")
+
+    def _give_up(self, why: str) -> None:
+        self.module = None
+        if not self.said:
+            self.said = True
+            log.warning(
+                "%s: processes are started through subprocess, and tasks join their cgroup by a write "
+                "to cgroup.procs, which is slower (10-18 ms a task)",
+                why,
+            )
+
+
+_mechanism = _Mechanism()
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | Mapping[bytes, bytes],
+    cwd: str | os.PathLike[str] | None = None,
+    stdin: int = -1,
+    stdout: int = -1,
+    stderr: int = -1,
+    pass_fds: Collection[int] = (),
+    cgroup: int | None = None,
+    new_session: bool = False,
+    death_signal: signal.Signals | None = None,
+    subreaper: bool = False,
+    fsize_limit: int | None = None,
+) -> Started | None:
+    """Start ``argv`` (a bare name looked up on ``env``'s PATH) with ``env``, in ``cwd``; None,
+    having started nothing, where this mechanism is not available (see the module's docstring).
+
+    ``stdin``, ``stdout``, ``stderr``: the descriptors the child gets as 0, 1 and 2 (-1: this
+    process's own); ``pass_fds`` stay open in the child at their numbers, and every other
+    descriptor closes at the exec. ``cgroup``: a descriptor of the cgroup v2 directory the child
+    is created in. ``new_session``: it leads a session (and a process group) of its own.
+    ``death_signal``: it is sent this signal when the calling *thread* exits; if this process
+    has already exited by then, the child execs nothing (an `OSError` with ``ESRCH``).
+    ``subreaper``: it is the child subreaper of its descendants. ``fsize_limit``: its
+    RLIMIT_FSIZE (soft and hard), in bytes. A failure raises the `OSError` that ``subprocess``
+    would: ``filename`` is ``cwd`` or the program where one was the cause.
+    """
+    module = _mechanism.get()
+    if module is None:
+        return None
+    program = _program(argv[0], env)
+    environ = [os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items()]
+    try:
+        pid, pidfd = module.spawn(
+            path=os.fsencode(program),
+            argv=[os.fsencode(a) for a in argv],
+            env=environ,
+            cwd=None if cwd is None else os.fsencode(cwd),
+            stdio=(stdin, stdout, stderr),
+            keep_fds=tuple(pass_fds),
+            cgroup_fd=-1 if cgroup is None else cgroup,
+            new_session=new_session,
+            death_signal=0 if death_signal is None else int(death_signal),
+            subreaper=subreaper,
+            fsize=-1 if fsize_limit is None else fsize_limit,
+        )
+    except module.Unsupported as exc:
+        _mechanism.refused(exc)
+        return None
+    except OSError as exc:
+        if isinstance(exc.filename, bytes):
+            exc.filename = os.fsdecode(exc.filename)
+        if exc.filename == os.fsdecode(program):
+            exc.filename = argv[0]
+        raise
+    return Started(pid, pidfd)
+
+
+def _program(name: str, env: Mapping[str, str] | Mapping[bytes, bytes]) -> str:
+    """The file to exec for ``name``: itself if it has a ``/`` (relative to the child's
+    directory, as exec takes it), else the first executable of that name on ``env``'s PATH."""
+    if os.sep in name:
+        return name
+    path = env.get("PATH", env.get(b"PATH", os.defpath))  # type: ignore[call-overload]
+    for directory in os.fsdecode(path).split(os.pathsep):
+        candidate = os.path.join(directory or os.curdir, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise FileNotFoundError(2, os.strerror(2), name)
