@@ -302,12 +302,12 @@ fi
 
 # What the package is built from, against what git tracks there (else what is on disk).
 if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git -C "$repo" ls-files -- pyproject.toml README.md hive
+    git -C "$repo" ls-files -- pyproject.toml setup.py README.md hive
 else
-    (cd "$repo" && find pyproject.toml README.md hive -type f ! -path '*/__pycache__/*')
+    (cd "$repo" && find pyproject.toml setup.py README.md hive -type f ! -path '*/__pycache__/*' ! -name '*.so')
 fi | jq -R . | jq -s 'sort' >"$work/tracked.json"
 jq_file_args+=(--slurpfile tracked "$work/tracked.json")
-expect_pyproject "built from pyproject.toml, README.md and the files of hive/ git tracks, and nothing else" \
+expect_pyproject "built from pyproject.toml, setup.py, README.md and the files of hive/ git tracks, and nothing else" \
     '(.package.src | sort) == $tracked[0] and (.package.src | any(test("__pycache__|\\.pyc$")) | not) and (.package.src | length) > 50'
 
 # -- 4. the rest of the settings ------------------------------------------------------------------
