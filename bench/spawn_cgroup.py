@@ -11,6 +11,7 @@ daemon's CPU per task. Needs a writable cgroup v2 hierarchy (root, or a delegate
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -29,12 +30,12 @@ def unbuilt(root: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(site)}
 
 
-def held_by_cgroup(relay: Relay) -> None:
+def held_by_cgroup(relay: Relay) -> bool:
     _took, result = relay.call("run", cmd="true", wait_seconds=30, full=True)
-    if result.get("held_by") != "cgroup":
-        raise RuntimeError(
-            f"the task is not held by a cgroup here ({result.get('held_by')}): nothing to measure"
-        )
+    if result.get("held_by") == "cgroup":
+        return True
+    print(f"26: tasks are not held by a cgroup here ({result.get('held_by')}): skipped", file=sys.stderr)
+    return False
 
 
 def run() -> list[Figure]:
@@ -49,7 +50,8 @@ def run() -> list[Figure]:
     ):
         for relay in (fast_relay, slow_relay):
             relay.handshake()
-            held_by_cgroup(relay)
+        if not all(held_by_cgroup(relay) for relay in (fast_relay, slow_relay)):
+            return []
         if "hive._clone3 is not built" not in (slow_root / "daemon.err").read_text():
             raise RuntimeError("the fallback daemon did not say it falls back")
         for gap in GAPS_MS:

@@ -24,9 +24,10 @@ import dataclasses
 import os
 import select
 import signal
-import subprocess
 import sys
 from typing import TYPE_CHECKING
+
+from hive._spawn import Process, Started
 
 if TYPE_CHECKING:
     import trio
@@ -236,14 +237,16 @@ class GroupLeader:
 
 
 class ChildExit:
-    """The exit of a child this process started (a ``subprocess.Popen``): awaited on its pidfd,
+    """The exit of a child this process started (`hive._spawn.Process`): awaited on its pidfd,
     then reaped. One task waits at a time (others queue behind it)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: Process) -> None:
         import trio
 
         self.popen = popen
-        self.pidfd = Pidfd.of_child(popen.pid)
+        self.pidfd = (
+            Pidfd(popen.pid, popen.pidfd) if isinstance(popen, Started) else Pidfd.of_child(popen.pid)
+        )
         self._waiting: trio.Lock = trio.Lock()
 
     @property

@@ -11,34 +11,70 @@ And ``subprocess`` with a ``preexec_fn`` forks the whole interpreter the slow wa
 
 Where the extension was not built, or the kernel has no ``clone3`` or cannot clone into a
 cgroup (before 5.7, a seccomp filter), `spawn` returns None and the caller starts the process
-the way it did before; the log says so once. Blocking: call it where a fork may block.
+the way it did before; the log says so once. `start` is that for a process that needs only a
+session and a parent-death signal: `spawn`, else ``subprocess`` with `die_with_parent`.
 
-Nothing here imports Trio.
+The parent-death signal is sent when the *thread* that spawned the child exits, not the
+process: a child meant to live as long as its parent is spawned on a thread that lives as long
+(the main thread, Trio's), never on a worker thread that may exit while the child runs.
+Blocking (a clone and an exec). Nothing here imports Trio.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
 import os
 import signal
+import subprocess
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import ModuleType
+from typing import TypeAlias
 
 import attrs
 
-__all__ = ["Started", "spawn"]
+__all__ = ["Process", "Started", "die_with_parent", "on_path", "spawn", "start"]
 
 log = logging.getLogger(__name__)
 
+PR_SET_PDEATHSIG = 1
 
-@attrs.frozen
+
+@attrs.define(eq=False)
 class Started:
-    """A child just started: its pid, and a pidfd of it (the caller's to close)."""
+    """A child just started: its pid, a pidfd of it (the caller's to close), and its exit
+    reaped as ``subprocess.Popen`` reaps it (`poll`, `wait`), so that either can hold a child."""
 
     pid: int
     pidfd: int
+    returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """Its exit status (reaping it), or None while it runs."""
+        return self._reap(os.WNOHANG)
+
+    def wait(self) -> int:
+        """Wait for it to exit (blocking) and reap it; its exit status."""
+        status = self._reap(0)
+        assert status is not None
+        return status
+
+    def _reap(self, options: int) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, options)
+            except ChildProcessError:
+                self.returncode = 0  # reaped by someone else: as Popen reports it
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+Process: TypeAlias = "subprocess.Popen[bytes] | Started"
+"""A child this process started, by `spawn` or by ``subprocess`` where `spawn` cannot."""
 
 
 @attrs.define(eq=False)
@@ -89,7 +125,7 @@ def spawn(
     pass_fds: Collection[int] = (),
     cgroup: int | None = None,
     new_session: bool = False,
-    death_signal: signal.Signals | None = None,
+    death_signal: int | None = None,
     subreaper: bool = False,
     fsize_limit: int | None = None,
 ) -> Started | None:
@@ -142,9 +178,77 @@ def _program(name: str, env: Mapping[str, str] | Mapping[bytes, bytes]) -> str:
     directory, as exec takes it), else the first executable of that name on ``env``'s PATH."""
     if os.sep in name:
         return name
-    path = env.get("PATH", env.get(b"PATH", os.defpath))  # type: ignore[call-overload]
-    for directory in os.fsdecode(path).split(os.pathsep):
-        candidate = os.path.join(directory or os.curdir, name)
+    path = next((value for key, value in env.items() if os.fsencode(key) == b"PATH"), os.defpath)
+    found = on_path(name, os.fsdecode(path))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+    return found
+
+
+def on_path(program: str, path: str) -> str | None:
+    """Where ``program`` is found on ``path`` (a PATH value), as an exec would find it; None where
+    it is not. (``shutil.which`` does the same, at a cost in imports that ``hive run`` pays before
+    its agent is spawned.)"""
+    if os.sep in program:  # a path: looked at as it is, not on PATH
+        return program if os.path.isfile(program) and os.access(program, os.X_OK) else None
+    for directory in path.split(os.pathsep):
+        candidate = os.path.join(directory or os.curdir, program)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
-    raise FileNotFoundError(2, os.strerror(2), name)
+    return None
+
+
+def start(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | os.PathLike[str] | None = None,
+    stdin: int = -1,
+    stdout: int = -1,
+    stderr: int = -1,
+    death_signal: int | None = None,
+) -> Process:
+    """Start ``argv`` leading a session of its own, sent ``death_signal`` (if any) when the
+    calling thread exits: through `spawn`, or where it cannot, ``subprocess`` with
+    `die_with_parent` as its ``preexec_fn`` (a full fork of this process). The descriptors are as
+    `spawn` takes them (-1: this process's own). Raises what ``subprocess.Popen`` raises."""
+    started = spawn(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        new_session=True,
+        death_signal=death_signal,
+    )
+    if started is not None:
+        return started
+    return subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=dict(env),
+        stdin=None if stdin < 0 else stdin,
+        stdout=None if stdout < 0 else stdout,
+        stderr=None if stderr < 0 else stderr,
+        start_new_session=True,
+        preexec_fn=None if death_signal is None else die_with_parent(death_signal),  # noqa: PLW1509 - prctl and getppid only
+    )
+
+
+def die_with_parent(signum: int = signal.SIGINT) -> Callable[[], None]:
+    """A ``preexec_fn`` (where `spawn` cannot be used) that has the child sent ``signum`` when
+    this thread dies; it refuses to exec if the parent is already gone."""
+    import ctypes  # here, not at the top: only the fallback needs it
+
+    parent = os.getpid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec() -> None:
+        if prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signum), 0, 0, 0) != 0:
+            number = ctypes.get_errno()
+            raise OSError(number, f"prctl(PR_SET_PDEATHSIG): {os.strerror(number)}")
+        if os.getppid() != parent:
+            raise OSError(errno.ESRCH, f"the parent (pid {parent}) exited before this child could exec")
+
+    return preexec

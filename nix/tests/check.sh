@@ -181,7 +181,7 @@ for a in scribe reviewer; do
         "[$d, $g] | all(.serviceConfig.Restart == \"on-failure\")"
     expect example "$a: both units hide other users' processes (ProtectProc=invisible)" \
         "[$d, $g] | all(.serviceConfig.ProtectProc == \"invisible\")"
-    expect example "$a: both units have hive, bash and util-linux (setpriv) on their PATH" \
+    expect example "$a: both units have hive, bash and util-linux (unshare) on their PATH" \
         "[$d, $g] | all(.path[0] == (\$root | pkg) and (.path[1] | test(\"^/nix/store/[^/]+-bash-[^/]+\$\")) and (.path[2] | test(\"^/nix/store/[^/]+-util-linux-[^/]+\$\")))"
     expect example "$a: the socket dir and the state dir are made 0700 for the agent's user" \
         ".tmpfiles | index([\"d /run/hyperhive/$a 0700 hive-$a - -\"]) != null and index([\"d /var/lib/hyperhive/$a 0700 hive-$a - -\"]) != null"
