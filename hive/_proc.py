@@ -24,13 +24,14 @@ import dataclasses
 import os
 import select
 import signal
+import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from hive._spawn import Process, Started
-
 if TYPE_CHECKING:
     import trio
+
+    from hive._spawn import Process
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -245,7 +246,9 @@ class ChildExit:
 
         self.popen = popen
         self.pidfd = (
-            Pidfd(popen.pid, popen.pidfd) if isinstance(popen, Started) else Pidfd.of_child(popen.pid)
+            Pidfd.of_child(popen.pid)
+            if isinstance(popen, subprocess.Popen)
+            else Pidfd(popen.pid, popen.pidfd)
         )
         self._waiting: trio.Lock = trio.Lock()
 

@@ -35,7 +35,7 @@ from typing import TypeAlias
 
 import attrs
 
-__all__ = ["Process", "Started", "die_with_parent", "on_path", "spawn", "start"]
+__all__ = ["Process", "Started", "die_with_parent", "on_path", "popen", "spawn", "start"]
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +119,7 @@ def spawn(
     *,
     env: Mapping[str, str] | Mapping[bytes, bytes],
     cwd: str | os.PathLike[str] | None = None,
-    stdin: int = -1,
-    stdout: int = -1,
-    stderr: int = -1,
+    stdio: tuple[int, int, int] = (-1, -1, -1),
     pass_fds: Collection[int] = (),
     cgroup: int | None = None,
     new_session: bool = False,
@@ -132,8 +130,7 @@ def spawn(
     """Start ``argv`` (a bare name looked up on ``env``'s PATH) with ``env``, in ``cwd``; None,
     having started nothing, where this mechanism is not available (see the module's docstring).
 
-    ``stdin``, ``stdout``, ``stderr``: the descriptors the child gets as 0, 1 and 2 (-1: this
-    process's own); ``pass_fds`` stay open in the child at their numbers, and every other
+    ``stdio``: the descriptors the child gets as 0, 1 and 2 (-1: this process's own); ``pass_fds`` stay open in the child at their numbers, and every other
     descriptor closes at the exec. ``cgroup``: a descriptor of the cgroup v2 directory the child
     is created in. ``new_session``: it leads a session (and a process group) of its own.
     ``death_signal``: it is sent this signal when the calling *thread* exits; if this process
@@ -153,7 +150,7 @@ def spawn(
             argv=[os.fsencode(a) for a in argv],
             env=environ,
             cwd=None if cwd is None else os.fsencode(cwd),
-            stdio=(stdin, stdout, stderr),
+            stdio=stdio,
             keep_fds=tuple(pass_fds),
             cgroup_fd=-1 if cgroup is None else cgroup,
             new_session=new_session,
@@ -203,36 +200,43 @@ def start(
     *,
     env: Mapping[str, str],
     cwd: str | os.PathLike[str] | None = None,
-    stdin: int = -1,
-    stdout: int = -1,
-    stderr: int = -1,
+    stdio: tuple[int, int, int] = (-1, -1, -1),
     death_signal: int | None = None,
 ) -> Process:
     """Start ``argv`` leading a session of its own, sent ``death_signal`` (if any) when the
     calling thread exits: through `spawn`, or where it cannot, ``subprocess`` with
     `die_with_parent` as its ``preexec_fn`` (a full fork of this process). The descriptors are as
     `spawn` takes them (-1: this process's own). Raises what ``subprocess.Popen`` raises."""
-    started = spawn(
-        argv,
-        env=env,
-        cwd=cwd,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        new_session=True,
-        death_signal=death_signal,
-    )
+    started = spawn(argv, env=env, cwd=cwd, stdio=stdio, new_session=True, death_signal=death_signal)
     if started is not None:
         return started
+    preexec_fn = None if death_signal is None else die_with_parent(death_signal)
+    return popen(argv, env=env, cwd=cwd, stdio=stdio, preexec_fn=preexec_fn)
+
+
+def popen(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | Mapping[bytes, bytes],
+    cwd: str | os.PathLike[str] | None,
+    stdio: tuple[int, int, int],
+    pass_fds: Collection[int] = (),
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
+    """The fallback where `spawn` cannot be used: ``subprocess`` starts ``argv`` leading a session
+    of its own, ``preexec_fn`` (if any) run in the forked child. The descriptors as `spawn` takes
+    them."""
+    stdin, stdout, stderr = (None if fd < 0 else fd for fd in stdio)
     return subprocess.Popen(
         list(argv),
         cwd=cwd,
-        env=dict(env),
-        stdin=None if stdin < 0 else stdin,
-        stdout=None if stdout < 0 else stdout,
-        stderr=None if stderr < 0 else stderr,
+        env=env,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        pass_fds=tuple(pass_fds),
         start_new_session=True,
-        preexec_fn=None if death_signal is None else die_with_parent(death_signal),  # noqa: PLW1509 - prctl and getppid only
+        preexec_fn=preexec_fn,  # noqa: PLW1509 - prctl, getppid, setrlimit only
     )
 
 

@@ -35,7 +35,7 @@ def test_the_child_gets_sigint_when_the_thread_that_spawned_it_exits(way: str) -
         child = _spawn.start(
             ["sh", "-c", "echo ready; exec sleep 60"],
             env=os.environ,
-            stdout=write,
+            stdio=(-1, write, -1),
             death_signal=signal.SIGINT,
         )
         assert isinstance(child, _spawn.Started) == (way == "clone3")

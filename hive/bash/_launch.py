@@ -102,7 +102,7 @@ async def running_daemon(
             popen = start(
                 [*wrapper, sys.executable, "-m", module, *args],
                 env=child_env,
-                stderr=_descriptor(stderr),
+                stdio=(-1, -1, _descriptor(stderr)),
                 cwd=cwd,
                 death_signal=death_signal,
             )

@@ -250,9 +250,7 @@ def spawn_task(
             argv,
             env=env,
             cwd=cwd,
-            stdin=cmd_fd,
-            stdout=stdout,
-            stderr=stderr,
+            stdio=(cmd_fd, stdout, stderr),
             pass_fds=[exit_fd],
             cgroup=cgroup_fd,
             new_session=True,
@@ -264,12 +262,10 @@ def spawn_task(
         else:
             child = _spawn_through_subprocess(
                 argv,
-                env=env,
-                cmd_fd=cmd_fd,
-                exit_fd=exit_fd,
-                cwd=cwd,
-                stdout=stdout,
-                stderr=stderr,
+                env,
+                cwd,
+                (cmd_fd, stdout, stderr),
+                exit_fd,
                 cgroup_fd=cgroup_fd,
                 fsize_limit=fsize_limit,
                 subreaper=subreaper,
@@ -294,19 +290,18 @@ def spawn_task(
 
 def _spawn_through_subprocess(
     argv: list[str],
-    *,
     env: dict[bytes, bytes],
-    cmd_fd: int,
-    exit_fd: int,
     cwd: Path,
-    stdout: int,
-    stderr: int,
+    stdio: tuple[int, int, int],
+    exit_fd: int,
+    *,
     cgroup_fd: int | None,
     fsize_limit: int | None,
     subreaper: bool,
 ) -> Child:
     """`spawn_task` where `hive._spawn` is not available: the wrapper enters its cgroup and sets
-    its RLIMIT_FSIZE itself, and a ``preexec_fn`` makes it the subreaper."""
+    its RLIMIT_FSIZE itself, and a ``preexec_fn`` makes it the subreaper (the old way, kept only
+    for where the extension was not built or the kernel refuses it)."""
     fds = [exit_fd]
     procs = None
     try:
@@ -316,17 +311,8 @@ def _spawn_through_subprocess(
             fds.append(procs)
         if fsize_limit is not None:
             env[b"__hive_fsize"] = str(-(-fsize_limit // 1024)).encode()
-        popen = subprocess.Popen(
-            argv,
-            stdin=cmd_fd,
-            stdout=stdout,
-            stderr=stderr,
-            pass_fds=fds,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_wrapper_subreaper() if subreaper else None,  # noqa: PLW1509 - prctl only
-        )
+        preexec_fn = _wrapper_subreaper() if subreaper else None
+        popen = _spawn.popen(argv, env=env, cwd=cwd, stdio=stdio, pass_fds=fds, preexec_fn=preexec_fn)
     finally:
         if procs is not None:
             os.close(procs)

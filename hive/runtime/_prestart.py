@@ -116,9 +116,7 @@ def spawn(
             argv,
             cwd=cwd,
             env=env,
-            stdin=child_in,
-            stdout=out_write,
-            stderr=err_write,
+            stdio=(child_in, out_write, err_write),
             death_signal=signal.SIGINT if follow_parent else None,
         )
     except BaseException:
