@@ -206,9 +206,11 @@ class Daemon:
 
 
 @contextlib.contextmanager
-def running_daemon(root: Path, *extra: str, agent_socket: Path | None = None) -> Iterator[Daemon]:
-    """Run ``hive-bash-daemon`` with its state under ``root`` and the flags ``extra``; it is ready
-    (READY=1) once this yields.
+def running_daemon(
+    root: Path, *extra: str, agent_socket: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[Daemon]:
+    """Run ``hive-bash-daemon`` with its state under ``root`` and the flags ``extra`` (and ``env``
+    over this process's environment); it is ready (READY=1) once this yields.
 
     On exit the daemon gets SIGINT, and any task it leaves running is killed with its group.
     """
@@ -220,8 +222,8 @@ def running_daemon(root: Path, *extra: str, agent_socket: Path | None = None) ->
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify, open(root / "daemon.err", "ab") as err:
         notify.bind(str(notify_path))
         notify.settimeout(0.1)
-        env = {**os.environ, "NOTIFY_SOCKET": str(notify_path)}
-        process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        environ = {**os.environ, **(env or {}), "NOTIFY_SOCKET": str(notify_path)}
+        process = subprocess.Popen(args, env=environ, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
         try:
             deadline = time.monotonic() + 60
             while True:

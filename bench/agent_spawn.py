@@ -1,7 +1,7 @@
 """The cost of spawning an agent with a parent-death signal, from a process of hive-agent's size.
 
-hive spawns every agent with ``preexec_fn=die_with_parent()`` (``hive.runtime._lifetime``), which
-makes ``subprocess`` fork (copying the parent's page tables) instead of its vfork/posix_spawn
+Where hive._clone3 is not built, hive spawns every agent with ``preexec_fn=die_with_parent()``
+(``hive._spawn``'s fallback), which makes ``subprocess`` fork (copying the parent's page tables) instead of its vfork/posix_spawn
 path, and the fork is made on Trio's thread (the parent-death signal follows the forking
 thread), so it holds the event loop meanwhile. This times ``Popen`` to return, for
 ``/bin/true`` with hive's spawn options, with and without that ``preexec_fn``, alternating;
@@ -10,10 +10,8 @@ server adds to hive-agent (the ``mcp`` SDK, hypercorn), for a parent of hive-age
 
 ``--guard`` times instead what a turn's start pays in ``hive.runtime._prestart.spawn`` (pipes
 and all, and the start time the record of the agents reads), alternating: following the parent
-(through ``setpriv`` where it is on the PATH, else the ``preexec_fn``), against spawned plainly
-and handed to the agents' sentinel (a line written to its pipe, as ``hive.runtime._guard``
-does). With ``setpriv``, ``Popen`` returns once ``setpriv`` is exec'd: its own exec of the agent
-comes after, off the clock but before the agent starts. And the
+(hive._clone3 where it is built, else the ``preexec_fn``), against spawned plainly and handed to
+the agents' sentinel (a line written to its pipe, as ``hive.runtime._guard`` does). And the
 sentinel's own start (spawn to exit on a pipe that ends at once) and RSS.
 """
 
@@ -30,8 +28,9 @@ from pathlib import Path
 import trio  # noqa: F401
 
 import hive.agent.harness  # noqa: F401 - a parent with hive-agent's imports
+from hive._proc import start_time
+from hive._spawn import die_with_parent
 from hive.runtime import _guard
-from hive.runtime._lifetime import die_with_parent, start_time
 from hive.runtime._prestart import spawn
 
 if "--big" in sys.argv:

@@ -29,6 +29,7 @@ import hive_run_overhead
 import passthrough
 import relay_cold_start
 import run_roundtrip
+import spawn_cgroup
 import subagent_start
 import subagents_100
 import tool_tokens
@@ -58,6 +59,7 @@ BENCHMARKS = [
     follow_output,
     web_fleet,
     tool_tokens,
+    spawn_cgroup,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 

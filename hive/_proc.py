@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import trio
 
+    from hive._spawn import Process
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ProcStat:
@@ -236,14 +238,18 @@ class GroupLeader:
 
 
 class ChildExit:
-    """The exit of a child this process started (a ``subprocess.Popen``): awaited on its pidfd,
+    """The exit of a child this process started (`hive._spawn.Process`): awaited on its pidfd,
     then reaped. One task waits at a time (others queue behind it)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: Process) -> None:
         import trio
 
         self.popen = popen
-        self.pidfd = Pidfd.of_child(popen.pid)
+        self.pidfd = (
+            Pidfd.of_child(popen.pid)
+            if isinstance(popen, subprocess.Popen)
+            else Pidfd(popen.pid, popen.pidfd)
+        )
         self._waiting: trio.Lock = trio.Lock()
 
     @property

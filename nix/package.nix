@@ -67,10 +67,13 @@ let
     packageOverrides = final: _prev: lib.genAttrs built (buildPin final);
   };
 
+  # setup.py and hive/*.c: the optional C extension hive._clone3, built by stdenv's compiler
+  # (hive falls back without it, and says so).
   source = lib.fileset.unions [
     ../pyproject.toml
+    ../setup.py
     ../README.md
-    (lib.fileset.fileFilter (file: file.hasExt "py" || file.name == "py.typed") ../hive)
+    (lib.fileset.fileFilter (file: file.hasExt "py" || file.hasExt "c" || file.name == "py.typed") ../hive)
   ];
 in
 python.pkgs.buildPythonApplication {

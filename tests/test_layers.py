@@ -30,6 +30,7 @@ LEAVES = {
     "_when",
     "_signals",
     "_sentinel",
+    "_spawn",
 }
 """The shared mechanisms (hive/_*.py, hive/errors.py): each imports only leaves, and every part may import them."""
 

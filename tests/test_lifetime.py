@@ -1,67 +1,68 @@
-"""An agent does not outlive the thread that spawned it: ``hive.runtime._lifetime``, through
-``setpriv`` (the fast path) and through its ``preexec_fn`` (where there is no ``setpriv``)."""
+"""A child started with a death signal does not outlive the thread that spawned it:
+``hive._spawn.start``, through hive._clone3 and through the fallback (``subprocess`` with a
+``preexec_fn``, where the extension is not built)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import signal
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hive.runtime import _lifetime
+from hive import _spawn
+from tests.helpers.spawning import clone3_usable, without_clone3
 
-WAYS = ["setpriv", "preexec_fn"]
+WAYS = ["clone3", "fallback"]
 
 
 @pytest.fixture(params=WAYS)
-def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    if request.param == "setpriv":
-        if shutil.which("setpriv") is None:
-            pytest.skip("util-linux's setpriv is not installed")
-    else:
-        monkeypatch.setattr(_lifetime, "_setpriv", lambda: None)
-    yield request.param
+def way(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "clone3" and not clone3_usable():
+        pytest.skip("hive._clone3 is not built here, or the kernel has no clone3")
+    with without_clone3() if request.param == "fallback" else contextlib.nullcontext():
+        yield request.param
 
 
 def test_the_child_gets_sigint_when_the_thread_that_spawned_it_exits(way: str) -> None:
-    spawned: list[subprocess.Popen[bytes]] = []
+    spawned: list[_spawn.Process] = []
+    read, write = os.pipe()
 
     def spawn() -> None:
-        command = ["sh", "-c", "echo ready; exec sleep 60"]
-        argv, preexec_fn = _lifetime.following_parent(command, os.environ)
-        assert (argv[0].endswith("/setpriv"), preexec_fn is None) == (way == "setpriv",) * 2
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, preexec_fn=preexec_fn)  # noqa: PLW1509
+        child = _spawn.start(
+            ["sh", "-c", "echo ready; exec sleep 60"],
+            env=os.environ,
+            stdio=(-1, write, -1),
+            death_signal=signal.SIGINT,
+        )
+        assert isinstance(child, _spawn.Started) == (way == "clone3")
         spawned.append(child)
-        # Its command runs, so the prctl is made (setpriv makes it just before its exec): the
-        # thread may go.
-        assert child.stdout is not None
-        assert child.stdout.readline() == b"ready\n"
+        # Its command runs, so the prctl is made: the thread may go.
+        assert os.read(read, 6) == b"ready\n"
 
-    thread = threading.Thread(target=spawn)
-    thread.start()
-    thread.join()
+    try:
+        thread = threading.Thread(target=spawn)
+        thread.start()
+        thread.join()
+    finally:
+        os.close(write)
     child = spawned[0]
     try:
-        assert child.wait(timeout=30) == -signal.SIGINT
+        assert child.wait() == -signal.SIGINT
     finally:
-        if child.poll() is None:
-            child.send_signal(signal.SIGINT)
-            child.wait()
-        assert child.stdout is not None
-        child.stdout.close()
+        os.close(read)
+        if isinstance(child, _spawn.Started):
+            os.close(child.pidfd)
 
 
 @pytest.mark.parametrize("program", ["hive-no-such-agent", "./hive-no-such-agent", "/nonexistent/agent"])
 def test_a_missing_program_is_file_not_found_as_popen_says_it(way: str, program: str, tmp_path: Path) -> None:
     env = {**os.environ, "PATH": "/nonexistent"}
     with pytest.raises(FileNotFoundError) as raised:
-        argv, preexec_fn = _lifetime.following_parent([program], env, tmp_path)
-        subprocess.Popen(argv, env=env, cwd=tmp_path, preexec_fn=preexec_fn)  # noqa: PLW1509
+        _spawn.start([program], env=env, cwd=tmp_path, death_signal=signal.SIGINT)
     assert raised.value.filename == program
 
 
@@ -70,5 +71,4 @@ def test_a_program_that_is_not_executable_is_a_permission_error_as_popen_says_it
 ) -> None:
     (tmp_path / "agent").write_text("#!/bin/sh\n")
     with pytest.raises(PermissionError):
-        argv, preexec_fn = _lifetime.following_parent(["./agent"], os.environ, tmp_path)
-        subprocess.Popen(argv, cwd=tmp_path, preexec_fn=preexec_fn)  # noqa: PLW1509
+        _spawn.start(["./agent"], env=os.environ, cwd=tmp_path, death_signal=signal.SIGINT)

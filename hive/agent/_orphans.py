@@ -2,7 +2,7 @@
 
 Every agent the harness starts gets SIGINT to its process group when the harness dies (from
 the sentinel, ``hive.runtime.guarding_agents``), and every daemon SIGINT from the kernel
-(``hive.runtime._lifetime.die_with_parent``). One that is still running when the next harness
+(its parent-death signal, ``hive._spawn``). One that is still running when the next harness
 starts on the same state dir (it ignored that SIGINT, or is still finishing) must not overlap
 the new one's: the harness records the pid and start time of each process it starts in a state
 file, and at start sends each recorded process that is still running, and is the same process

@@ -68,7 +68,6 @@ from hive.runtime import (
     Config,
     McpServer,
     RuntimeSpec,
-    die_with_parent,
     guarding_agents,
     open_runtime,
     watching_agents,
@@ -251,7 +250,7 @@ async def serve_agent(
                     "--agent-socket",
                     str(options.agent_socket),
                 ]
-                start = partial(running_daemon, daemon, preexec_fn=die_with_parent(signal.SIGINT))
+                start = partial(running_daemon, daemon, death_signal=signal.SIGINT)
                 pid = await serving.start(bash.run, start)
                 log.info("started hive-bash-daemon (pid %d) on %s", pid, options.bash_socket)
             if options.subagents:
@@ -287,7 +286,7 @@ async def start_subagent_daemon(options: Options, serving: trio.Nursery, supervi
         args,
         module="hive.subagent.daemon",
         name="subagent daemon",
-        preexec_fn=die_with_parent(signal.SIGINT),
+        death_signal=signal.SIGINT,
     )
     pid = await serving.start(supervision.run, start)
     log.info("started the subagent daemon (pid %d) on %s", pid, socket)

@@ -2,8 +2,9 @@
 
 The daemon makes a task-parent cgroup below its own (``hive-bash-<hash of the state
 directory>``: one per state directory, found again by a restarted daemon) and, for each
-task, a child of it named by the task's serial. The task's wrapper moves itself into that
-child before it reads the command (it writes ``0`` to ``cgroup.procs`` on a descriptor the
+task, a child of it named by the task's serial. The task's wrapper is created in that child
+(``clone3`` with ``CLONE_INTO_CGROUP``, see `hive._spawn`; where that cannot be done, it moves
+itself in before it reads the command, writing ``0`` to ``cgroup.procs`` on a descriptor the
 daemon opened), so every process of the task starts inside it, and no ``setsid``, double
 fork or cleared environment takes a process out: a cgroup is left only by a write to
 another cgroup's ``cgroup.procs``. A stop signals the members (``cgroup.procs``), kills them
@@ -111,15 +112,22 @@ def open_task_parent(state_dir: Path) -> Path | None:
 
 
 def create(cgroup: Path) -> int:
-    """Make a task's cgroup; a descriptor of its ``cgroup.procs`` open for writing, which the
-    wrapper writes ``0`` to (it moves itself in). An :class:`OSError` if either fails."""
+    """Make a task's cgroup; a descriptor of its directory, which the task's wrapper is cloned
+    into (see `hive._spawn`) or, where it cannot be, opens ``cgroup.procs`` of (`procs_of`). An
+    :class:`OSError` if either fails."""
     cgroup.mkdir(mode=0o755)
     try:
-        return os.open(cgroup / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        return os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         with contextlib.suppress(OSError):
             cgroup.rmdir()
         raise
+
+
+def procs_of(cgroup_fd: int) -> int:
+    """A descriptor of the ``cgroup.procs`` of the cgroup whose directory ``cgroup_fd`` is, open
+    for writing: a process that writes ``0`` to it moves itself in."""
+    return os.open("cgroup.procs", os.O_WRONLY | os.O_CLOEXEC, dir_fd=cgroup_fd)
 
 
 def members(cgroup: Path) -> list[int]:

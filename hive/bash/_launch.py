@@ -2,9 +2,8 @@
 
 The daemon leads a session (so a process group) of its own: a terminal's Ctrl-C, or a signal
 to the starter's group, reaches the starter alone, which stops the daemon with its own SIGINT.
-It is forked on the calling thread (Trio's), not a worker's, so that a ``preexec_fn`` asking
-for a parent-death signal (which the kernel sends when the forking *thread* exits) holds for
-as long as the starter runs.
+It is spawned on the calling thread (Trio's), not a worker's, so that a parent-death signal
+(which the kernel sends when the spawning *thread* exits) holds for as long as the starter runs.
 """
 
 from __future__ import annotations
@@ -13,10 +12,9 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO
@@ -24,6 +22,7 @@ from typing import IO
 import trio
 
 from hive._proc import ChildExit
+from hive._spawn import Process, start
 from hive._when import in_seconds
 from hive.bash._errors import BashError
 
@@ -44,7 +43,7 @@ class DaemonFailedToStart(BashError):
 class DaemonProcess:
     """A daemon started by ``running_daemon``: its pid, its exit awaited on a pidfd."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: Process) -> None:
         self.popen = popen
         self._exit = ChildExit(popen)
 
@@ -81,7 +80,7 @@ async def running_daemon(
     module: str = "hive.bash.daemon",
     name: str = "hive-bash-daemon",
     cwd: Path | None = None,
-    preexec_fn: Callable[[], object] | None = None,
+    death_signal: int | None = None,
 ) -> AsyncIterator[DaemonProcess]:
     """Run ``hive-bash-daemon args`` until the block ends; it is listening once the block starts.
 
@@ -89,8 +88,8 @@ async def running_daemon(
     false and the block ended without an exception) and is waited for; its tasks keep running, as they do after any daemon stop.
     ``wrapper`` is a command line to start the daemon under (it must exec the daemon).
     ``module`` and ``name`` run another of hive's programs that says READY=1 (`hive demo`
-    runs hive-agent so), in ``cwd``. ``preexec_fn`` runs in the child before its exec (see
-    ``hive.runtime._lifetime.die_with_parent``).
+    runs hive-agent so), in ``cwd``. ``death_signal``: the daemon is sent it when the calling
+    thread exits (see ``hive._spawn``).
     """
     with tempfile.TemporaryDirectory(prefix="hive-notify-") as tmp:
         notify_path = Path(tmp) / "notify"
@@ -99,14 +98,13 @@ async def running_daemon(
             await notify.bind(os.fspath(notify_path))
             child_env = {**(os.environ if env is None else env), "NOTIFY_SOCKET": os.fspath(notify_path)}
             await trio.lowlevel.checkpoint()
-            # On this thread, not a worker's (see the module's docstring); the fork is brief.
-            popen = subprocess.Popen(  # noqa: ASYNC220
+            # On this thread, not a worker's (see the module's docstring); the spawn is brief.
+            popen = start(
                 [*wrapper, sys.executable, "-m", module, *args],
                 env=child_env,
-                stderr=stderr,
+                stdio=(-1, -1, _descriptor(stderr)),
                 cwd=cwd,
-                start_new_session=True,
-                preexec_fn=preexec_fn,  # noqa: PLW1509 - it calls prctl and getppid, nothing that locks
+                death_signal=death_signal,
             )
             process = DaemonProcess(popen)
             stop = stop_on_exit
@@ -123,6 +121,11 @@ async def running_daemon(
                         await process.wait()
                     if scope.cancelled_caught:
                         log.error("%s (pid %d) did not exit within 30 s of SIGINT", name, process.pid)
+
+
+def _descriptor(stream: int | IO[bytes] | None) -> int:
+    """The descriptor ``stream`` is (-1, this process's own, for None)."""
+    return -1 if stream is None else stream if isinstance(stream, int) else stream.fileno()
 
 
 async def _wait_ready(

@@ -1,8 +1,8 @@
 """Process-level helpers for bash tasks: the wrapper, a task's processes, pid identity, exit waits.
 
 Where the daemon can make cgroups, each task runs in a cgroup v2 of its own, which holds
-every descendant whatever it does (see `hive.bash._cgroups`): the wrapper moves itself in
-before it reads the command. Everywhere else (no writable v2 hierarchy, or ``--no-cgroups``)
+every descendant whatever it does (see `hive.bash._cgroups`): the wrapper is created in it
+(`hive._spawn`), or, where that cannot be done, moves itself in before it reads the command. Everywhere else (no writable v2 hierarchy, or ``--no-cgroups``)
 this module's fallback holds the task: its processes are all of its descendants, not only
 its process group. A process that `setsid`s, moves to a new group or double-forks leaves the
 group but keeps the task's tag (``HIVE_BASH_TASK=<id>:<serial>`` in its environment,
@@ -38,6 +38,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from hive import _spawn
 from hive._files import read_regular
 from hive._proc import (
     ProcStat,
@@ -48,6 +49,7 @@ from hive._proc import (
     start_time,
     wait_exit,
 )
+from hive.bash import _cgroups
 from hive.bash._errors import BashError
 from hive.bash._namespaces import cgroup_namespace
 
@@ -71,8 +73,9 @@ from hive.bash._namespaces import cgroup_namespace
 # script: they are how a restarted daemon finds the wrapper and its task (`find_wrappers`).
 # The variables the wrapper sets are unset before the command runs.
 #
-# Before anything else, two things that every process of the task inherits: where the daemon
-# made the task a cgroup, the wrapper moves itself into it (``0`` written to the descriptor
+# Before anything else, where the wrapper was started without `hive._spawn` (which creates it
+# in its cgroup with its limit set), two things that every process of the task inherits: where
+# the daemon made the task a cgroup, the wrapper moves itself into it (``0`` written to the descriptor
 # of its ``cgroup.procs`` whose number is in ``__hive_cgroup_fd``), and it sets RLIMIT_FSIZE
 # (``ulimit -f``, KiB, in ``__hive_fsize``), so that no process of the task, escaped or not,
 # can grow a file (its output among them) far past the output cap, however fast it writes.
@@ -174,12 +177,11 @@ def bash_path() -> str:
 class Child:
     """A task's wrapper, started by this daemon: waited for through a pidfd, then reaped."""
 
-    popen: subprocess.Popen[bytes]
+    pid: int
     pidfd: int
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
+    popen: subprocess.Popen[bytes] | None = None
+    """Where it was started through ``subprocess`` (`hive._spawn` unavailable): told its end, so
+    that it does not wait for it again nor warn of it as left unwaited."""
 
     async def wait(self) -> int:
         """Wait for the wrapper to exit and reap it; its return code (negative: killed by a signal)."""
@@ -193,14 +195,16 @@ class Child:
         except ChildProcessError:
             returncode = 0  # reaped by someone else: as Popen.wait reports it
         except BaseException:
-            with _wrappers.lock:
-                _wrappers.left.append(self.popen)
+            if self.popen is not None:
+                with _wrappers.lock:
+                    _wrappers.left.append(self.popen)
             raise
         else:
             returncode = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
         finally:
             os.close(self.pidfd)
-        self.popen.returncode = returncode
+        if self.popen is not None:
+            self.popen.returncode = returncode
         with _wrappers.lock:
             _wrappers.pids.discard(self.pid)
         return returncode
@@ -224,40 +228,48 @@ def spawn_task(
     """Start the command that ``cmd_fd`` holds under the wrapper, leading a new session.
 
     ``cmd_fd`` is read from its current offset to its end; ``exit_fd`` receives the exit
-    status; the output goes to ``stdout`` and ``stderr``. Blocking (fork and exec): call it
-    from a worker thread, as trio's own open_process does. A failure is a :class:`SpawnError`.
+    status; the output goes to ``stdout`` and ``stderr``. Blocking (a clone and an exec): call
+    it from a worker thread, as trio's own open_process does. A failure is a :class:`SpawnError`.
     ``tag`` goes into the environment as ``HIVE_BASH_TASK`` (see `task_tag`). ``cgroup_fd``:
-    the task's ``cgroup.procs``, open for writing, which the wrapper enters before anything
-    runs; ``fsize_limit``: the RLIMIT_FSIZE of every process of the task, in bytes;
-    ``unshare``: the ``unshare`` that gives the task a cgroup namespace of its own;
-    ``subreaper``: the wrapper is the child subreaper of the task's processes, for where the
-    task has no such namespace (a ``preexec_fn``: a full fork of the daemon, not ``vfork``).
+    the directory of the task's cgroup, which the wrapper is created in (or enters before
+    anything runs, where `hive._spawn` is not available); ``fsize_limit``: the RLIMIT_FSIZE of
+    every process of the task, in bytes; ``unshare``: the ``unshare`` that gives the task a
+    cgroup namespace of its own; ``subreaper``: the wrapper is the child subreaper of the task's
+    processes, for where the task has no such namespace.
     """
     bash = bash_path()
+    argv = [bash, "-c", WRAPPER, WRAPPER_ARGV0, str(exit_file), str(exit_fd), mark]
     env = {**os.environb, TASK_TAG.encode(): os.fsencode(tag)}
-    fds = [exit_fd]
-    if cgroup_fd is not None:
-        env[b"__hive_cgroup_fd"] = str(cgroup_fd).encode()
-        fds.append(cgroup_fd)
-    if fsize_limit is not None:
-        env[b"__hive_fsize"] = str(-(-fsize_limit // 1024)).encode()
     if unshare is not None:
         env[b"__hive_unshare"] = os.fsencode(unshare)
     with _wrappers.lock:
         _wrappers.starting += 1
-    popen = None
+    child = None
     try:
-        popen = subprocess.Popen(
-            [bash, "-c", WRAPPER, WRAPPER_ARGV0, str(exit_file), str(exit_fd), mark],
-            stdin=cmd_fd,
-            stdout=stdout,
-            stderr=stderr,
-            pass_fds=fds,
-            cwd=cwd,
+        started = _spawn.spawn(
+            argv,
             env=env,
-            start_new_session=True,
-            preexec_fn=_wrapper_subreaper() if subreaper else None,  # noqa: PLW1509 - prctl only
+            cwd=cwd,
+            stdio=(cmd_fd, stdout, stderr),
+            pass_fds=[exit_fd],
+            cgroup=cgroup_fd,
+            new_session=True,
+            subreaper=subreaper,
+            fsize_limit=fsize_limit,
         )
+        if started is not None:
+            child = Child(started.pid, started.pidfd)
+        else:
+            child = _spawn_through_subprocess(
+                argv,
+                env,
+                cwd,
+                (cmd_fd, stdout, stderr),
+                exit_fd,
+                cgroup_fd=cgroup_fd,
+                fsize_limit=fsize_limit,
+                subreaper=subreaper,
+            )
     except OSError as exc:
         if exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
             what = f"its working directory {cwd}"
@@ -271,10 +283,41 @@ def spawn_task(
     finally:
         with _wrappers.lock:
             _wrappers.starting -= 1
-            if popen is not None:
-                _wrappers.pids.add(popen.pid)
+            if child is not None:
+                _wrappers.pids.add(child.pid)
+    return child
+
+
+def _spawn_through_subprocess(
+    argv: list[str],
+    env: dict[bytes, bytes],
+    cwd: Path,
+    stdio: tuple[int, int, int],
+    exit_fd: int,
+    *,
+    cgroup_fd: int | None,
+    fsize_limit: int | None,
+    subreaper: bool,
+) -> Child:
+    """`spawn_task` where `hive._spawn` is not available: the wrapper enters its cgroup and sets
+    its RLIMIT_FSIZE itself, and a ``preexec_fn`` makes it the subreaper (the old way, kept only
+    for where the extension was not built or the kernel refuses it)."""
+    fds = [exit_fd]
+    procs = None
+    try:
+        if cgroup_fd is not None:
+            procs = _cgroups.procs_of(cgroup_fd)
+            env[b"__hive_cgroup_fd"] = str(procs).encode()
+            fds.append(procs)
+        if fsize_limit is not None:
+            env[b"__hive_fsize"] = str(-(-fsize_limit // 1024)).encode()
+        preexec_fn = _wrapper_subreaper() if subreaper else None
+        popen = _spawn.popen(argv, env=env, cwd=cwd, stdio=stdio, pass_fds=fds, preexec_fn=preexec_fn)
+    finally:
+        if procs is not None:
+            os.close(procs)
     # The child cannot be reaped before we reap it, so its pid is still its own here.
-    return Child(popen, os.pidfd_open(popen.pid))
+    return Child(popen.pid, os.pidfd_open(popen.pid), popen)
 
 
 def group_members(pgid: int) -> list[int]:

@@ -138,7 +138,7 @@ class Spawner:
                     _cgroups.remove(cgroup)
 
     def _make_cgroup(self, record: TaskRecord) -> int | None:
-        """The task's own cgroup, made now: its ``cgroup.procs`` open for the wrapper to enter.
+        """The task's own cgroup, made now: its directory open, for the wrapper to start in.
         None where there is no task-parent cgroup, or this one cannot be made (then the task
         is held as it would be without cgroups, and the log says why)."""
         parent = self.settings.cgroup_parent

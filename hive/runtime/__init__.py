@@ -49,7 +49,6 @@ __all__ = [
     "TurnStopper",
     "added_environment",
     "agent_environment",
-    "die_with_parent",
     "first_command",
     "guarding_agents",
     "interrupt_unclaimed",
@@ -59,7 +58,6 @@ __all__ = [
     "refused_as_root",
     "release_prestarted",
     "start_agent",
-    "start_time",
     "watching_agents",
 ]
 
@@ -90,7 +88,6 @@ if TYPE_CHECKING:
         refused_as_root,
     )
     from hive.runtime._guard import guarding_agents
-    from hive.runtime._lifetime import die_with_parent, start_time
     from hive.runtime._prestart import AgentCommand, Prestart, interrupt_unclaimed, prestart
     from hive.runtime._process import (
         SIGNALS_SENT,

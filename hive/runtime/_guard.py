@@ -1,6 +1,6 @@
 """Agents whose whole process group gets SIGINT when the process that started them dies.
 
-The kernel's parent-death signal (``_lifetime``) reaches an agent's first process only: behind a
+The kernel's parent-death signal (``hive._spawn``) reaches an agent's first process only: behind a
 wrapper script that runs claude without ``exec``, the shell gets it and claude runs on. Inside
 ``guarding_agents``, each agent ``start_agent`` spawns is handed instead to a sentinel
 (``hive._sentinel``), one small process for the whole block, which sends SIGINT to the agent's
@@ -8,8 +8,8 @@ process group when this process dies (or the block ends) while the agent runs: e
 of the agent, once, as a turn's stop does.
 
 The sentinel is told each agent over a pipe, a line of a few bytes written at the spawn: the
-spawn keeps ``subprocess``'s vfork path (no ``preexec_fn``, no ``setpriv``). Where the sentinel
-cannot be started, or has gone, agents are spawned with the parent-death signal as before.
+spawn asks for no parent-death signal. Where the sentinel cannot be started, or has gone,
+agents are spawned with the parent-death signal as before.
 """
 
 from __future__ import annotations

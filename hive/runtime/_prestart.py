@@ -16,13 +16,12 @@ import contextlib
 import fcntl
 import os
 import signal
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
-from hive.runtime._lifetime import following_parent
+from hive._spawn import Process, start
 
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 PIPE_SIZE = 1 << 20
@@ -44,7 +43,7 @@ class AgentCommand:
 class Spawned:
     """A process just spawned leading its own session, and the parent's ends of its pipes."""
 
-    popen: subprocess.Popen[bytes]
+    popen: Process
     argv: tuple[str, ...]
     stdin: int | None
     stdout: int
@@ -88,7 +87,7 @@ def spawn(
     """Start ``argv`` in a new session (so it leads its process group), stdout and stderr
     piped, stdin a pipe, a pipe carrying ``stdin_data``, or ``/dev/null``. With
     ``follow_parent``, it is sent SIGINT if the calling thread dies, so call it on a thread
-    that lives as long as this process (see ``_lifetime``); without, the caller has it guarded
+    that lives as long as this process (see ``hive._spawn``); without, the caller has it guarded
     otherwise (``_guard``). Of ``stdin_data``, what the pipe takes without blocking is written here (the
     pipe is widened to 1 MiB first), and the pipe closed if that was all; the rest is left in
     ``Spawned.stdin_rest``. Raises what ``subprocess.Popen`` raises."""
@@ -99,7 +98,9 @@ def spawn(
         if piped:
             child_in, parent_in = os.pipe()
             ours.append(parent_in)
-            theirs.append(child_in)
+        else:
+            child_in = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        theirs.append(child_in)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         ours += [out_read, err_read]
@@ -111,16 +112,12 @@ def spawn(
             with contextlib.suppress(OSError):
                 # So that a prompt of up to 1 MiB is written whole here, before Trio.
                 fcntl.fcntl(parent_in, F_SETPIPE_SZ, PIPE_SIZE)
-        command, preexec_fn = following_parent(argv, env, cwd) if follow_parent else (list(argv), None)
-        popen = subprocess.Popen(
-            command,
+        popen = start(
+            argv,
             cwd=cwd,
-            env=dict(env),
-            stdin=child_in if piped else subprocess.DEVNULL,
-            stdout=out_write,
-            stderr=err_write,
-            start_new_session=True,
-            preexec_fn=preexec_fn,  # noqa: PLW1509 - prctl and getppid only
+            env=env,
+            stdio=(child_in, out_write, err_write),
+            death_signal=signal.SIGINT if follow_parent else None,
         )
     except BaseException:
         for fd in ours:

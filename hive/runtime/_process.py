@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ import attrs
 import trio
 
 from hive._proc import ChildExit, GroupLeader, start_time
+from hive._spawn import Process
 from hive._when import in_seconds
 from hive.runtime._errors import AgentUnavailable
 from hive.runtime._guard import Sentinel, current_sentinel
@@ -51,7 +51,7 @@ class AgentProcess:
     """An agent process a runtime started: its pipes as Trio streams, its exit awaited on a
     pidfd, and at most one SIGINT to its process group."""
 
-    popen: subprocess.Popen[bytes]
+    popen: Process
     argv: tuple[str, ...]
     stdin: trio.lowlevel.FdStream | None
     stdout: trio.lowlevel.FdStream

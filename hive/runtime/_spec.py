@@ -12,9 +12,9 @@ from typing import Any, Protocol
 
 import attrs
 
+from hive._spawn import on_path
 from hive.runtime._config import Config
 from hive.runtime._errors import AgentUnavailable, SpecError
-from hive.runtime._lifetime import on_path
 from hive.runtime._prestart import AgentCommand
 from hive.runtime._protocol import Progress, Runtime
 

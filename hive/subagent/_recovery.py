@@ -1,7 +1,7 @@
 """A restarted daemon picks up the sessions as the last daemon left them.
 
 A turn that daemon died during is ``lost``; an agent it left running has had its SIGINT (that
-daemon's, or the kernel's when that daemon exited: see ``hive.runtime._lifetime``), is sent no
+daemon's, or the kernel's when that daemon exited: see ``hive._spawn``), is sent no
 other, and, on claude, keeps the name until it exits; an end not yet told is told now.
 """
 

@@ -181,7 +181,7 @@ for a in scribe reviewer; do
         "[$d, $g] | all(.serviceConfig.Restart == \"on-failure\")"
     expect example "$a: both units hide other users' processes (ProtectProc=invisible)" \
         "[$d, $g] | all(.serviceConfig.ProtectProc == \"invisible\")"
-    expect example "$a: both units have hive, bash and util-linux (setpriv) on their PATH" \
+    expect example "$a: both units have hive, bash and util-linux (unshare) on their PATH" \
         "[$d, $g] | all(.path[0] == (\$root | pkg) and (.path[1] | test(\"^/nix/store/[^/]+-bash-[^/]+\$\")) and (.path[2] | test(\"^/nix/store/[^/]+-util-linux-[^/]+\$\")))"
     expect example "$a: the socket dir and the state dir are made 0700 for the agent's user" \
         ".tmpfiles | index([\"d /run/hyperhive/$a 0700 hive-$a - -\"]) != null and index([\"d /var/lib/hyperhive/$a 0700 hive-$a - -\"]) != null"
@@ -302,12 +302,12 @@ fi
 
 # What the package is built from, against what git tracks there (else what is on disk).
 if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git -C "$repo" ls-files -- pyproject.toml README.md hive
+    git -C "$repo" ls-files -- pyproject.toml setup.py README.md hive
 else
-    (cd "$repo" && find pyproject.toml README.md hive -type f ! -path '*/__pycache__/*')
+    (cd "$repo" && find pyproject.toml setup.py README.md hive -type f ! -path '*/__pycache__/*' ! -name '*.so')
 fi | jq -R . | jq -s 'sort' >"$work/tracked.json"
 jq_file_args+=(--slurpfile tracked "$work/tracked.json")
-expect_pyproject "built from pyproject.toml, README.md and the files of hive/ git tracks, and nothing else" \
+expect_pyproject "built from pyproject.toml, setup.py, README.md and the files of hive/ git tracks, and nothing else" \
     '(.package.src | sort) == $tracked[0] and (.package.src | any(test("__pycache__|\\.pyc$")) | not) and (.package.src | length) > 50'
 
 # -- 4. the rest of the settings ------------------------------------------------------------------
