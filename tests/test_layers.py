@@ -70,6 +70,7 @@ SHARED_LEAVES: dict[str, set[str]] = {
     "_convert": {"errors", "_when"},
     "_arguments": {"_limits", "errors", "_when"},
     "_inotify": set(),
+    "_follow": {"_files", "_inotify", "errors"},
     "_outage": set(),
 }
 """One mechanism each, for every part: they import nothing of hive above them, and nothing
