@@ -206,6 +206,19 @@ def open_regular(path: Path) -> int | None:
     return _regular(fd, path)
 
 
+def read_tail(path: Path, limit: int) -> tuple[bytes, int]:
+    """The last ``limit`` bytes of a regular file (see :func:`open_regular`) and its size; nothing
+    and 0 if it is not there."""
+    fd = open_regular(path)
+    if fd is None:
+        return b"", 0
+    try:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, limit, max(0, size - limit)), size
+    finally:
+        os.close(fd)
+
+
 def truncate_regular(path: Path, length: int, *, keep_times: bool = False) -> None:
     """Cut a regular file (not through a symlink) down to ``length`` bytes, if it is longer.
 

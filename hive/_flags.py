@@ -8,6 +8,8 @@ A turn's settings (``--idle-timeout``, ``--stop-grace``, ``--compact-at``) are r
 ``hive run`` and ``hive-agent`` alike: each reader takes the text given and returns its value or
 raises ``ValueError`` saying why it is refused, and :func:`setting` names where the text came from
 (the flag, or ``hive-agent``'s environment variable) in the error that ends the program (exit 2).
+A program's flag that is not given falls back to its environment variable (`from_environment`,
+`yes_no`): ``hive-agent`` and ``hive-bash-daemon`` read theirs so.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from hive.errors import BadInput
@@ -26,11 +28,13 @@ __all__ = [
     "OFF",
     "add_log_level",
     "compact_at",
+    "from_environment",
     "idle_timeout",
     "log_level",
     "positive_seconds",
     "setting",
     "stop_grace",
+    "yes_no",
 ]
 
 T = TypeVar("T")
@@ -100,15 +104,40 @@ def compact_at(text: str) -> float | None:
     return fraction
 
 
-def setting(
-    where: str, text: str, read: Callable[[str], T], error: Callable[[str], BadInput] = BadInput
-) -> T:
-    """``text`` read by ``read``; if refused, ``error`` (a ``BadInput``, exit 2) saying
-    ``<where>: <why>``, ``where`` being the flag or the variable the text came from."""
+def yes_no(text: str) -> bool:
+    """A switch's variable (``HIVE_WITH_BASH_DAEMON=1``): 1, true, yes or on; 0, false, no or off."""
+    if text.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.strip().lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not a yes or no; use 1 or 0")
+
+
+Refusal = Callable[[str], BaseException]
+"""What a refused setting raises, given ``<where>: <why>``: a ``BadInput`` (exit 2), or an
+``argparse`` parser's ``error`` (its usage, exit 2)."""
+
+
+def setting(where: str, text: str, read: Callable[[str], T], error: Refusal = BadInput) -> T:
+    """``text`` read by ``read``; if refused (``ValueError`` or ``argparse.ArgumentTypeError``),
+    ``error`` saying ``<where>: <why>``, ``where`` being the flag or the variable the text came from."""
     try:
         return read(text)
-    except ValueError as exc:
+    except (ValueError, argparse.ArgumentTypeError) as exc:
         raise error(f"{where}: {exc}") from None
+
+
+def from_environment(
+    variable: str,
+    read: Callable[[str], T],
+    default: T,
+    *,
+    env: Mapping[str, str] = os.environ,
+    error: Refusal = BadInput,
+) -> T:
+    """``variable``'s text read by ``read`` (see `setting`); ``default`` where it is unset or blank."""
+    text = env.get(variable)
+    return setting(variable, text, read, error) if text else default
 
 
 def add_log_level(parser: argparse.ArgumentParser) -> None:

@@ -22,8 +22,9 @@ from typing import Any, BinaryIO
 import trio
 
 from hive._files import create_new
+from hive._follow import follow_lines
 from hive._when import in_seconds
-from hive.agent import follow_lines, render_log
+from hive.agent import render_log
 from hive.bash import running_daemon
 from hive.errors import HiveError
 from hive.wake import Prompt, open_agent_connection

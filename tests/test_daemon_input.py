@@ -281,7 +281,28 @@ BAD_FLAGS = [
     ([], {"HIVE_BASH_KILL_GRACE": "-3"}, "HIVE_BASH_KILL_GRACE"),
     ([], {"HIVE_BASH_MAX_OUTPUT_BYTES": "0"}, "HIVE_BASH_MAX_OUTPUT_BYTES"),
     (["--workdir", "/nonexistent/missing"], {}, "is not a directory"),
+    ([], {"HIVE_BASH_NO_CGROUPS": "maybe"}, "HIVE_BASH_NO_CGROUPS: 'maybe' is not a yes or no; use 1 or 0"),
+    ([], {"HIVE_BASH_MAX_RUNNING": "0"}, "HIVE_BASH_MAX_RUNNING: '0' must be 1 or more"),
 ]
+
+
+def test_each_flag_not_given_is_read_from_its_variable(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    variables = {
+        "HIVE_BASH_SOCKET": str(short_tmp / "b.sock"),
+        "HIVE_AGENT_SOCKET": str(short_tmp / "a.sock"),
+        "HIVE_BASH_WORKDIR": str(short_tmp),
+        "HIVE_BASH_NO_CGROUPS": "yes",
+        "HIVE_BASH_MAX_RUNNING": "3",
+        "HIVE_BASH_KILL_GRACE": "2.5",
+    }
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    config, _ = config_from_args(["--state-dir", str(short_tmp / "state"), "--max-running", "4"])
+    assert (config.socket, config.agent_socket) == (short_tmp / "b.sock", short_tmp / "a.sock")
+    assert (config.tasks.workdir, config.cgroups) == (short_tmp, False)
+    assert (config.tasks.max_running, config.tasks.kill_grace) == (4, 2.5)  # the flag wins
 
 
 @pytest.mark.parametrize(("args", "env", "message"), BAD_FLAGS)

@@ -14,10 +14,12 @@ from hive._flags import (
     LOG_LEVELS,
     add_log_level,
     compact_at,
+    from_environment,
     idle_timeout,
     positive_seconds,
     setting,
     stop_grace,
+    yes_no,
 )
 from hive.errors import BadInput
 
@@ -135,3 +137,22 @@ def test_log_level_help_says_what_it_does_and_its_default() -> None:
     text = " ".join(parser.format_help().split())
     assert "--log-level LEVEL" in text
     assert "debug, info" in text and "[HIVE_LOG_LEVEL; default info]" in text
+
+
+@given(st.text(max_size=8))
+def test_a_switch_is_a_yes_or_a_no_and_nothing_else(text: str) -> None:
+    word = text.strip().lower()
+    if word in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        assert yes_no(text) is (word in ("1", "true", "yes", "on"))
+    else:
+        with pytest.raises(ValueError, match="is not a yes or no; use 1 or 0"):
+            yes_no(text)
+
+
+def test_a_variable_is_read_as_its_flag_is_and_blank_is_unset() -> None:
+    env = {"HIVE_STOP_GRACE": "4", "HIVE_BLANK": ""}
+    assert from_environment("HIVE_STOP_GRACE", stop_grace, 9.0, env=env) == 4.0
+    assert from_environment("HIVE_BLANK", stop_grace, 9.0, env=env) == 9.0
+    assert from_environment("HIVE_UNSET", stop_grace, 9.0, env=env) == 9.0
+    with pytest.raises(BadInput, match=r"^HIVE_N: 'x' is not a positive number of seconds"):
+        from_environment("HIVE_N", positive_seconds, 1.0, env={"HIVE_N": "x"})  # an argparse type's refusal

@@ -24,7 +24,7 @@ from hive.bash._store import TaskStore
 from hive.cli._ls import row
 from hive.cli._main import main
 from hive.fleet import ASK_SECONDS, AgentView, state_dirs, survey, survey_all
-from hive.fleet._history import TURNS, Histories, TurnPoint, turn_points
+from hive.fleet._history import TAIL_BYTES, TURNS, Histories, TurnPoint, turn_points
 from hive.fleet._page import agent_summary, fleet_rows
 from hive.subagent._records import Current, SessionRecord
 from hive.subagent._store import Store as SubagentStore
@@ -264,6 +264,17 @@ def test_the_last_turns_are_followed_from_what_was_appended(short_tmp: Path) -> 
     points = histories.points(log)
     assert len(points) == TURNS and points[-1].turn == TURNS + 19
     assert [p.turn for p in turn_points(log)] == [p.turn for p in points]
+
+
+def test_a_turn_followed_is_kept_however_much_comes_after_it_before_the_next_look(short_tmp: Path) -> None:
+    log = short_tmp / "turns.jsonl"
+    log.write_bytes(_turn(1, 0.5))
+    histories = Histories()
+    assert [p.turn for p in histories.points(log)] == [1]
+    stream = b'{"type":"assistant","text":"%s"}\n' % (b"x" * 1000)
+    with open(log, "ab") as file:
+        file.write(_turn(2, 0.5) + stream * (TAIL_BYTES // len(stream) + 1) + _turn(3, 0.5))
+    assert [p.turn for p in histories.points(log)] == [1, 2, 3]
 
 
 async def test_a_harness_that_holds_the_state_dir_but_whose_socket_is_elsewhere_is_not_answering(

@@ -71,6 +71,7 @@ SHARED_LEAVES: dict[str, set[str]] = {
     "_convert": {"errors", "_when"},
     "_arguments": {"_limits", "errors", "_when"},
     "_inotify": set(),
+    "_follow": {"_files", "_inotify", "errors"},
     "_outage": set(),
 }
 """One mechanism each, for every part: they import nothing of hive above them, and nothing
@@ -218,3 +219,38 @@ def test_the_line_reader_and_the_errors_are_light_leaves() -> None:
     allowed_leaf = set(sys.stdlib_module_names) | {"hive.errors"}
     assert imported_roots(HIVE / "_lines.py", on_import=True) <= allowed_leaf
     assert imported_roots(HIVE / "errors.py") <= set(sys.stdlib_module_names)
+
+
+def run_time_imports(path: Path) -> set[str]:
+    """The hive modules ``path`` imports when it runs, anywhere in it (functions' own imports too;
+    not ``if TYPE_CHECKING:`` blocks), by their full names."""
+    found: set[str] = set()
+    pending: list[ast.AST] = [ast.parse(path.read_text())]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            pending += node.orelse
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        pending += ast.iter_child_nodes(node)
+    return {name for name in found if name.startswith("hive.")}
+
+
+@pytest.mark.parametrize("package", ["telemetry"])
+def test_no_modules_of_a_package_import_one_another_in_a_circle(package: str) -> None:
+    """Where nothing is exported, telemetry's front imports nothing above it; its setup and
+    spans are imported from above, never back (issue 40)."""
+    modules = {f"hive.{package}.{path.stem}": path for path in (HIVE / package).glob("_*.py")}
+    graph = {name: run_time_imports(path) & set(modules) for name, path in modules.items()}
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            if (name := todo.pop()) not in seen:
+                seen.add(name)
+                todo += graph[name]
+        return seen
+
+    circles = sorted(name for name in graph if name in reach(name))
+    assert not circles, circles

@@ -12,15 +12,12 @@ from hive._lazy import export_lazily
 __all__ = [
     "LogRenderer",
     "TurnLog",
-    "follow_lines",
     "queued_messages",
-    "read_appended",
     "render_log",
     "saved_session",
 ]
 
 if TYPE_CHECKING:
-    from hive.agent._follow import follow_lines, read_appended
     from hive.agent._log import TurnLog
     from hive.agent._queue import queued_messages
     from hive.agent._render import LogRenderer, render_log

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive._files import open_regular
+from hive._files import read_tail
 from hive.agent._room import write_when_room
 from hive.agent._wire import RecordError, TurnRecord, TurnStart, decode_turn_record, encode
 from hive.sink import (
@@ -63,14 +62,7 @@ class TurnLog:
     @staticmethod
     def read_tail(path: Path) -> LogTail:
         """The last turn started and the last ended in the log at ``path`` (none if it has none)."""
-        fd = open_regular(path)
-        if fd is None:
-            return LogTail()
-        try:
-            size = os.fstat(fd).st_size
-            tail = os.pread(fd, TAIL, max(0, size - TAIL))
-        finally:
-            os.close(fd)
+        tail, _ = read_tail(path, TAIL)
         turns: int | None = None
         # Read back from the end: the last turn's lines are its stream at most (one that never ended).
         for line in reversed(tail.split(b"\n")):

@@ -178,30 +178,28 @@ def parse_options(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
     env = os.environ if env is None else env
     args = build_parser().parse_args(argv)
 
-    def pick(flag: Any, variable: str) -> Any:
-        if flag is not None:
-            return flag
-        return env.get(variable) or None
+    def pick(flag: str | None, variable: str) -> str | None:
+        return flag if flag is not None else _flags.from_environment(variable, str, None, env=env)
 
     def setting(flag: str | None, name: str, variable: str, read: Callable[[str], T], default: T) -> T:
-        """The flag's value, else its variable's, read by ``read`` (``hive._flags``, as ``hive run``
-        reads it); ``default`` when neither is given."""
-        text = pick(flag, variable)
-        if text is None:
-            return default
-        return _flags.setting(name if flag is not None else variable, text, read, OptionsError)
+        if flag is not None:
+            return _flags.setting(name, flag, read, OptionsError)
+        return _flags.from_environment(variable, read, default, env=env, error=OptionsError)
+
+    def switch(flag: bool | None, variable: str) -> bool:
+        return flag if flag is not None else setting(None, "", variable, _flags.yes_no, False)
 
     state = Path(pick(args.state_dir, "HIVE_STATE_DIR") or default_state_dir(env)).absolute()
     agent_socket = Path(pick(args.agent_socket, "HIVE_AGENT_SOCKET") or state / "agent.sock").absolute()
     bash_socket = Path(pick(args.bash_socket, "HIVE_BASH_SOCKET") or state / "bash.sock").absolute()
     mcp_config = pick(args.mcp_config, "HIVE_MCP_CONFIG")
     servers, allowed = read_mcp_config(Path(mcp_config)) if mcp_config else ((), ())
-    permission = pick(args.permission, "HIVE_PERMISSION") or Permission.DEFAULT.value
+    chosen = pick(args.permission, "HIVE_PERMISSION") or Permission.DEFAULT.value
     try:
-        permission = Permission(permission)
+        permission = Permission(chosen)
     except ValueError:
         raise OptionsError(
-            f"HIVE_PERMISSION: {permission!r} is not one of {', '.join(p.value for p in Permission)}"
+            f"HIVE_PERMISSION: {chosen!r} is not one of {', '.join(p.value for p in Permission)}"
         ) from None
     return Options(
         name=pick(args.name, "HIVE_AGENT_NAME") or state.name or "hive",
@@ -227,22 +225,10 @@ def parse_options(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
             allowed_tools=allowed,
             permission=permission,
         ),
-        with_bash_daemon=_flag(
-            args.with_bash_daemon, env.get("HIVE_WITH_BASH_DAEMON", ""), "HIVE_WITH_BASH_DAEMON"
-        ),
-        subagents=_flag(args.subagents, env.get("HIVE_SUBAGENTS", ""), "HIVE_SUBAGENTS"),
+        with_bash_daemon=switch(args.with_bash_daemon, "HIVE_WITH_BASH_DAEMON"),
+        subagents=switch(args.subagents, "HIVE_SUBAGENTS"),
         log_level=(pick(args.log_level, "HIVE_LOG_LEVEL") or "info").lower(),
     )
-
-
-def _flag(flag: bool | None, value: str, variable: str) -> bool:
-    if flag is not None:
-        return flag
-    if value.strip().lower() in ("", "0", "false", "no", "off"):
-        return False
-    if value.strip().lower() in ("1", "true", "yes", "on"):
-        return True
-    raise OptionsError(f"{variable}: {value!r} is not a yes or no; use 1 or 0")
 
 
 def read_mcp_config(path: Path) -> tuple[tuple[McpServer, ...], tuple[str, ...]]:

@@ -44,9 +44,9 @@ from pathlib import Path
 
 import attrs
 
+from hive import _files
 from hive._files import (
     fsync_dir,
-    open_regular,
     read_regular,
     truncate_regular,
     write_atomic,
@@ -93,16 +93,9 @@ def decode_tail(data: bytes) -> str:
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> Tail:
     """The end of an output file; empty if it is missing or is not a regular file (a planted symlink)."""
     try:
-        fd = open_regular(path)
+        data, size = _files.read_tail(path, limit)
     except OSError:
-        fd = None
-    if fd is None:
         return Tail("", 0, path)
-    try:
-        size = os.fstat(fd).st_size
-        data = os.pread(fd, limit, max(0, size - limit))
-    finally:
-        os.close(fd)
     return Tail(decode_tail(data) if size > limit else data.decode("utf-8", errors="replace"), size, path)
 
 

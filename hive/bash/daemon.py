@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 import attrs
 
 from hive import __version__, telemetry
-from hive._flags import add_log_level
+from hive._flags import add_log_level, from_environment, yes_no
 from hive._main import run_main
 from hive._state_dir import StateDirLock, default_state_dir, lock_state_dir
 from hive.bash._settings import TaskSettings
@@ -140,10 +140,6 @@ async def serve_daemon(
 # -- command line ---------------------------------------------------------------------------------
 
 
-def _env_default(env: str, fallback: str | None = None) -> str | None:
-    return os.environ.get(env) or fallback
-
-
 def _amount(text: str, unit: str) -> float:
     """``text`` as a finite number of ``unit`` (seconds, days), 0 or more."""
     try:
@@ -195,16 +191,6 @@ def _retained_size(text: str) -> int:
     if text.strip().lower() == "unlimited":
         return UNLIMITED
     return _size(text)
-
-
-def _from_env(parser: argparse.ArgumentParser, env: str, convert: Callable[[str], T]) -> T | None:
-    raw = os.environ.get(env)
-    if not raw:
-        return None
-    try:
-        return convert(raw)
-    except argparse.ArgumentTypeError as exc:
-        parser.error(f"{env}: {exc}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -306,17 +292,15 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[DaemonConfig, s
     parser = build_parser()
     args = parser.parse_args(argv)
     state_dir = (args.state_dir or default_state_dir()).absolute()
-    socket_path = args.socket or _optional_path("HIVE_BASH_SOCKET") or state_dir / "bash.sock"
-    agent_socket = args.agent_socket or _optional_path("HIVE_AGENT_SOCKET")
-    workdir = (args.workdir or _optional_path("HIVE_BASH_WORKDIR") or Path.cwd()).absolute()
-    if not workdir.is_dir():
-        parser.error(f"--workdir {workdir} is not a directory")
 
     def pick(value: T | None, env: str, convert: Callable[[str], T], default: T) -> T:
-        if value is not None:
-            return value
-        from_env = _from_env(parser, env, convert)
-        return default if from_env is None else from_env
+        return value if value is not None else from_environment(env, convert, default, error=parser.error)
+
+    socket_path = pick(args.socket, "HIVE_BASH_SOCKET", Path, state_dir / "bash.sock")
+    agent_socket = pick(args.agent_socket, "HIVE_AGENT_SOCKET", Path, None)
+    workdir = pick(args.workdir, "HIVE_BASH_WORKDIR", Path, Path.cwd()).absolute()
+    if not workdir.is_dir():
+        parser.error(f"--workdir {workdir} is not a directory")
 
     config = DaemonConfig(
         state_dir=state_dir,
@@ -337,27 +321,14 @@ def config_from_args(argv: Sequence[str] | None = None) -> tuple[DaemonConfig, s
                     _DEFAULTS.output_check_interval,
                 ),
             ),
-            max_running=args.max_running or _from_env(parser, "HIVE_BASH_MAX_RUNNING", _count),
+            max_running=pick(args.max_running, "HIVE_BASH_MAX_RUNNING", _count, None),
         ),
-        cgroups=not pick(args.no_cgroups, "HIVE_BASH_NO_CGROUPS", _flag, False),
+        cgroups=not pick(args.no_cgroups, "HIVE_BASH_NO_CGROUPS", yes_no, False),
         wake_retry_max=max(0.01, pick(args.wake_retry_max, "HIVE_BASH_WAKE_RETRY_MAX", _seconds, 5.0)),
         retain_days=pick(args.retain_days, "HIVE_BASH_RETAIN_DAYS", _days, 7.0),
         retain_bytes=pick(args.retain_bytes, "HIVE_BASH_RETAIN_BYTES", _retained_size, UNLIMITED) or None,
     )
     return config, args.log_level
-
-
-def _flag(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes"):
-        return True
-    if text.lower() in ("0", "false", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not 1 or 0")
-
-
-def _optional_path(env: str) -> Path | None:
-    value = os.environ.get(env)
-    return Path(value) if value else None
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -347,7 +347,8 @@ def _objects(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
 async def _follow_log(path: Path, raw: bool) -> None:
     from contextlib import aclosing
 
-    from hive.agent import LogRenderer, follow_lines
+    from hive._follow import follow_lines
+    from hive.agent import LogRenderer
 
     renderer = LogRenderer()
     async with aclosing(follow_lines(path)) as lines:

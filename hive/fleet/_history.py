@@ -4,14 +4,13 @@ fleet page's small chart), and the log's last lines to render (an agent's page).
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from hive._files import open_regular
+from hive._follow import FollowedFile
 
 TURNS = 50
 """How many turns the chart shows."""
@@ -27,25 +26,6 @@ class TurnPoint:
     ended: float
     tokens: int
     cost: float
-
-
-def read_tail(path: Path, limit: int = TAIL_BYTES) -> tuple[list[bytes], int]:
-    """The whole lines of the last ``limit`` bytes of ``path`` (the first, cut, left out), and
-    the offset the file ended at; no lines for a file that is not there."""
-    fd = open_regular(path)
-    if fd is None:
-        return [], 0
-    try:
-        size = os.fstat(fd).st_size
-        start = max(0, size - limit)
-        data = os.pread(fd, size - start, start)
-    finally:
-        os.close(fd)
-    end = data.rfind(b"\n") + 1
-    lines = data[:end].split(b"\n")[:-1]
-    if start > 0 and lines:
-        lines = lines[1:]
-    return lines, start + end
 
 
 def objects(lines: list[bytes]) -> list[dict[str, Any]]:
@@ -66,7 +46,7 @@ def turn_points(path: Path, turns: int = TURNS) -> list[TurnPoint]:
     `TAIL_BYTES` read). A turn's cost is its record's ``cost_usd``; its tokens are its record's,
     else its result line's (the stream's last ``result`` before the turn's record)."""
     history = History(turns)
-    history.feed(read_tail(path)[0])
+    history.follow(FollowedFile(path, TAIL_BYTES))
     return history.points
 
 
@@ -90,6 +70,13 @@ class History:
                 self._result = None
         del self.points[: -self.turns]
 
+    def follow(self, followed: FollowedFile) -> None:
+        """Fed what was appended to ``followed`` since its last read (a file replaced: anew)."""
+        while (appended := followed.read(TAIL_BYTES)).read or appended.restarted:
+            if appended.restarted:
+                self.points, self._result = [], None
+            self.feed(appended.lines)
+
 
 def _point(record: dict[str, Any], result: dict[str, Any]) -> TurnPoint:
     usage = record.get("tokens") or result.get("usage") or {}
@@ -104,20 +91,12 @@ def _point(record: dict[str, Any], result: dict[str, Any]) -> TurnPoint:
 
 
 @attrs.define
-class _Followed:
-    inode: int
-    offset: int
-    partial: bytes
-    history: History
-
-
-@attrs.define
 class Histories:
-    """The last turns of many logs, each read once: later calls read only what was appended
-    (at most `TAIL_BYTES` of it), so a page updated every few seconds over 100 agents reads
+    """The last turns of many logs, each read once: later calls read only what was appended,
+    so a page updated every few seconds over 100 agents reads
     what changed, not 100 logs' ends. Its memory is `TURNS` points a log."""
 
-    _logs: dict[Path, _Followed] = attrs.field(factory=dict)
+    _logs: dict[Path, tuple[FollowedFile, History]] = attrs.field(factory=dict)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     """Pages read from worker threads of their own."""
 
@@ -127,30 +106,9 @@ class Histories:
             return self._points(path)
 
     def _points(self, path: Path) -> list[TurnPoint]:
-        fd = open_regular(path)
-        if fd is None:
-            self._logs.pop(path, None)
-            return []
-        try:
-            found = os.fstat(fd)
-            followed = self._logs.get(path)
-            if followed is None or followed.inode != found.st_ino or found.st_size < followed.offset:
-                followed = self._logs[path] = _Followed(
-                    found.st_ino, max(0, found.st_size - TAIL_BYTES), b"", History()
-                )
-                skip_first = followed.offset > 0
-            else:
-                skip_first = False
-            start = max(followed.offset, found.st_size - TAIL_BYTES)
-            if start > followed.offset:  # more was appended than is read: what is skipped is lost
-                followed.partial, skip_first = b"", True
-            data = os.pread(fd, found.st_size - start, start)
-        finally:
-            os.close(fd)
-        followed.offset = start + len(data)
-        *lines, followed.partial = (followed.partial + data).split(b"\n")
-        followed.history.feed(lines[1:] if skip_first and lines else lines)
-        return list(followed.history.points)
+        followed, history = self._logs.setdefault(path, (FollowedFile(path, TAIL_BYTES), History()))
+        history.follow(followed)
+        return list(history.points)
 
 
 def _count(value: Any) -> bool:

@@ -41,13 +41,13 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from hive._follow import FollowedFile
 from hive._inotify import IN_CLOSE_WRITE, IN_CREATE, IN_DELETE, IN_MODIFY, IN_MOVED_TO, Inotify
 from hive._unix import ForeignSocket
-from hive.agent import LogRenderer, read_appended
+from hive.agent import LogRenderer
 from hive.bash import TaskStore, read_tail
 from hive.fleet import _page
 from hive.fleet._history import TAIL_BYTES, Histories, TurnPoint, objects
-from hive.fleet._history import read_tail as log_tail
 from hive.fleet._survey import (
     ASK_SECONDS,
     TURN_LOG,
@@ -128,8 +128,9 @@ def make_app(fleet: Fleet) -> Starlette:
         views = await survey_all([state_dir], fleet.ask_seconds)
         tasks = await trio.to_thread.run_sync(_running_tasks, state_dir)
         others = await trio.to_thread.run_sync(_others, state_dir)
-        lines, _ = await trio.to_thread.run_sync(log_tail, state_dir / TURN_LOG, TAIL_BYTES)
-        return HTMLResponse(_page.agent_page(views[0], _render(lines), tasks, others, fleet.now()))
+        log = FollowedFile(state_dir / TURN_LOG, TAIL_BYTES)
+        last = await trio.to_thread.run_sync(log.read, TAIL_BYTES)
+        return HTMLResponse(_page.agent_page(views[0], _render(last.lines), tasks, others, fleet.now()))
 
     async def agent_events(request: Request) -> Response:
         state_dir = fleet.agents().get(request.path_params["name"])
@@ -429,23 +430,21 @@ async def _agent_updates(fleet: Fleet, state_dir: Path, emit: Emit) -> None:
     """The log's end rendered (``reset``: it replaces what the page shows), then its lines
     rendered as they are appended (``log``), and the agent's view and running tasks whenever its
     files change (``agent``)."""
-    log = state_dir / TURN_LOG
-    lines, offset = await trio.to_thread.run_sync(log_tail, log, TAIL_BYTES)
+    followed = FollowedFile(state_dir / TURN_LOG, TAIL_BYTES)
+    first = await trio.to_thread.run_sync(followed.read, TAIL_BYTES)
     renderer = LogRenderer()
-    await emit("reset", [text for obj in objects(lines) for text in renderer.feed(obj)])
-    partial = b""
+    await emit("reset", [text for obj in objects(first.lines) for text in renderer.feed(obj)])
     tasks_dir = TaskStore(state_dir).tasks_dir
     with _watching([state_dir, tasks_dir]) as watcher:
         last = None
         while True:
             while True:  # all that was appended, a read (64 KiB) at a time
-                chunk, offset, restarted = await trio.to_thread.run_sync(read_appended, log, offset)
-                if restarted:  # the log was replaced: its lines are read again, from a fresh start
-                    partial, renderer = b"", LogRenderer()
-                if not chunk:
+                appended = await trio.to_thread.run_sync(followed.read)
+                if appended.restarted:  # the log was replaced: its lines are read again, afresh
+                    renderer = LogRenderer()
+                if not appended.read:
                     break
-                *whole, partial = (partial + chunk).split(b"\n")
-                added = [text for obj in objects(whole) for text in renderer.feed(obj)]
+                added = [text for obj in objects(appended.lines) for text in renderer.feed(obj)]
                 if added:
                     await emit("log", added)
             views = await survey_all([state_dir], fleet.ask_seconds)

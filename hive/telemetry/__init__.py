@@ -46,10 +46,9 @@ if TYPE_CHECKING:
         new_ids,
         parse_traceparent,
         traceparent,
-        turn_ids,
     )
     from hive.telemetry._setup import Telemetry, TelemetryError, check, configure, install, uninstall
-    from hive.telemetry._state import active, exporting, wanted
+    from hive.telemetry._state import active, wanted
     from hive.telemetry._tasks import (
         TaskTrace,
         queue_depth,
@@ -58,7 +57,7 @@ if TYPE_CHECKING:
         wake_acknowledged,
         wake_received,
     )
-    from hive.telemetry._trace import NO_TRACE, Trace, traced_turn
+    from hive.telemetry._trace import NO_TRACE, Trace, exporting, traced_turn, turn_ids
     from hive.telemetry._turns import TurnTrace
 
 export_lazily(__name__)

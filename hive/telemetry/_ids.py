@@ -8,8 +8,6 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from hive.telemetry._state import wanted
-
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
@@ -93,21 +91,6 @@ class TurnIds(NamedTuple):
     def traceparent(self) -> str:
         """The W3C ``traceparent`` that names the turn's span."""
         return traceparent(self.trace_id, self.span_id)
-
-
-def turn_ids(environ: Mapping[str, str] = os.environ) -> TurnIds | None:
-    """The ids of a turn's span, drawn now; None where nothing is exported. Under a
-    ``TRACEPARENT`` of the caller's, the turn is in the caller's trace. The settings are
-    checked now (`hive.telemetry._setup.check`), before an agent is spawned for nothing."""
-    if not wanted(environ):
-        return None
-    from hive.telemetry._setup import check
-
-    check(environ)
-    parent = environ.get("TRACEPARENT")
-    ids = parse_traceparent(parent) if parent else None
-    trace_id, span_id = new_ids()
-    return TurnIds(ids[0] if ids else trace_id, span_id, parent if ids else None)
 
 
 def agent_name(given: str | None, environ: Mapping[str, str] = os.environ) -> str:

@@ -3,14 +3,14 @@ importing anything (`wanted`), and the telemetry set up where it does (`active`)
 
 Every caller asks here first, so that where nothing is to be exported a turn, a task or a wake
 costs a dictionary lookup: neither OpenTelemetry nor hive's own setup (`hive.telemetry._setup`)
-is imported. Standard library only.
+is imported. Standard library only, importing nothing of hive when it runs: the modules above it import the
+setup where it is wanted (`hive.telemetry._trace`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -41,21 +41,3 @@ def active() -> Telemetry | None:
 def set_active(telemetry: Telemetry | None) -> None:
     global _active  # noqa: PLW0603 - the process's one telemetry
     _active = telemetry
-
-
-@contextmanager
-def exporting(service: str, environ: Mapping[str, str] = os.environ) -> Iterator[Telemetry | None]:
-    """Export what the environment asks for inside the block (`hive.telemetry._setup.configure`,
-    as ``service``), and the rest at its end, however it ends; nothing at all where it asks for none."""
-    if not wanted(environ):
-        yield None
-        return
-    from hive.telemetry._setup import configure
-
-    telemetry = configure(service, environ)
-    try:
-        yield telemetry
-    finally:
-        if telemetry is not None:
-            set_active(None)
-            telemetry.shutdown()

@@ -1,17 +1,22 @@
-"""A turn's trace as its caller holds it: `traced_turn` gives `NO_TRACE` where nothing is
-exported (nothing imported, the sink not wrapped), else the turn's span (`hive.telemetry._turns`)."""
+"""What a program and its turns ask of telemetry first: `exporting` sets it up only where the
+environment asks for it (`hive.telemetry._setup`), `turn_ids` draws a turn's ids only then, and
+`traced_turn` gives `NO_TRACE` where nothing is exported (nothing imported, the sink not wrapped),
+else the turn's span (`hive.telemetry._turns`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
 
-from hive.telemetry._state import active
+from hive.telemetry._ids import TurnIds, new_ids, parse_traceparent
+from hive.telemetry._state import active, set_active, wanted
 
 if TYPE_CHECKING:
     from hive.runtime import TurnOutcome
     from hive.sink import SessionCost, Sink
+    from hive.telemetry._setup import Telemetry
 
 
 class Trace(Protocol):
@@ -75,3 +80,36 @@ def traced_turn(
         cost=cost,
     ) as turn:
         yield turn
+
+
+@contextmanager
+def exporting(service: str, environ: Mapping[str, str] = os.environ) -> Iterator[Telemetry | None]:
+    """Export what the environment asks for inside the block (`hive.telemetry._setup.configure`,
+    as ``service``), and the rest at its end, however it ends; nothing at all where it asks for none."""
+    if not wanted(environ):
+        yield None
+        return
+    from hive.telemetry._setup import configure
+
+    telemetry = configure(service, environ)
+    try:
+        yield telemetry
+    finally:
+        if telemetry is not None:
+            set_active(None)
+            telemetry.shutdown()
+
+
+def turn_ids(environ: Mapping[str, str] = os.environ) -> TurnIds | None:
+    """The ids of a turn's span, drawn now; None where nothing is exported. Under a
+    ``TRACEPARENT`` of the caller's, the turn is in the caller's trace. The settings are
+    checked now (`hive.telemetry._setup.check`), before an agent is spawned for nothing."""
+    if not wanted(environ):
+        return None
+    from hive.telemetry._setup import check
+
+    check(environ)
+    parent = environ.get("TRACEPARENT")
+    ids = parse_traceparent(parent) if parent else None
+    trace_id, span_id = new_ids()
+    return TurnIds(ids[0] if ids else trace_id, span_id, parent if ids else None)
