@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups, shared_daemon, short_tmp_dir
@@ -28,10 +28,11 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-# One Hypothesis profile for the suite: no deadline per example. The suite runs on loaded
-# laptops and on two busy cores in CI, where an example's time says nothing about the code; a
-# deadline there fails a test by chance. (A test's own `fail_after` still guards against a hang.)
-settings.register_profile("hive", deadline=None)
+# One Hypothesis profile for the suite: no deadline per example, and no health check on slow data
+# generation. The suite runs on loaded laptops and on two busy cores in CI, where an example's time
+# says nothing about the code; a deadline there fails a test by chance. (A test's own `fail_after`
+# still guards against a hang.)
+settings.register_profile("hive", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("hive")
 
 

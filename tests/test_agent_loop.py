@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hive.agent._loop import Harness
@@ -529,7 +529,7 @@ async def test_a_failed_write_is_refused_and_nothing_is_queued(short_tmp: Path) 
 # -- in lockstep with the model -------------------------------------------------------------------
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40)
 @given(ops=loop_operations, budget=st.sampled_from([40, 100_000]))
 def test_the_loop_does_what_the_model_says(ops: list[tuple[Any, ...]], budget: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="hive-al-", dir="/tmp"))

@@ -27,7 +27,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -633,12 +633,7 @@ def _restore(directory: Path, files: dict[str, bytes]) -> None:
         (directory / name).write_bytes(data)
 
 
-Slots.TestCase.settings = settings(
-    max_examples=150,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+Slots.TestCase.settings = settings(max_examples=150, stateful_step_count=25)
 test_slots = Slots.TestCase
 
 
