@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups, shared_daemon, short_tmp_dir
+from tests.helpers.forked_daemon import ForkedDaemonHandle
 from tests.helpers.harness import installed_fake, scratch_root
 from tests.helpers.listener import AgentListener
 from tests.helpers.subagents import World, stop_daemon, world_in
@@ -52,10 +53,25 @@ def short_tmp() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "forked_daemon: the `daemon` fixture forks its daemon from the zygote"
+        " (tests.helpers.forked_daemon): a restart costs a fork, not the imports",
+    )
+    config.addinivalue_line(
+        "markers",
+        "kill_at_end(*events): the `root` fixture SIGKILLs at its end only the agents the fakes"
+        " recorded with these events (all it started and spawned, unmarked)",
+    )
+
+
 @pytest.fixture
-def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
-    """The paths of a daemon under ``short_tmp`` (started by the test with ``daemon.running()``)."""
-    handle = DaemonHandle.under(short_tmp)
+def daemon(request: pytest.FixtureRequest, short_tmp: Path) -> Iterator[DaemonHandle]:
+    """The paths of a daemon under ``short_tmp`` (started by the test with ``daemon.running()``),
+    forked from the zygote in a module marked ``forked_daemon``."""
+    forked = request.node.get_closest_marker("forked_daemon") is not None
+    handle = (ForkedDaemonHandle if forked else DaemonHandle).under(short_tmp)
     yield handle
     remove_task_cgroups(handle.state_dir)
 
@@ -76,11 +92,12 @@ def served() -> Iterator[DaemonHandle]:
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
+def root(request: pytest.FixtureRequest) -> Iterator[Path]:
     """A short scratch directory for a harness and its agents (``scratch_root``: the agents the
-    fakes recorded are SIGKILLed at its end). A module whose tests need other ``kill_events``
-    defines a ``root`` of its own."""
-    with scratch_root("hive-r-") as path:
+    fakes recorded are SIGKILLed at its end; in a module marked ``kill_at_end``, only those
+    recorded with its events)."""
+    marker = request.node.get_closest_marker("kill_at_end")
+    with scratch_root("hive-r-", *([marker.args] if marker else [])) as path:
         yield path
 
 

@@ -14,7 +14,6 @@ import re
 import select
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +32,13 @@ from hive.agent._orphans import (
 from hive.wake import Wake, send_wake
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.harness import HOLD, acp_env, claude_env, claude_start, running_agent, scratch_root
+from tests.helpers.harness import HOLD, acp_env, claude_env, claude_start, running_agent
 from tests.helpers.processes import wait_exited
 
 GUARD = 60
 
 
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with scratch_root("hive-l-", kill_events=("start",)) as path:
-        yield path
+pytestmark = pytest.mark.kill_at_end("start")
 
 
 def lingering_acp_env(root: Path) -> dict[str, str]:

@@ -10,7 +10,7 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,6 @@ from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._wire import encode
 from hive.wake import Refused
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.forked_daemon import forked_daemon_under
 from tests.helpers.gates import make_gate, open_gate, start_gated
 from tests.helpers.hyperhive import session
 from tests.helpers.processes import wait_exited
@@ -42,11 +41,7 @@ from tests.helpers.strategies import loose_end_files, loose_ends, records
 LOOSE_ENDS_SCHEMA = next(t["output_schema"] for t in TOOLS if t["name"] == "loose_ends")
 
 
-@pytest.fixture
-def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
-    """The paths of a daemon under ``short_tmp``, forked from the zygote when the test starts it
-    (see ``tests.helpers.forked_daemon``): a restart costs a fork, not the imports."""
-    yield from forked_daemon_under(short_tmp)
+pytestmark = pytest.mark.forked_daemon
 
 
 @attrs.define
