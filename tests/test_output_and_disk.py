@@ -6,8 +6,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -110,18 +108,7 @@ async def test_starting_a_task_on_a_full_disk_raises_disk_error(short_tmp: Path)
         nursery.cancel_scope.cancel()
 
 
-def _can_mount_tmpfs() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-        capture_output=True,
-        check=False,
-    )
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unshare and a mountable tmpfs (user namespaces)")
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs unshare and a mountable tmpfs (user namespaces)")
 async def test_a_really_full_disk(daemon: DaemonHandle) -> None:
     """The state directory on a 1 MiB tmpfs, in the daemon's own mount namespace: a task fills it."""
     daemon.state_dir.mkdir()
