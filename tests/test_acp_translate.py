@@ -14,7 +14,7 @@ from fixtures import acp_agent
 from hive.acp._outcome import Ending
 from hive.acp._schema import SessionNotification, SessionUpdate, ToolCall, converter, from_wire, message_chunk
 from hive.acp._translate import Translator
-from hive.agent._render import render_line
+from hive.agent import render_line
 from hive.sink import MemorySink
 from tests.helpers.results import ENDED, RUN_INPUT
 from tests.helpers.strategies import text_chunks, tool_updates

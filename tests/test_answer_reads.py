@@ -8,11 +8,17 @@ from pathlib import Path
 import pytest
 import trio
 
-from hive.bash import _tasks
-from hive.bash._courier import WakeCourier
-from hive.bash._store import TAIL_BYTES, Tail, TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools, ToolResult
+from hive.bash import (
+    TAIL_BYTES,
+    BashTools,
+    Tail,
+    TaskManager,
+    TaskSettings,
+    TaskStore,
+    ToolResult,
+    WakeCourier,
+    _tasks,
+)
 
 
 class BlockingTails:

@@ -19,11 +19,18 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive.bash._courier import WakeCourier
+from hive.bash import (
+    TAIL_BYTES,
+    TOOLS,
+    BashTools,
+    Tail,
+    TaskManager,
+    TaskSettings,
+    TaskStore,
+    ToolResult,
+    WakeCourier,
+)
 from hive.bash._describe import BRIEF_LINES, BRIEF_TAIL_BYTES, brief_output
-from hive.bash._store import TAIL_BYTES, Tail, TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import TOOLS, BashTools, ToolResult
 
 FULL_ONLY = {"cmd", "cwd", "pid", "held_by", "created_at", "started_at", "ended_at", "signals", "cmd_path"}
 """Fields of a task's status that its full status has and an agent's answer leaves out."""

@@ -39,7 +39,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hive.bash._tools import BashTools
+from hive.bash import BashTools
 from hive.wake import AgentRequest, Wake
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups
 from tests.helpers.inotify import wait_until

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from hive.bash._store import serial_from_files
+from hive.bash import serial_from_files
 from hive.wake import AgentRequest, Wake, serve_agent_socket
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.forked_daemon import ForkedDaemonHandle

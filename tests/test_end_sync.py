@@ -8,10 +8,7 @@ from pathlib import Path
 
 import trio
 
-from hive.bash._courier import WakeCourier
-from hive.bash._store import TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools
+from hive.bash import BashTools, TaskManager, TaskSettings, TaskStore, WakeCourier
 
 
 def _loose_end(store: TaskStore, task_id: str) -> dict[str, object]:

@@ -28,8 +28,7 @@ import hive.agent._hyperhive_tools as tools_module
 from hive.agent._hyperhive import serve_hyperhive
 from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
 from hive.agent._loose_ends import describe, read_loose_ends
-from hive.bash._records import LooseEnd, OwedWake, TaskRecord
-from hive.bash._wire import encode
+from hive.bash import LooseEnd, OwedWake, TaskRecord, encode
 from hive.wake import Refused
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate, open_gate, start_gated
@@ -443,8 +442,7 @@ def test_a_compaction_the_harness_cannot_write_down_is_a_tool_error(tmp_path: Pa
 
 
 def test_an_earlier_runs_loose_end_is_listed_with_its_own_runs_files(tmp_path: Path) -> None:
-    from hive.bash._records import LooseEnd, OwedWake, TaskRecord
-    from hive.bash._store import TaskStore
+    from hive.bash import LooseEnd, OwedWake, TaskRecord, TaskStore
 
     store = TaskStore(tmp_path)
     store.create_dirs()

@@ -102,8 +102,7 @@ def test_an_expected_error_is_one_line_without_errno_noise(leaf: BaseException) 
 def test_the_exit_code_table() -> None:
     from hive._files import NotADirectory
     from hive._unix import NotASocket, SocketInUse, SocketPathTooLong
-    from hive.agent._options import OptionsError
-    from hive.agent._orphans import PreviousStillRunning
+    from hive.agent import OptionsError, PreviousStillRunning
     from hive.bash import BashError, DaemonUnavailable
     from hive.runtime import AgentRefused, AgentUnavailable, SessionNotFound, SpecError, TurnFailed
 
@@ -228,7 +227,7 @@ def test_hive_demo_that_fails_shows_the_agents_log_then_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], short_tmp: Path
 ) -> None:
     from hive import demo
-    from hive.bash._launch import DaemonFailedToStart
+    from hive.bash import DaemonFailedToStart
     from hive.cli import main
 
     @contextlib.asynccontextmanager
@@ -309,8 +308,7 @@ def test_hive_subagent_daemon_refused_its_socket_or_state_dir_exits_2(
     signal_handlers: None,
     no_logging_setup: None,
 ) -> None:
-    from hive.subagent import daemon
-    from hive.subagent._store import Store
+    from hive.subagent import Store, daemon
 
     monkeypatch.delenv("CLAUDECODE", raising=False)  # main drops it from the environment
     state, sock = short_tmp / "state", short_tmp / "sock"

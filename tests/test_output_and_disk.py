@@ -12,12 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from hive.bash._courier import WakeCourier
-from hive.bash._errors import DiskError
-from hive.bash._records import TaskRecord
-from hive.bash._store import TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools
+from hive.bash import BashTools, DiskError, TaskManager, TaskRecord, TaskSettings, TaskStore, WakeCourier
 from hive.wake import Wake, open_agent_connection
 from tests.helpers.daemon import DaemonHandle, group_alive
 from tests.helpers.gates import make_gate, open_gate, release_gate

@@ -14,12 +14,17 @@ import pytest
 import trio
 from hypothesis import given
 
-from hive.bash._courier import WakeCourier
-from hive.bash._records import LooseEnd, TaskRecord
+from hive.bash import (
+    BashTools,
+    LooseEnd,
+    StoredRun,
+    TaskManager,
+    TaskRecord,
+    TaskSettings,
+    TaskStore,
+    WakeCourier,
+)
 from hive.bash._retention import DAY, Candidate, Pruner, Retention, _Known, candidates, choose
-from hive.bash._store import StoredRun, TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate
 from tests.helpers.processes import wait_exited

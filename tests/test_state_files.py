@@ -19,10 +19,7 @@ import trio
 from hive._files import append_whole, ensure_private_dir, open_append, open_lock, try_lock, write_atomic
 from hive._state_dir import BadStateDir, StateDirBusy, StateDirUnusable, default_state_dir
 from hive._state_dir import lock_state_dir as lock_state_dir_for
-from hive.agent import harness
-from hive.agent._log import TurnLog
-from hive.agent._queue import open_queue_file
-from hive.agent._session import SessionStore
+from hive.agent import SessionStore, TurnLog, harness, open_queue_file
 from hive.agent.harness import lock_state_dir
 from hive.bash.daemon import _lock_state_dir
 from hive.errors import HiveError, StateBusy

@@ -33,13 +33,18 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from hive.runtime import Config, RuntimeSpec, StopReason, TurnOutcome
 from hive.sink import Batch, Sink
-from hive.subagent import _slots
-from hive.subagent._agents import TurnAgent
-from hive.subagent._caller import Caller
-from hive.subagent._errors import NameBusy, NameStopping, SubagentError, UnknownSubagent
-from hive.subagent._manager import SubagentManager
+from hive.subagent import (
+    Caller,
+    NameBusy,
+    NameStopping,
+    Store,
+    SubagentError,
+    SubagentManager,
+    TurnAgent,
+    UnknownSubagent,
+    _slots,
+)
 from hive.subagent._slots import Arm, Phase, Refusal, Slot
-from hive.subagent._store import Store
 
 NAMES = ("a", "b")
 SETTLE = 1000.0  # virtual seconds: longer than every grace, so all that would happen has happened

@@ -15,8 +15,7 @@ import pytest
 import trio
 
 from hive.runtime import AgentProcess
-from hive.subagent import _slots
-from hive.subagent._errors import NameStopping
+from hive.subagent import NameStopping, _slots
 from hive.subagent._slots import Decision, Phase, Slot
 from tests.helpers.processes import wait_exited
 from tests.helpers.subagents import (

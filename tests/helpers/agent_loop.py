@@ -14,8 +14,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from hive.agent._loop import Harness, open_harness
-from hive.agent._session import SessionStore
+from hive.agent import Harness, SessionStore, open_harness
 from hive.runtime import AgentUnavailable, IdleTimeout, SessionNotFound, StopReason, TurnOutcome
 from hive.sink import Batch, ContextUsage, Sink
 

@@ -19,8 +19,7 @@ from pathlib import Path
 import attrs
 from mcp.client.session import ClientSession
 
-from hive.bash import _cgroups
-from hive.bash._launch import DaemonProcess, running_daemon
+from hive.bash import DaemonProcess, _cgroups, running_daemon
 from tests.helpers.mcp_stdio import argv_params, stdio_session
 
 REPO = Path(__file__).resolve().parent.parent.parent

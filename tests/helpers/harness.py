@@ -19,7 +19,7 @@ import attrs
 import trio
 
 from fixtures import acp_agent
-from hive.agent._follow import follow_lines
+from hive.agent import follow_lines
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.inotify import wait_until
 

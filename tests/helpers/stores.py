@@ -11,8 +11,7 @@ from pathlib import Path
 
 import attrs
 
-from hive.bash._records import LooseEnd, TaskRecord
-from hive.bash._store import ExitStatus, RunFiles, TaskStore
+from hive.bash import ExitStatus, LooseEnd, RunFiles, TaskRecord, TaskStore
 
 
 class Crash(BaseException):

@@ -17,11 +17,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters
 
 from fixtures import acp_agent
-from hive.subagent import Caller
-from hive.subagent._agents import SystemHost, TurnAgent
-from hive.subagent._manager import SubagentManager
-from hive.subagent._slots import Phase
-from hive.subagent._store import Store
+from hive.subagent import Caller, Phase, Store, SubagentManager, SystemHost, TurnAgent
 from hive.wake import Wake
 from tests.helpers import inotify
 from tests.helpers.acp_fake import FakeAcp
