@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups, shared_daemon, short_tmp_dir
+from tests.helpers.forked_daemon import ForkedDaemonHandle
 from tests.helpers.harness import installed_fake, scratch_root
 from tests.helpers.listener import AgentListener
 from tests.helpers.subagents import World, stop_daemon, world_in
@@ -28,10 +29,11 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-# One Hypothesis profile for the suite: no deadline per example. The suite runs on loaded
-# laptops and on two busy cores in CI, where an example's time says nothing about the code; a
-# deadline there fails a test by chance. (A test's own `fail_after` still guards against a hang.)
-settings.register_profile("hive", deadline=None)
+# One Hypothesis profile for the suite: no deadline per example, and no health check on slow data
+# generation. The suite runs on loaded laptops and on two busy cores in CI, where an example's time
+# says nothing about the code; a deadline there fails a test by chance. (A test's own `fail_after`
+# still guards against a hang.)
+settings.register_profile("hive", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("hive")
 
 
@@ -51,10 +53,25 @@ def short_tmp() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "forked_daemon: the `daemon` fixture forks its daemon from the zygote"
+        " (tests.helpers.forked_daemon): a restart costs a fork, not the imports",
+    )
+    config.addinivalue_line(
+        "markers",
+        "kill_at_end(*events): the `root` fixture SIGKILLs at its end only the agents the fakes"
+        " recorded with these events (all it started and spawned, unmarked)",
+    )
+
+
 @pytest.fixture
-def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
-    """The paths of a daemon under ``short_tmp`` (started by the test with ``daemon.running()``)."""
-    handle = DaemonHandle.under(short_tmp)
+def daemon(request: pytest.FixtureRequest, short_tmp: Path) -> Iterator[DaemonHandle]:
+    """The paths of a daemon under ``short_tmp`` (started by the test with ``daemon.running()``),
+    forked from the zygote in a module marked ``forked_daemon``."""
+    forked = request.node.get_closest_marker("forked_daemon") is not None
+    handle = (ForkedDaemonHandle if forked else DaemonHandle).under(short_tmp)
     yield handle
     remove_task_cgroups(handle.state_dir)
 
@@ -75,11 +92,12 @@ def served() -> Iterator[DaemonHandle]:
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
+def root(request: pytest.FixtureRequest) -> Iterator[Path]:
     """A short scratch directory for a harness and its agents (``scratch_root``: the agents the
-    fakes recorded are SIGKILLed at its end). A module whose tests need other ``kill_events``
-    defines a ``root`` of its own."""
-    with scratch_root("hive-r-") as path:
+    fakes recorded are SIGKILLed at its end; in a module marked ``kill_at_end``, only those
+    recorded with its events)."""
+    marker = request.node.get_closest_marker("kill_at_end")
+    with scratch_root("hive-r-", *([marker.args] if marker else [])) as path:
         yield path
 
 

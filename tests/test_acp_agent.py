@@ -21,29 +21,13 @@ from typing import Any
 import pytest
 
 from fixtures import acp_agent
+from tests.helpers.acp_fake import EFFORT, MODEL
 from tests.helpers.inotify import wait_until_blocking
 
 Message = dict[str, Any]
 # A bound on a wait that returns as soon as its message comes: the fixture starts by importing the
 # ACP SDK (pydantic), which took over 5 s on 2 cores under stress and helpers' test runs.
 LONGEST_WAIT = 60.0
-
-MODEL = {
-    "id": "model",
-    "name": "Model",
-    "category": "model",
-    "type": "select",
-    "currentValue": "m1",
-    "options": [{"value": "m1", "name": "Fast"}, {"value": "m2", "name": "Smart"}],
-}
-EFFORT = {
-    "id": "effort",
-    "name": "Effort",
-    "category": "thought_level",
-    "type": "select",
-    "currentValue": "low",
-    "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
-}
 
 
 class Agent:

@@ -28,7 +28,7 @@ from hive.runtime import (
     StopReason,
 )
 from hive.sink import MemorySink
-from tests.helpers.acp_fake import FakeAcp
+from tests.helpers.acp_fake import EFFORT, MODEL, FakeAcp
 from tests.helpers.inotify import wait_until
 from tests.helpers.processes import wait_exited
 from tests.helpers.runtimes import run_and_cancel
@@ -465,24 +465,7 @@ async def test_odd_but_legal_traffic_is_tolerated(agent: FakeAcp) -> None:
 # -- model, effort, choices ---------------------------------------------------------------------
 
 
-OPTIONS = [
-    {
-        "id": "model",
-        "name": "Model",
-        "category": "model",
-        "type": "select",
-        "currentValue": "m1",
-        "options": [{"value": "m1", "name": "Fast"}, {"value": "m2", "name": "Smart"}],
-    },
-    {
-        "id": "effort",
-        "name": "Effort",
-        "category": "thought_level",
-        "type": "select",
-        "currentValue": "low",
-        "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
-    },
-]
+OPTIONS = [MODEL, EFFORT]
 
 
 async def test_model_then_effort_are_set_only_when_offered_and_not_held(agent: FakeAcp) -> None:

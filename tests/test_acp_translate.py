@@ -14,8 +14,9 @@ from fixtures import acp_agent
 from hive.acp._outcome import Ending
 from hive.acp._schema import SessionNotification, SessionUpdate, ToolCall, converter, from_wire, message_chunk
 from hive.acp._translate import Translator
-from hive.agent._render import render_line
+from hive.agent import render_line
 from hive.sink import MemorySink
+from tests.helpers.results import ENDED, RUN_INPUT
 from tests.helpers.strategies import text_chunks, tool_updates
 
 BASH = {"claudeCode": {"toolName": "Bash"}}
@@ -246,13 +247,6 @@ async def test_a_call_first_heard_of_when_it_has_ended_gets_both_blocks() -> Non
 
 # -- a call as claude-agent-acp reports it -----------------------------------------------------
 
-RUN_INPUT = {"cmd": "pytest -x", "name": "tests", "wait_seconds": 30}
-ENDED = {
-    "id": "tests",
-    "state": "done",
-    "exit_code": 1,
-    "message": "task tests: done, exit code 1 after 0.02 s",
-}
 REFUSED = {"error": "BadArguments", "message": "cmd: must not be empty"}
 
 

@@ -21,8 +21,7 @@ from hive._lines import MAX_LINE
 from hive._state_dir import lock_state_dir
 from hive._text_input import TextRefused
 from hive._when import span
-from hive.agent._options import parse_options
-from hive.agent._render import LogRenderer, render_log
+from hive.agent import LogRenderer, parse_options, render_log
 from hive.cli import build_parser, main
 from hive.cli._agent import _agent_socket, prompt_text
 from hive.cli._agent_start import SPAWN_WAIT, STARTING_WAIT, StartWaits

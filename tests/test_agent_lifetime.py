@@ -14,7 +14,7 @@ import re
 import select
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +33,13 @@ from hive.agent._orphans import (
 from hive.wake import Wake, send_wake
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.harness import HOLD, acp_env, claude_env, claude_start, running_agent, scratch_root
+from tests.helpers.harness import HOLD, acp_env, claude_env, claude_start, running_agent
 from tests.helpers.processes import wait_exited
 
 GUARD = 60
 
 
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with scratch_root("hive-l-", kill_events=("start",)) as path:
-        yield path
+pytestmark = pytest.mark.kill_at_end("start")
 
 
 def lingering_acp_env(root: Path) -> dict[str, str]:
@@ -88,18 +85,6 @@ async def test_a_sigkilled_harness_s_acp_agent_that_ignores_stdin_eof_gets_sigin
     assert only_sigint([e["signal"] for e in acp_events(root, "signal")])
 
 
-async def test_a_sigkilled_harness_s_claude_gets_sigint_and_exits(root: Path, fake: FakeClaude) -> None:
-    fake.script(HOLD)
-    with trio.fail_after(GUARD):
-        async with running_agent(root, claude_env(fake)) as agent:
-            await send_wake(agent.socket, Wake("bash-task-a", "1"))
-            start = await claude_start(fake, 1)
-            agent.process.kill()
-            await agent.process.wait()
-        await wait_exited(start["pid"])
-    assert only_sigint(fake.signals())
-
-
 def claude_behind_a_wrapper(fake: FakeClaude) -> dict[str, str]:
     """``HIVE_CLAUDE_COMMAND`` a shell script that runs the fake claude without ``exec``: the
     shell is the agent's first process, and waits on claude as its foreground child."""
@@ -109,20 +94,21 @@ def claude_behind_a_wrapper(fake: FakeClaude) -> dict[str, str]:
     return {**claude_env(fake), "HIVE_CLAUDE_COMMAND": str(wrapper)}
 
 
-async def test_a_sigkilled_harness_s_claude_behind_a_wrapper_script_gets_sigint_and_exits(root: Path) -> None:
-    fake = FakeClaude(root).install()
-    try:
-        fake.script(HOLD)
-        with trio.fail_after(GUARD):
-            async with running_agent(root, claude_behind_a_wrapper(fake)) as agent:
-                await send_wake(agent.socket, Wake("bash-task-a", "1"))
-                start = await claude_start(fake, 1)
-                agent.process.kill()
-                await agent.process.wait()
-            await wait_exited(start["pid"])
-        assert only_sigint(fake.signals())
-    finally:
-        fake.cleanup()
+@pytest.mark.parametrize(
+    "env", [claude_env, claude_behind_a_wrapper], ids=["exec'd", "behind a wrapper script"]
+)
+async def test_a_sigkilled_harness_s_claude_gets_sigint_and_exits(
+    root: Path, fake: FakeClaude, env: Callable[[FakeClaude], dict[str, str]]
+) -> None:
+    fake.script(HOLD)
+    with trio.fail_after(GUARD):
+        async with running_agent(root, env(fake)) as agent:
+            await send_wake(agent.socket, Wake("bash-task-a", "1"))
+            start = await claude_start(fake, 1)
+            agent.process.kill()
+            await agent.process.wait()
+        await wait_exited(start["pid"])
+    assert only_sigint(fake.signals())
 
 
 async def test_a_harness_restarted_at_once_after_a_sigkill_neither_waits_on_nor_overlaps_a_wrapped_claude(

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hive.agent._loop import Harness
@@ -46,10 +46,8 @@ from hive.agent._queue import load, replay
 from hive.agent._wire import Added, TurnStart
 from hive.sink import ContextUsage
 from hive.wake import AgentStatus, Compact, Prompt, Refused, Status, Wake
-from tests.helpers.agent_loop import ScriptedRuntime, serving
+from tests.helpers.agent_loop import GUARD, ScriptedRuntime, scripted, serving
 from tests.helpers.strategies import loop_operations
-
-GUARD = 30
 
 
 def hive_lines(state_dir: Path) -> list[dict[str, Any]]:
@@ -61,25 +59,28 @@ async def idle(harness: Harness) -> None:
     await harness.wait_state(lambda s: s.phase is Phase.IDLE)
 
 
+async def end_turn(harness: Harness, runtime: ScriptedRuntime) -> None:
+    """The running turn ends complete; the harness goes idle."""
+    runtime.end()
+    await idle(harness)
+
+
 # -- turns -----------------------------------------------------------------------------------------
 
 
 async def test_a_turn_carries_everything_queued_and_what_comes_during_it_waits(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))
-            first = await runtime.next_prompt()
-            assert first == "[wake from bash-task-a]\na ended"
-            await harness.handle(Wake("bash-task-b", "b ended"))
-            await harness.handle(Prompt("and look at c"))
-            assert harness.status().queue == 2 and harness.status().state == "turn"
-            runtime.end()
-            second = await runtime.next_prompt()
-            assert second == "[wake from bash-task-b]\nb ended\n\n[message from operator]\nand look at c"
-            runtime.end()
-            await idle(harness)
-            assert runtime.prompts == [first, second]
+    async with scripted(short_tmp) as (harness, runtime):
+        await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))
+        first = await runtime.next_prompt()
+        assert first == "[wake from bash-task-a]\na ended"
+        await harness.handle(Wake("bash-task-b", "b ended"))
+        await harness.handle(Prompt("and look at c"))
+        assert harness.status().queue == 2 and harness.status().state == "turn"
+        runtime.end()
+        second = await runtime.next_prompt()
+        assert second == "[wake from bash-task-b]\nb ended\n\n[message from operator]\nand look at c"
+        await end_turn(harness, runtime)
+        assert runtime.prompts == [first, second]
     records = hive_lines(short_tmp)
     assert [r["turn"] for r in records] == [1, 2]
     assert [[c["from"] for c in r["carried"]] for r in records] == [
@@ -107,17 +108,15 @@ async def test_each_turn_is_one_line_of_the_harness_log_at_the_default_level(
 ) -> None:
     # Issue 38, item 10: hive-agent in the foreground said nothing of its turns at its default level.
     caplog.set_level(logging.INFO, logger="hive.agent")
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            await harness.handle(Wake("bash-task-a", "a ended"))
-            await runtime.next_prompt()
-            await harness.handle(Wake("bash-task-b", "b ended"))
-            await harness.handle(Prompt("and look at c"))
-            runtime.end()
-            await runtime.next_prompt()
-            runtime.end("fail_after_result")
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        await harness.handle(Wake("bash-task-a", "a ended"))
+        await runtime.next_prompt()
+        await harness.handle(Wake("bash-task-b", "b ended"))
+        await harness.handle(Prompt("and look at c"))
+        runtime.end()
+        await runtime.next_prompt()
+        runtime.end("fail_after_result")
+        await idle(harness)
     turns = [(r.levelno, r.getMessage()) for r in caplog.records if r.getMessage().startswith("turn ")]
     assert len(turns) == 2, turns
     assert turns[0][0] == logging.INFO
@@ -130,74 +129,62 @@ async def test_each_turn_is_one_line_of_the_harness_log_at_the_default_level(
 
 
 async def test_a_repeated_end_is_acknowledged_and_dropped(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))
-            await runtime.next_prompt()
-            await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))  # while carried
-            runtime.end()
-            await idle(harness)
-            await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))  # after
-            await harness.handle(Wake("bash-task-a", "a ended again", end_id="a:2"))
-            assert await runtime.next_prompt() == "[wake from bash-task-a]\na ended again"
-            runtime.end()
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))
+        await runtime.next_prompt()
+        await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))  # while carried
+        await end_turn(harness, runtime)
+        await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1"))  # after
+        await harness.handle(Wake("bash-task-a", "a ended again", end_id="a:2"))
+        assert await runtime.next_prompt() == "[wake from bash-task-a]\na ended again"
+        await end_turn(harness, runtime)
     assert len(runtime.prompts) == 2
 
 
 async def test_concurrent_arrivals_share_the_queue_writes(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            await harness.handle(Prompt("first"))
-            await runtime.next_prompt()
-            syncs = harness.queue.syncs
-            async with trio.open_nursery() as nursery:
-                for n in range(200):
-                    nursery.start_soon(harness.handle, Wake(f"bash-task-{n}", f"body {n}", end_id=f"{n}:s"))
-            # Every one was written before its answer; far fewer syncs than wakes.
-            assert harness.status().queue == 200
-            assert harness.queue.syncs - syncs < 20
-            runtime.end()
-            prompt = await runtime.next_prompt()
-            # All of them, once each, in the order they were admitted (Trio runs the senders in
-            # no fixed order): the order of the queue's file.
-            carried = [line for line in prompt.splitlines() if line.startswith("[")]
-            admitted = [r.item.sender for r in load(short_tmp / "queue")[0] if isinstance(r, Added)][1:]
-            assert carried == [f"[wake from {sender}]" for sender in admitted]
-            assert sorted(admitted) == sorted(f"bash-task-{n}" for n in range(200))
-            runtime.end()
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        await harness.handle(Prompt("first"))
+        await runtime.next_prompt()
+        syncs = harness.queue.syncs
+        async with trio.open_nursery() as nursery:
+            for n in range(200):
+                nursery.start_soon(harness.handle, Wake(f"bash-task-{n}", f"body {n}", end_id=f"{n}:s"))
+        # Every one was written before its answer; far fewer syncs than wakes.
+        assert harness.status().queue == 200
+        assert harness.queue.syncs - syncs < 20
+        runtime.end()
+        prompt = await runtime.next_prompt()
+        # All of them, once each, in the order they were admitted (Trio runs the senders in
+        # no fixed order): the order of the queue's file.
+        carried = [line for line in prompt.splitlines() if line.startswith("[")]
+        admitted = [r.item.sender for r in load(short_tmp / "queue")[0] if isinstance(r, Added)][1:]
+        assert carried == [f"[wake from {sender}]" for sender in admitted]
+        assert sorted(admitted) == sorted(f"bash-task-{n}" for n in range(200))
+        await end_turn(harness, runtime)
 
 
 async def test_the_budget_splits_a_burst_into_turns_in_order(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime, budget=100) as harness:
-            await harness.handle(Prompt("hold"))
-            await runtime.next_prompt()
-            for n in range(6):
-                await harness.handle(Wake(f"t{n}", "x" * 30))
+    async with scripted(short_tmp, budget=100) as (harness, runtime):
+        await harness.handle(Prompt("hold"))
+        await runtime.next_prompt()
+        for n in range(6):
+            await harness.handle(Wake(f"t{n}", "x" * 30))
+        runtime.end()
+        senders: list[str] = []
+        while len(senders) < 6:
+            prompt = await runtime.next_prompt()
+            senders += [line for line in prompt.splitlines() if line.startswith("[")]
             runtime.end()
-            senders: list[str] = []
-            while len(senders) < 6:
-                prompt = await runtime.next_prompt()
-                senders += [line for line in prompt.splitlines() if line.startswith("[")]
-                runtime.end()
-            await idle(harness)
+        await idle(harness)
     assert senders == [f"[wake from t{n}]" for n in range(6)]
     assert len(runtime.prompts) == 1 + 3
 
 
 async def test_a_long_message_is_cut_to_the_budget(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime, budget=1000) as harness:
-            await harness.handle(Prompt("é" * 5000))
-            prompt = await runtime.next_prompt()
-            runtime.end()
-            await idle(harness)
+    async with scripted(short_tmp, budget=1000) as (harness, runtime):
+        await harness.handle(Prompt("é" * 5000))
+        prompt = await runtime.next_prompt()
+        await end_turn(harness, runtime)
     assert len(prompt.encode()) < 1200
     assert "more bytes cut" in prompt
 
@@ -221,8 +208,7 @@ def test_a_turn_that_could_not_start_keeps_its_messages_and_is_retried_after_a_g
             times.append(trio.current_time())
             assert harness.status().last_stop_reason == "not started"
             assert "no such agent" in (harness.status().last_error or "")
-            runtime.end()
-            await idle(harness)
+            await end_turn(harness, runtime)
             assert [round(b - a) for a, b in itertools.pairwise(times)] == [1, 2, 4]
         assert len(set(runtime.prompts)) == 1
         records = hive_lines(tmp_path)
@@ -246,25 +232,22 @@ async def test_after_a_restart_the_turn_that_never_started_is_tried_under_its_ow
     runtime = ScriptedRuntime()
     async with serving(tmp_path, runtime) as harness:
         await runtime.next_prompt()
-        runtime.end()
-        await idle(harness)
+        await end_turn(harness, runtime)
         assert harness.status().last_turn == 1
     assert [(r["turn"], r["outcome"]) for r in hive_lines(tmp_path)] == [(1, "not started"), (1, "completed")]
 
 
 async def test_an_idle_turn_and_a_failure_after_the_result_carried_their_messages(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            await harness.handle(Wake("a", "1"))
-            await runtime.next_prompt()
-            runtime.end("idle")
-            await idle(harness)
-            await harness.handle(Wake("b", "2"))
-            await runtime.next_prompt()
-            runtime.end("fail_after_result")
-            await idle(harness)
-            assert harness.status().queue == 0
+    async with scripted(short_tmp) as (harness, runtime):
+        await harness.handle(Wake("a", "1"))
+        await runtime.next_prompt()
+        runtime.end("idle")
+        await idle(harness)
+        await harness.handle(Wake("b", "2"))
+        await runtime.next_prompt()
+        runtime.end("fail_after_result")
+        await idle(harness)
+        assert harness.status().queue == 0
     records = hive_lines(short_tmp)
     assert [(r["outcome"], r["delivered"]) for r in records] == [("idle", True), ("failed", True)]
     assert "sent nothing" in records[0]["error"]
@@ -274,17 +257,14 @@ async def test_an_unknown_session_is_forgotten_and_the_turn_retried_at_once_in_a
     short_tmp: Path,
 ) -> None:
     (short_tmp / "session").write_text('{"backend":"scripted","session_id":"gone"}')
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            assert runtime.session_id == "gone"
-            await harness.handle(Wake("a", "1"))
-            await runtime.next_prompt()
-            runtime.end("session_not_found")
-            await runtime.next_prompt()
-            runtime.end()
-            await idle(harness)
-            assert harness.status().session_id == "session-1"
+    async with scripted(short_tmp) as (harness, runtime):
+        assert runtime.session_id == "gone"
+        await harness.handle(Wake("a", "1"))
+        await runtime.next_prompt()
+        runtime.end("session_not_found")
+        await runtime.next_prompt()
+        await end_turn(harness, runtime)
+        assert harness.status().session_id == "session-1"
     assert runtime.archived == 1
     assert json.loads((short_tmp / "session").read_text()) == {
         "backend": "scripted",
@@ -299,24 +279,21 @@ async def test_an_unknown_session_is_forgotten_and_the_turn_retried_at_once_in_a
 async def test_an_operator_compact_runs_at_once_when_idle_and_after_the_turn_otherwise(
     short_tmp: Path,
 ) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            await harness.handle(Compact())
-            await harness.wait_state(lambda _: runtime.compactions == 1)
-            await idle(harness)
-            await harness.handle(Wake("a", "1"))
-            await runtime.next_prompt()
-            await harness.handle(Compact())
-            await harness.handle(Wake("b", "2"))
-            assert harness.status().compact_pending
-            assert runtime.compactions == 1
-            runtime.end()
-            # The compaction comes first, then the turn carrying what waited.
-            await runtime.next_prompt()
-            assert runtime.compactions == 2
-            runtime.end()
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        await harness.handle(Compact())
+        await harness.wait_state(lambda _: runtime.compactions == 1)
+        await idle(harness)
+        await harness.handle(Wake("a", "1"))
+        await runtime.next_prompt()
+        await harness.handle(Compact())
+        await harness.handle(Wake("b", "2"))
+        assert harness.status().compact_pending
+        assert runtime.compactions == 1
+        runtime.end()
+        # The compaction comes first, then the turn carrying what waited.
+        await runtime.next_prompt()
+        assert runtime.compactions == 2
+        await end_turn(harness, runtime)
     records = hive_lines(short_tmp)
     assert [(r["kind"], r.get("requested_by")) for r in records] == [
         ("compact", "operator"),
@@ -327,38 +304,32 @@ async def test_an_operator_compact_runs_at_once_when_idle_and_after_the_turn_oth
 
 
 async def test_the_agents_compact_tool_compacts_after_its_own_turn(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            await harness.handle(Wake("a", "1"))
-            await runtime.next_prompt()
-            await harness.ask_compact("agent")  # what the hyperhive compact tool calls
-            assert runtime.compactions == 0
-            runtime.end()
-            await harness.wait_state(lambda _: runtime.compactions == 1)
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        await harness.handle(Wake("a", "1"))
+        await runtime.next_prompt()
+        await harness.ask_compact("agent")  # what the hyperhive compact tool calls
+        assert runtime.compactions == 0
+        runtime.end()
+        await harness.wait_state(lambda _: runtime.compactions == 1)
+        await idle(harness)
     assert hive_lines(short_tmp)[-1]["requested_by"] == "agent"
 
 
 async def test_a_compaction_asked_for_during_a_stopped_turn_runs_first_after_the_restart(
     short_tmp: Path,
 ) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            await harness.handle(Wake("a", "1"))
-            await runtime.next_prompt()
-            await harness.handle(Compact())
-            await harness.ask_compact("agent")
-            # Stopped here: the turn never ended, the compaction never started.
-        again = ScriptedRuntime()
-        async with serving(short_tmp, again) as harness:
-            assert await again.next_prompt() == "[wake from a]\n1"
-            assert again.compactions == 1  # before the turn
-            again.end()
-            await idle(harness)
-        async with serving(short_tmp, ScriptedRuntime()) as harness:
-            assert not harness.status().compact_pending  # it ran: not owed again
+    async with scripted(short_tmp) as (harness, runtime):
+        await harness.handle(Wake("a", "1"))
+        await runtime.next_prompt()
+        await harness.handle(Compact())
+        await harness.ask_compact("agent")
+        # Stopped here: the turn never ended, the compaction never started.
+    async with scripted(short_tmp) as (harness, again):
+        assert await again.next_prompt() == "[wake from a]\n1"
+        assert again.compactions == 1  # before the turn
+        await end_turn(harness, again)
+    async with scripted(short_tmp) as (harness, _):
+        assert not harness.status().compact_pending  # it ran: not owed again
     assert [(r["kind"], r.get("requested_by"), r["outcome"]) for r in hive_lines(short_tmp)] == [
         ("turn", None, "stopped"),
         ("compact", "operator, agent", "completed"),
@@ -367,45 +338,43 @@ async def test_a_compaction_asked_for_during_a_stopped_turn_runs_first_after_the
 
 
 async def test_a_compaction_that_cannot_be_written_down_is_refused(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            harness.queue._fd, good = -1, harness.queue._fd  # a file that cannot be written
-            with pytest.raises(Refused, match="could not queue the compaction"):
-                await harness.handle(Compact())
-            harness.queue._fd = good
-            assert not harness.status().compact_pending
-            assert runtime.compactions == 0
+    async with scripted(short_tmp) as (harness, runtime):
+        harness.queue._fd, good = -1, harness.queue._fd  # a file that cannot be written
+        with pytest.raises(Refused, match="could not queue the compaction"):
+            await harness.handle(Compact())
+        harness.queue._fd = good
+        assert not harness.status().compact_pending
+        assert runtime.compactions == 0
 
 
 # -- status, restarts -----------------------------------------------------------------------------
 
 
 async def test_status_says_what_the_harness_is_doing(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime(usage=ContextUsage(used=50, size=200))
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            status = await harness.handle(Status())
-            assert status == AgentStatus(
-                state="idle", pid=status.pid if status else None, state_dir=str(short_tmp)
-            )
-            await harness.handle(Wake("a", "1"))
-            await runtime.next_prompt()
-            await harness.handle(Wake("b", "2"))
-            during = harness.status()
-            assert (during.state, during.queue, during.carrying, during.turns) == ("turn", 1, 1, 1)
-            runtime.end()
-            await runtime.next_prompt()
-            runtime.end()
-            await idle(harness)
-            after = harness.status()
-            assert (after.state, after.queue, after.turns, after.last_stop_reason) == (
-                "idle",
-                0,
-                2,
-                "completed",
-            )
-            assert (after.context_used, after.context_size, after.session_id) == (50, 200, "session-1")
+    async with scripted(short_tmp, runtime=ScriptedRuntime(usage=ContextUsage(used=50, size=200))) as (
+        harness,
+        runtime,
+    ):
+        status = await harness.handle(Status())
+        assert status == AgentStatus(
+            state="idle", pid=status.pid if status else None, state_dir=str(short_tmp)
+        )
+        await harness.handle(Wake("a", "1"))
+        await runtime.next_prompt()
+        await harness.handle(Wake("b", "2"))
+        during = harness.status()
+        assert (during.state, during.queue, during.carrying, during.turns) == ("turn", 1, 1, 1)
+        runtime.end()
+        await runtime.next_prompt()
+        await end_turn(harness, runtime)
+        after = harness.status()
+        assert (after.state, after.queue, after.turns, after.last_stop_reason) == (
+            "idle",
+            0,
+            2,
+            "completed",
+        )
+        assert (after.context_used, after.context_size, after.session_id) == (50, 200, "session-1")
 
 
 async def test_status_names_the_running_turn_and_the_last_that_ended_over_a_restart(short_tmp: Path) -> None:
@@ -417,8 +386,7 @@ async def test_status_names_the_running_turn_and_the_last_that_ended_over_a_rest
             first = harness.status()
             assert (first.state, first.turns, first.running_turn, first.last_turn) == ("turn", 1, 1, None)
             assert first.last_stop_reason is None and first.running_since is not None
-            runtime.end()
-            await idle(harness)
+            await end_turn(harness, runtime)
             await harness.handle(Prompt("two"))
             await runtime.next_prompt()
             second = harness.status()
@@ -431,8 +399,7 @@ async def test_status_names_the_running_turn_and_the_last_that_ended_over_a_rest
             assert second.last_started is not None and second.last_ended is not None
             assert first.running_since == second.last_started <= second.last_ended
             assert second.running_since is not None and second.last_ended <= second.running_since
-            runtime.end()
-            await idle(harness)
+            await end_turn(harness, runtime)
             await harness.handle(Compact())
             await harness.wait_state(lambda _: runtime.compactions == 1)
             await idle(harness)
@@ -459,77 +426,63 @@ async def test_a_restart_after_a_crash_in_a_turn_numbers_on_past_it(short_tmp: P
         {"type": "assistant", "message": {"content": [{"type": "text", "text": "then SIGKILL"}]}},
     ]
     (short_tmp / "turns.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            status = harness.status()
-            assert (status.turns, status.last_turn, status.last_stop_reason) == (5, 4, "idle")
-            assert (status.last_started, status.last_ended) == (10.0, 12.0)
-            await harness.handle(Prompt("again"))
-            await runtime.next_prompt()
-            assert harness.status().running_turn == 6
-            runtime.end()
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        status = harness.status()
+        assert (status.turns, status.last_turn, status.last_stop_reason) == (5, 4, "idle")
+        assert (status.last_started, status.last_ended) == (10.0, 12.0)
+        await harness.handle(Prompt("again"))
+        await runtime.next_prompt()
+        assert harness.status().running_turn == 6
+        await end_turn(harness, runtime)
     assert [r["turn"] for r in hive_lines(short_tmp)] == [4, 6]
 
 
 async def test_an_empty_or_blank_prompt_is_refused_and_nothing_is_queued(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            for text in ("", " ", "\n\t \r\n"):
-                with pytest.raises(Refused, match="the prompt is empty"):
-                    await harness.handle(Prompt(text))
-            assert harness.status().queue == 0
-            assert not [r for r in load(short_tmp / "queue")[0] if isinstance(r, Added)]
-            await harness.handle(Prompt(" words "))
-            assert await runtime.next_prompt() == "[message from operator]\n words "
-            runtime.end()
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        for text in ("", " ", "\n\t \r\n"):
+            with pytest.raises(Refused, match="the prompt is empty"):
+                await harness.handle(Prompt(text))
+        assert harness.status().queue == 0
+        assert not [r for r in load(short_tmp / "queue")[0] if isinstance(r, Added)]
+        await harness.handle(Prompt(" words "))
+        assert await runtime.next_prompt() == "[message from operator]\n words "
+        await end_turn(harness, runtime)
 
 
 async def test_a_harness_stopped_during_a_turn_replays_its_messages_and_resumes_the_session(
     short_tmp: Path,
 ) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            await harness.handle(Wake("a", "1"))
-            await runtime.next_prompt()
-            runtime.end()
-            await idle(harness)
-            await harness.handle(Wake("b", "2"))
-            await harness.handle(Wake("c", "3"))
-            await runtime.next_prompt()
-            # Stopped here: the turn never reached its result.
-        assert hive_lines(short_tmp)[-1]["outcome"] == "stopped"
-        again = ScriptedRuntime()
-        async with serving(short_tmp, again) as harness:
-            assert again.session_id == "session-1"
-            assert await again.next_prompt() == "[wake from b]\n2\n\n[wake from c]\n3"
-            again.end()
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        await harness.handle(Wake("a", "1"))
+        await runtime.next_prompt()
+        await end_turn(harness, runtime)
+        await harness.handle(Wake("b", "2"))
+        await harness.handle(Wake("c", "3"))
+        await runtime.next_prompt()
+        # Stopped here: the turn never reached its result.
+    assert hive_lines(short_tmp)[-1]["outcome"] == "stopped"
+    async with scripted(short_tmp) as (harness, again):
+        assert again.session_id == "session-1"
+        assert await again.next_prompt() == "[wake from b]\n2\n\n[wake from c]\n3"
+        await end_turn(harness, again)
 
 
 async def test_a_failed_write_is_refused_and_nothing_is_queued(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            harness.queue._fd, good = -1, harness.queue._fd  # a file that cannot be written
-            with pytest.raises(Refused, match="could not queue it"):
-                await harness.handle(Wake("a", "1"))
-            harness.queue._fd = good
-            assert harness.status().queue == 0
-            await harness.handle(Wake("b", "2"))
-            assert await runtime.next_prompt() == "[wake from b]\n2"
-            runtime.end()
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        harness.queue._fd, good = -1, harness.queue._fd  # a file that cannot be written
+        with pytest.raises(Refused, match="could not queue it"):
+            await harness.handle(Wake("a", "1"))
+        harness.queue._fd = good
+        assert harness.status().queue == 0
+        await harness.handle(Wake("b", "2"))
+        assert await runtime.next_prompt() == "[wake from b]\n2"
+        await end_turn(harness, runtime)
 
 
 # -- in lockstep with the model -------------------------------------------------------------------
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40)
 @given(ops=loop_operations, budget=st.sampled_from([40, 100_000]))
 def test_the_loop_does_what_the_model_says(ops: list[tuple[Any, ...]], budget: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="hive-al-", dir="/tmp"))
@@ -629,58 +582,47 @@ async def test_a_restart_does_not_carry_again_what_the_last_turn_delivered_befor
 ) -> None:
     # Killed between the turn's record (durable) and the queue's `carried` line: the turn log
     # says the message reached the agent, so the restart does not carry it a second time.
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            await harness.handle(Prompt("once"))
-            await runtime.next_prompt()
-            runtime.end()
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        await harness.handle(Prompt("once"))
+        await runtime.next_prompt()
+        await end_turn(harness, runtime)
     queue = short_tmp / "queue"
     kept = [line for line in queue.read_bytes().splitlines(keepends=True) if b'"carried"' not in line]
     queue.write_bytes(b"".join(kept))
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime) as harness:
-            assert harness.status().queue == 0
-            await harness.handle(Prompt("then this"))
-            assert "once" not in await runtime.next_prompt()
-            runtime.end()
-            await idle(harness)
+    async with scripted(short_tmp) as (harness, runtime):
+        assert harness.status().queue == 0
+        await harness.handle(Prompt("then this"))
+        assert "once" not in await runtime.next_prompt()
+        await end_turn(harness, runtime)
 
 
 async def test_a_wake_shown_inline_is_settled_by_the_turn_it_was_shown_in(short_tmp: Path) -> None:
-    runtime = ScriptedRuntime()
-    with trio.fail_after(GUARD):
-        async with serving(short_tmp, runtime, retry_first=0.0) as harness:
-            # Shown in a turn that delivered: held while it runs, then gone with it.
-            await harness.handle(Prompt("one"))
-            await runtime.next_prompt()
-            await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1", shown_at=time.time()))
-            assert harness.status().queue == 0
-            runtime.end()
-            await idle(harness)
-            # Its wake came once that turn had ended: judged by its record at once.
-            await harness.handle(Prompt("two"))
-            await runtime.next_prompt()
-            shown = time.time()
-            runtime.end()
-            await idle(harness)
-            await harness.handle(Wake("bash-task-b", "b ended", end_id="b:1", shown_at=shown))
-            await harness.handle(Wake("bash-task-b", "b ended", end_id="b:1"))  # a repeat
-            assert harness.status().queue == 0
-            # Shown in a turn that did not deliver, its wake coming during it or after: carried.
-            await harness.handle(Prompt("three"))
-            await runtime.next_prompt()
-            await harness.handle(Wake("bash-task-c", "c ended", end_id="c:1", shown_at=time.time()))
-            shown = time.time()
-            runtime.end("unavailable")
-            retried = await runtime.next_prompt()
-            await harness.handle(Wake("bash-task-d", "d ended", end_id="d:1", shown_at=shown))
-            runtime.end()
-            last = await runtime.next_prompt()
-            runtime.end()
-            await idle(harness)
+    async with scripted(short_tmp, retry_first=0.0) as (harness, runtime):
+        # Shown in a turn that delivered: held while it runs, then gone with it.
+        await harness.handle(Prompt("one"))
+        await runtime.next_prompt()
+        await harness.handle(Wake("bash-task-a", "a ended", end_id="a:1", shown_at=time.time()))
+        assert harness.status().queue == 0
+        await end_turn(harness, runtime)
+        # Its wake came once that turn had ended: judged by its record at once.
+        await harness.handle(Prompt("two"))
+        await runtime.next_prompt()
+        shown = time.time()
+        await end_turn(harness, runtime)
+        await harness.handle(Wake("bash-task-b", "b ended", end_id="b:1", shown_at=shown))
+        await harness.handle(Wake("bash-task-b", "b ended", end_id="b:1"))  # a repeat
+        assert harness.status().queue == 0
+        # Shown in a turn that did not deliver, its wake coming during it or after: carried.
+        await harness.handle(Prompt("three"))
+        await runtime.next_prompt()
+        await harness.handle(Wake("bash-task-c", "c ended", end_id="c:1", shown_at=time.time()))
+        shown = time.time()
+        runtime.end("unavailable")
+        retried = await runtime.next_prompt()
+        await harness.handle(Wake("bash-task-d", "d ended", end_id="d:1", shown_at=shown))
+        runtime.end()
+        last = await runtime.next_prompt()
+        await end_turn(harness, runtime)
     assert retried == "[message from operator]\nthree\n\n[wake from bash-task-c]\nc ended"
     assert last == "[wake from bash-task-d]\nd ended"
     assert len(runtime.prompts) == 5

@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from hive.agent._render import render_log
+from hive.agent import render_log
 from hive.wake import LineReader
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import (

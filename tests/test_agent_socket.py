@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 
 from hive.wake import Prompt, Status, Wake, decode_request, encode, serve_agent_socket
 from tests.helpers.agent_loop import ScriptedRuntime, raw_client, serving
 from tests.helpers.strategies import agent_lines
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60)
 @given(lines=agent_lines)
 def test_bad_requests_are_refused_and_the_connection_stays_usable(lines: list[bytes]) -> None:
     root = Path(tempfile.mkdtemp(prefix="hive-as-", dir="/tmp"))

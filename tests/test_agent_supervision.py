@@ -17,7 +17,6 @@ import select
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +27,14 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from fixtures import acp_agent
 from hive.wake import AgentStatus, open_agent_connection
-from tests.helpers.harness import Agent, acp_env, running_agent, scratch_root
+from tests.helpers.harness import Agent, acp_env, running_agent
 from tests.helpers.inotify import wait_until
 from tests.helpers.processes import wait_exited
 
 GUARD = 90
 
 
-@pytest.fixture
-def root() -> Iterator[Path]:
-    with scratch_root("hive-s-", kill_events=("start",)) as path:
-        yield path
+pytestmark = pytest.mark.kill_at_end("start")
 
 
 def started_pid(agent: Agent, what: str) -> int:

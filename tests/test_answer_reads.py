@@ -8,11 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from hive.bash import _output, _tasks
-from hive.bash._courier import WakeCourier
-from hive.bash._store import TAIL_BYTES, Tail, TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools, ToolResult
+from hive.bash import TAIL_BYTES, Tail, ToolResult, _output, _tasks
+from tests.helpers.tools import serving_tools
 
 
 class BlockingTails:
@@ -43,17 +40,12 @@ async def test_tails_for_status_answers_and_wakes_are_read_off_the_event_loop(
     tails = BlockingTails(trio.lowlevel.current_trio_token())
     monkeypatch.setattr(_tasks, "read_tail", tails)  # the wakes'
     monkeypatch.setattr(_output, "read_tail", tails)  # the answers'
-    store = TaskStore(short_tmp / "state")
-    store.create_dirs()
-    manager = TaskManager(store, TaskSettings(workdir=short_tmp), WakeCourier(None))
-    tools = BashTools(manager)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(manager.serve)
+    async with serving_tools(short_tmp) as tools, trio.open_nursery() as nursery:
         started = await tools.call(
             "run", {"cmd": "echo hello; echo oops >&2", "name": "t", "wait_seconds": 0}
         )
         assert not started.is_error, started.text
-        task = manager.get("t")
+        task = tools.manager.get("t")
         with trio.fail_after(30):
             await task.ended.wait()
         # Its end was owed (wait_seconds=0): the wake was composed with its stdout's tail.
@@ -83,4 +75,3 @@ async def test_tails_for_status_answers_and_wakes_are_read_off_the_event_loop(
         assert answer.structured["stdout"]["tail"] == "hello\n"
         assert answer.structured["stderr"]["tail"] == "oops\n"
         assert sorted(tails.paths) == ["t.err", "t.out", "t.out"]
-        nursery.cancel_scope.cancel()

@@ -19,11 +19,9 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive.bash._courier import WakeCourier
+from hive.bash import TAIL_BYTES, TOOLS, BashTools, Tail, ToolResult
 from hive.bash._describe import BRIEF_LINES, BRIEF_TAIL_BYTES, brief_output
-from hive.bash._store import TAIL_BYTES, Tail, TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import TOOLS, BashTools, ToolResult
+from tests.helpers.tools import serving_tools
 
 FULL_ONLY = {"cmd", "cwd", "pid", "held_by", "created_at", "started_at", "ended_at", "signals", "cmd_path"}
 """Fields of a task's status that its full status has and an agent's answer leaves out."""
@@ -39,14 +37,9 @@ def as_the_model_reads_it(result: ToolResult) -> str:
 
 @pytest.fixture
 async def tools(short_tmp: Path) -> AsyncIterator[BashTools]:
-    store = TaskStore(short_tmp / "state")
-    store.create_dirs()
     # An agent socket (nobody listens): the daemon promises wakes, as under hive-agent.
-    manager = TaskManager(store, TaskSettings(workdir=short_tmp), WakeCourier(short_tmp / "agent.sock"))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(manager.serve)
-        yield BashTools(manager)
-        nursery.cancel_scope.cancel()
+    async with serving_tools(short_tmp, agent_socket=short_tmp / "agent.sock") as tools:
+        yield tools
 
 
 SCHEMAS = {spec.name: spec.output_schema for spec in TOOLS}

@@ -16,13 +16,12 @@ from hypothesis import strategies as st
 
 from hive._arguments import ArgumentError, arguments_object, check_arguments
 from hive._limits import MAX_WAIT
-from hive.agent._hyperhive_tools import TOOLS as HYPERHIVE_TOOLS
-from hive.agent._hyperhive_tools import HyperhiveTools
-from hive.bash._tasks import TaskManager
-from hive.bash._tools import TOOLS as BASH_TOOLS
-from hive.bash._tools import BashTools
+from hive.agent import TOOLS as HYPERHIVE_TOOLS
+from hive.agent import HyperhiveTools
+from hive.bash import TOOLS as BASH_TOOLS
+from hive.bash import BashTools, TaskManager
 from hive.errors import BadInput
-from hive.subagent._specs import TOOLS as SUBAGENT_TOOLS
+from hive.subagent import TOOLS as SUBAGENT_TOOLS
 from tests.helpers.strategies import json_values
 
 SCHEMAS: dict[str, dict[str, Any]] = {

@@ -19,11 +19,9 @@ import trio
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from hive.bash import BashTools, TaskRecord, TaskStore
 from hive.bash._line import RunLine
-from hive.bash._records import TaskRecord
-from hive.bash._store import TaskStore
 from hive.bash._task import Task
-from hive.bash._tools import BashTools
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate, release_gate
 from tests.helpers.results import call, structured

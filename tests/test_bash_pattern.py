@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive.bash import _pattern
-from hive.bash._errors import BadArgument
+from hive.bash import BadArgument, _pattern
 from hive.bash._pattern import LINE_BYTES, compile_pattern, pieces, search_lines
 
 

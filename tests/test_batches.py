@@ -3,11 +3,32 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 import trio
 
 from hive.bash._batches import Batcher, BatcherStopped
+
+
+async def call_all(batcher: Batcher, function: Callable[[int], int], count: int) -> dict[int, object]:
+    """``function(n)`` for each n below ``count``, all called at once through a serving ``batcher``:
+    each n's result, or its OSError's message."""
+    outcomes: dict[int, object] = {}
+
+    async def one(n: int) -> None:
+        try:
+            outcomes[n] = await batcher.run(function, n)
+        except OSError as exc:
+            outcomes[n] = str(exc)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(batcher.serve)
+        async with trio.open_nursery() as calls:
+            for n in range(count):
+                calls.start_soon(one, n)
+        nursery.cancel_scope.cancel()
+    return outcomes
 
 
 async def test_calls_made_together_share_trips_and_each_gets_its_own_result() -> None:
@@ -19,18 +40,7 @@ async def test_calls_made_together_share_trips_and_each_gets_its_own_result() ->
         threads.add(threading.get_ident())
         return n * n
 
-    results: dict[int, int] = {}
-
-    async def one(n: int) -> None:
-        results[n] = await batcher.run(square, n)
-
-    async with trio.open_nursery() as nursery:
-        await nursery.start(batcher.serve)
-        async with trio.open_nursery() as calls:
-            for n in range(100):
-                calls.start_soon(one, n)
-        nursery.cancel_scope.cancel()
-    assert results == {n: n * n for n in range(100)}
+    assert await call_all(batcher, square, 100) == {n: n * n for n in range(100)}
     assert loop_thread not in threads
     # The calls made before the first trip began share it; those made while it ran, the next.
     assert batcher.trips <= 2
@@ -44,21 +54,7 @@ async def test_an_exception_reaches_only_its_own_caller() -> None:
             raise OSError(f"bad {n}")
         return n
 
-    outcomes: dict[int, object] = {}
-
-    async def one(n: int) -> None:
-        try:
-            outcomes[n] = await batcher.run(fail, n)
-        except OSError as exc:
-            outcomes[n] = str(exc)
-
-    async with trio.open_nursery() as nursery:
-        await nursery.start(batcher.serve)
-        async with trio.open_nursery() as calls:
-            for n in range(6):
-                calls.start_soon(one, n)
-        nursery.cancel_scope.cancel()
-    assert outcomes == {0: 0, 1: 1, 2: 2, 3: "bad 3", 4: 4, 5: 5}
+    assert await call_all(batcher, fail, 6) == {0: 0, 1: 1, 2: 2, 3: "bad 3", 4: 4, 5: 5}
 
 
 async def test_a_cancelled_caller_still_waits_for_what_it_asked_to_end() -> None:

@@ -16,7 +16,7 @@ import trio
 
 from hive._unix import open_unix_listener
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.fake_bash_daemon import BAD_ANSWERS, fake_daemon
+from tests.helpers.fake_bash_daemon import BAD_ANSWERS, bad_daemon
 from tests.helpers.gates import gated, make_gate, open_gate, sigkill
 from tests.helpers.processes import wait_exited
 
@@ -348,10 +348,9 @@ async def test_run_wait_0_tells_the_operator_what_to_do_and_that_no_agent_is_wok
 
 @pytest.mark.parametrize("case", sorted(BAD_ANSWERS))
 async def test_a_bad_answer_is_one_line_and_exit_1(short_tmp: Path, case: str) -> None:
-    script, says = BAD_ANSWERS[case]
-    path = short_tmp / "fake.sock"
+    says = BAD_ANSWERS[case][1]
     with trio.fail_after(CLI_WITHIN):
-        async with fake_daemon(path, script):
+        async with bad_daemon(short_tmp, case) as path:
             listed, ran = await hive_all(
                 ["bash", "ls", "--socket", str(path)],
                 ["bash", "run", "true", "--json", "--socket", str(path)],

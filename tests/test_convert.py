@@ -24,11 +24,10 @@ import hive.bash._wire as bash_wire
 import hive.subagent._convert as subagent_convert
 from hive import wake
 from hive._convert import DecodeError, StrictConverter, strict_converter, structure
-from hive.agent._model import Item
-from hive.bash._records import LooseEnd, TaskRecord
+from hive.agent import Item
+from hive.bash import LooseEnd, TaskRecord
 from hive.errors import BadInput
-from hive.subagent import Caller
-from hive.subagent._records import SessionRecord
+from hive.subagent import Caller, SessionRecord
 
 RECORDS: list[tuple[StrictConverter, type]] = [
     (bash_wire.converter, TaskRecord),

@@ -39,7 +39,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hive.bash._tools import BashTools
+from hive.bash import BashTools
 from hive.wake import AgentRequest, Wake
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups
 from tests.helpers.inotify import wait_until
@@ -516,11 +516,7 @@ deaths = st.builds(
 # The dead managers' children run on (as a dead daemon's tasks do), so their Popen objects are
 # collected while the processes live, reported as unraisable warnings.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@settings(
-    max_examples=20,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@settings(max_examples=20, derandomize=True, suppress_health_check=[HealthCheck.data_too_large])
 @given(where=deaths, rng=st.randoms(use_true_random=False), count=st.integers(2, 5))
 def test_a_daemon_dying_at_any_write_loses_no_task_and_no_end(
     where: Deaths, rng: random.Random, count: int

@@ -8,17 +8,16 @@ import json
 import os
 import re
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from hive.bash._store import serial_from_files
+from hive.bash import serial_from_files
 from hive.wake import AgentRequest, Wake, serve_agent_socket
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.forked_daemon import ForkedDaemonHandle, forked_daemon_under
+from tests.helpers.forked_daemon import ForkedDaemonHandle
 from tests.helpers.gates import make_gate, sigkill
 from tests.helpers.jsonrpc import (
     answer,
@@ -30,12 +29,7 @@ from tests.helpers.listener import AgentListener
 from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 
-
-@pytest.fixture
-def daemon(short_tmp: Path) -> Iterator[ForkedDaemonHandle]:
-    """The paths of a daemon under ``short_tmp``, forked from the zygote when the test starts it
-    (see ``tests.helpers.forked_daemon``): a restart costs a fork, not the SDK's import."""
-    yield from forked_daemon_under(short_tmp)
+pytestmark = pytest.mark.forked_daemon
 
 
 async def read_pid(fifo: Path) -> int:

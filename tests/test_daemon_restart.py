@@ -18,19 +18,14 @@ import trio
 from mcp.shared.exceptions import MCPError
 
 from tests.helpers.daemon import DaemonHandle, group_alive
-from tests.helpers.forked_daemon import forked_daemon_under, forked_shared_daemon
+from tests.helpers.forked_daemon import forked_shared_daemon
 from tests.helpers.gates import gated, make_gate, open_gate, sigkill, start_gated
 from tests.helpers.inotify import wait_until
 from tests.helpers.listener import AgentListener
 from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 
-
-@pytest.fixture
-def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
-    """The paths of a daemon under ``short_tmp``, forked from the zygote when the test starts it
-    (see ``tests.helpers.forked_daemon``): a restart costs a fork, not the SDK's import."""
-    yield from forked_daemon_under(short_tmp)
+pytestmark = pytest.mark.forked_daemon
 
 
 async def loose_end_gone(daemon: DaemonHandle, task_id: str) -> None:

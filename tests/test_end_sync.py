@@ -8,10 +8,8 @@ from pathlib import Path
 
 import trio
 
-from hive.bash._courier import WakeCourier
-from hive.bash._store import TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools
+from hive.bash import TaskStore
+from tests.helpers.tools import serving_tools
 
 
 def _loose_end(store: TaskStore, task_id: str) -> dict[str, object]:
@@ -23,13 +21,9 @@ async def test_an_owed_end_is_recorded_at_once_and_its_wake_saved_at_the_next_in
     short_tmp: Path,
 ) -> None:
     store = TaskStore(short_tmp / "state")
-    store.create_dirs()
     # No agent socket: the end stays owed. The interval is never reached on its own here.
-    settings = TaskSettings(workdir=short_tmp, output_check_interval=3600)
-    manager = TaskManager(store, settings, WakeCourier(None))
-    tools = BashTools(manager)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(manager.serve)
+    async with serving_tools(short_tmp, store=store, output_check_interval=3600) as tools:
+        manager = tools.manager
         started = await tools.call("run", {"cmd": "echo finished", "name": "t", "wait_seconds": 0})
         assert not started.is_error, started.text
         task = manager.get("t")
@@ -51,7 +45,6 @@ async def test_an_owed_end_is_recorded_at_once_and_its_wake_saved_at_the_next_in
         with trio.fail_after(30):
             await manager.get("u").recorded.wait()
         assert _loose_end(store, "u")["wake"] is None
-        nursery.cancel_scope.cancel()
     wake = _loose_end(store, "u")["wake"]
     assert isinstance(wake, dict)
     assert "last" in wake["body"]
@@ -59,13 +52,8 @@ async def test_an_owed_end_is_recorded_at_once_and_its_wake_saved_at_the_next_in
 
 async def test_an_end_told_before_the_interval_leaves_no_loose_end_to_rewrite(short_tmp: Path) -> None:
     store = TaskStore(short_tmp / "state")
-    store.create_dirs()
-    manager = TaskManager(
-        store, TaskSettings(workdir=short_tmp, output_check_interval=3600), WakeCourier(None)
-    )
-    tools = BashTools(manager)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(manager.serve)
+    async with serving_tools(short_tmp, store=store, output_check_interval=3600) as tools:
+        manager = tools.manager
         answer = await tools.call("run", {"cmd": "echo inline", "name": "t", "wait_seconds": 30})
         assert answer.structured["state"] == "done"
         assert answer.delivered is not None
@@ -80,4 +68,3 @@ async def test_an_end_told_before_the_interval_leaves_no_loose_end_to_rewrite(sh
         assert not store.loose_end_path("t").exists()
         await manager.ledger.sync_ends(manager.tasks)
         assert not store.loose_end_path("t").exists()
-        nursery.cancel_scope.cancel()

@@ -16,18 +16,15 @@ import trio
 
 from hive._state_dir import lock_holder, lock_state_dir
 from hive._unix import open_unix_listener
-from hive.agent._model import Arrived, ItemKind, Phase
-from hive.agent._wire import SessionFile, TurnRecord, encode
-from hive.bash._model import TaskState
-from hive.bash._records import LooseEnd, TaskRecord
-from hive.bash._store import TaskStore
+from hive.agent import Arrived, ItemKind, Phase, SessionFile, TurnRecord, encode
+from hive.bash import LooseEnd, TaskRecord, TaskState, TaskStore
+from hive.cli import main
 from hive.cli._ls import row
-from hive.cli._main import main
 from hive.fleet import ASK_SECONDS, AgentView, state_dirs, survey, survey_all
 from hive.fleet._history import TAIL_BYTES, TURNS, Histories, TurnPoint, turn_points
 from hive.fleet._page import agent_summary, fleet_rows
-from hive.subagent._records import Current, SessionRecord
-from hive.subagent._store import Store as SubagentStore
+from hive.subagent import Current, SessionRecord
+from hive.subagent import Store as SubagentStore
 from hive.wake import AgentRequest, AgentStatus, DaemonHealth, serve_agent_socket
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 

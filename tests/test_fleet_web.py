@@ -21,7 +21,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from hive._unix import open_unix_listener
-from hive.agent._wire import TurnRecord, encode
+from hive.agent import TurnRecord, encode
 from hive.cli._web import WebSettingError, read_token
 from hive.fleet._web import HEARTBEAT, Fleet, _agent_updates, _fleet_updates, make_app
 from hive.wake import AgentRequest, AgentStatus, serve_agent_socket

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from hive._turn import session_line
-from hive.agent._options import OptionsError, parse_options
+from hive.agent import OptionsError, parse_options
 from hive.cli import build_parser
 from hive.errors import BadInput
 from hive.turn import config_from, prompt_from

@@ -10,7 +10,7 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -28,11 +28,9 @@ import hive.agent._hyperhive_tools as tools_module
 from hive.agent._hyperhive import serve_hyperhive
 from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
 from hive.agent._loose_ends import describe, read_loose_ends
-from hive.bash._records import LooseEnd, OwedWake, TaskRecord
-from hive.bash._wire import encode
+from hive.bash import LooseEnd, OwedWake, TaskRecord, encode
 from hive.wake import Refused
 from tests.helpers.daemon import DaemonHandle
-from tests.helpers.forked_daemon import forked_daemon_under
 from tests.helpers.gates import make_gate, open_gate, start_gated
 from tests.helpers.hyperhive import session
 from tests.helpers.processes import wait_exited
@@ -42,11 +40,7 @@ from tests.helpers.strategies import loose_end_files, loose_ends, records
 LOOSE_ENDS_SCHEMA = next(t["output_schema"] for t in TOOLS if t["name"] == "loose_ends")
 
 
-@pytest.fixture
-def daemon(short_tmp: Path) -> Iterator[DaemonHandle]:
-    """The paths of a daemon under ``short_tmp``, forked from the zygote when the test starts it
-    (see ``tests.helpers.forked_daemon``): a restart costs a fork, not the imports."""
-    yield from forked_daemon_under(short_tmp)
+pytestmark = pytest.mark.forked_daemon
 
 
 @attrs.define
@@ -448,8 +442,7 @@ def test_a_compaction_the_harness_cannot_write_down_is_a_tool_error(tmp_path: Pa
 
 
 def test_an_earlier_runs_loose_end_is_listed_with_its_own_runs_files(tmp_path: Path) -> None:
-    from hive.bash._records import LooseEnd, OwedWake, TaskRecord
-    from hive.bash._store import TaskStore
+    from hive.bash import LooseEnd, OwedWake, TaskRecord, TaskStore
 
     store = TaskStore(tmp_path)
     store.create_dirs()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,21 +88,24 @@ def part_of(path: Path) -> str:
     return relative.parts[0].removesuffix(".py")
 
 
+def imported_names(path: Path, *, members: bool = False) -> Iterator[str]:
+    """The modules ``path`` imports by absolute name; with ``members``, also each name taken from
+    one (``from hive.bash import _procs`` gives ``hive.bash._procs``)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            if members:
+                yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
 def hive_imports(path: Path) -> set[str]:
     """The parts of hive that ``path`` imports (``""`` for the package root)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        for name in names:
-            if name == "hive":
-                found.add("")
-            elif name.startswith("hive."):
-                found.add(name.split(".")[1])
-    return found
+    names = set(imported_names(path))
+    return {name.split(".")[1] for name in names if name.startswith("hive.")} | (
+        {""} if "hive" in names else set()
+    )
 
 
 def test_every_module_keeps_to_its_layer() -> None:
@@ -119,16 +123,10 @@ def private_imports(path: Path) -> set[str]:
     """The private modules of hive's packages (``hive.<package>._<module>``) that ``path`` imports,
     by their full names (``from hive.bash import _procs`` is ``hive.bash._procs``)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "hive" and len(parts) > 2 and parts[2].startswith("_"):
-                found.add(".".join(parts[:3]))
+    for name in imported_names(path, members=True):
+        parts = name.split(".")
+        if parts[0] == "hive" and len(parts) > 2 and parts[2].startswith("_"):
+            found.add(".".join(parts[:3]))
     return found
 
 

@@ -102,8 +102,7 @@ def test_an_expected_error_is_one_line_without_errno_noise(leaf: BaseException) 
 def test_the_exit_code_table() -> None:
     from hive._files import NotADirectory
     from hive._unix import NotASocket, SocketInUse, SocketPathTooLong
-    from hive.agent._options import OptionsError
-    from hive.agent._orphans import PreviousStillRunning
+    from hive.agent import OptionsError, PreviousStillRunning
     from hive.bash import BashError, DaemonUnavailable
     from hive.runtime import AgentRefused, AgentUnavailable, SessionNotFound, SpecError, TurnFailed
 
@@ -228,7 +227,7 @@ def test_hive_demo_that_fails_shows_the_agents_log_then_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], short_tmp: Path
 ) -> None:
     from hive import demo
-    from hive.bash._launch import DaemonFailedToStart
+    from hive.bash import DaemonFailedToStart
     from hive.cli import main
 
     @contextlib.asynccontextmanager
@@ -309,8 +308,7 @@ def test_hive_subagent_daemon_refused_its_socket_or_state_dir_exits_2(
     signal_handlers: None,
     no_logging_setup: None,
 ) -> None:
-    from hive.subagent import daemon
-    from hive.subagent._store import Store
+    from hive.subagent import Store, daemon
 
     monkeypatch.delenv("CLAUDECODE", raising=False)  # main drops it from the environment
     state, sock = short_tmp / "state", short_tmp / "sock"
@@ -325,11 +323,26 @@ def test_hive_subagent_daemon_refused_its_socket_or_state_dir_exits_2(
     assert "another subagent daemon is using" in one_line(capsys, "hive-subagent-daemon")
 
 
-def test_hive_subagent_mcp_goes_through_the_boundary(
-    monkeypatch: pytest.MonkeyPatch, short_tmp: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("program", "module", "given", "bad"),
+    [
+        ("hive-subagent-mcp", "hive.subagent.relay", ["--state-dir", "{tmp}"], ["--idle-timeout", "-1"]),
+        ("hive-bash-mcp", "hive.bash.relay", ["--socket", "/run/x"], ["--reply-timeout", "soon"]),
+    ],
+)
+def test_a_relay_goes_through_the_boundary(
+    monkeypatch: pytest.MonkeyPatch,
+    short_tmp: Path,
+    capsys: pytest.CaptureFixture[str],
+    program: str,
+    module: str,
+    given: list[str],
+    bad: list[str],
 ) -> None:
     from hive.daemon.relay import Relay
-    from hive.subagent import relay
+
+    relay = importlib.import_module(module)
+    args = [arg.format(tmp=short_tmp) for arg in given]
 
     def denied(self: object) -> int:
         raise PermissionError(errno.EACCES, "Permission denied", "/run/x")
@@ -338,35 +351,13 @@ def test_hive_subagent_mcp_goes_through_the_boundary(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Relay, "run", denied)
-    assert relay.main(["--state-dir", str(short_tmp)]) == 1
-    assert one_line(capsys, "hive-subagent-mcp") == "hive-subagent-mcp: /run/x: Permission denied\n"
+    assert relay.main(args) == 1
+    assert one_line(capsys, program) == f"{program}: /run/x: Permission denied\n"
     monkeypatch.setattr(Relay, "run", interrupted)
-    assert relay.main(["--state-dir", str(short_tmp)]) == 130  # SIGINT, as ever
+    assert relay.main(args) == 130  # SIGINT, as ever
     assert capsys.readouterr().err == ""
     with pytest.raises(SystemExit) as usage:
-        relay.main(["--idle-timeout", "-1"])
-    assert usage.value.code == 2
-
-
-def test_hive_bash_mcp_goes_through_the_boundary(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from hive.bash import relay
-    from hive.daemon.relay import Relay
-
-    def denied(self: object) -> int:
-        raise PermissionError(errno.EACCES, "Permission denied", "/run/x")
-
-    def interrupted(self: object) -> int:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(Relay, "run", denied)
-    assert relay.main(["--socket", "/run/x"]) == 1
-    assert one_line(capsys, "hive-bash-mcp") == "hive-bash-mcp: /run/x: Permission denied\n"
-    monkeypatch.setattr(Relay, "run", interrupted)
-    assert relay.main(["--socket", "/run/x"]) == 130  # SIGINT, as ever
-    with pytest.raises(SystemExit) as usage:
-        relay.main(["--reply-timeout", "soon"])
+        relay.main(bad)
     assert usage.value.code == 2
 
 

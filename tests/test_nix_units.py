@@ -34,11 +34,12 @@ import attrs
 import pytest
 import trio
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 
 from hive.runtime import Backend, RuntimeSpec
 from tests.helpers.daemon import REPO
 from tests.helpers.listener import AgentListener
+from tests.helpers.mcp_stdio import stdio_session
 from tests.helpers.results import call, structured, text_of
 
 VENV_BIN = Path(sys.executable).parent
@@ -420,13 +421,8 @@ async def mcp_session(server: Mapping[str, Any], host: Host, unit: str) -> Async
         command = str(program_of([command], host.package))
     env = host.environment(unit) | server["env"]
     params = StdioServerParameters(command=command, args=server["args"], env=env)
-    with open(host.root / "mcp.err", "a") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            yield session
+    async with stdio_session(params, host.root / "mcp.err") as session:
+        yield session
 
 
 async def test_the_daemon_unit_serves_the_bash_server_of_the_mcp_config_and_wakes_the_agent_socket(

@@ -6,20 +6,13 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 
-from hive.bash._courier import WakeCourier
-from hive.bash._errors import DiskError
-from hive.bash._records import TaskRecord
-from hive.bash._store import TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools
+from hive.bash import DiskError, TaskRecord, TaskStore
 from hive.wake import Wake, open_agent_connection
 from tests.helpers.daemon import DaemonHandle, group_alive
 from tests.helpers.gates import make_gate, open_gate, release_gate
@@ -75,12 +68,8 @@ async def test_a_full_disk_is_reported_by_the_tasks_it_affects_and_does_not_stop
     short_tmp: Path,
 ) -> None:
     store = FlakyStore(short_tmp / "state")
-    store.create_dirs()
     # A 1 s kill grace: with the default 10 s, each of these tests waited it out on the way out.
-    manager = TaskManager(store, TaskSettings(workdir=short_tmp, kill_grace=1.0), WakeCourier(None))
-    tools = BashTools(manager)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(manager.serve)
+    async with serving_tools(short_tmp, store=store, kill_grace=1.0) as tools:
         started = await tools.call("run", {"cmd": "sleep 60", "name": "writer", "wait_seconds": 0})
         assert not started.is_error, started.text
         store.full = True
@@ -94,34 +83,18 @@ async def test_a_full_disk_is_reported_by_the_tasks_it_affects_and_does_not_stop
         store.full = False
         ok = await tools.call("run", {"cmd": "echo recovered"})
         assert ok.structured["stdout"]["tail"] == "recovered\n"
-        nursery.cancel_scope.cancel()
 
 
 async def test_starting_a_task_on_a_full_disk_raises_disk_error(short_tmp: Path) -> None:
     store = FlakyStore(short_tmp / "state")
-    store.create_dirs()
     store.full = True
-    manager = TaskManager(store, TaskSettings(workdir=short_tmp), WakeCourier(None))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(manager.serve)
+    async with serving_tools(short_tmp, store=store) as tools:
         with pytest.raises(DiskError, match="No space left on device"):
-            await manager.start("true")
-        assert manager.tasks == {}
-        nursery.cancel_scope.cancel()
+            await tools.manager.start("true")
+        assert tools.manager.tasks == {}
 
 
-def _can_mount_tmpfs() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-        capture_output=True,
-        check=False,
-    )
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unshare and a mountable tmpfs (user namespaces)")
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs unshare and a mountable tmpfs (user namespaces)")
 async def test_a_really_full_disk(daemon: DaemonHandle) -> None:
     """The state directory on a 1 MiB tmpfs, in the daemon's own mount namespace: a task fills it."""
     daemon.state_dir.mkdir()
@@ -149,12 +122,9 @@ async def test_a_record_saved_once_the_disk_has_room_again_no_longer_says_it_cou
     short_tmp: Path,
 ) -> None:
     store = FlakyStore(short_tmp / "state")
-    store.create_dirs()
     # A 1 s kill grace: with the default 10 s, each of these tests waited it out on the way out.
-    manager = TaskManager(store, TaskSettings(workdir=short_tmp, kill_grace=1.0), WakeCourier(None))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(manager.serve)
-        tools = BashTools(manager)
+    async with serving_tools(short_tmp, store=store, kill_grace=1.0) as tools:
+        manager = tools.manager
         started = await tools.call("run", {"cmd": "sleep 60", "name": "w", "wait_seconds": 0})
         assert not started.is_error, started.text
         await trio.testing.wait_all_tasks_blocked()  # its supervisor is watching it
@@ -169,7 +139,6 @@ async def test_a_record_saved_once_the_disk_has_room_again_no_longer_says_it_cou
         on_disk = json.loads(store.record_path("w").read_bytes())
         assert on_disk["state"] == "stopped"
         assert not any("could not be saved" in note for note in on_disk["notes"]), on_disk["notes"]
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_writer_faster_than_the_check_is_held_within_8_mib_of_the_cap(short_tmp: Path) -> None:

@@ -26,10 +26,7 @@ import attrs
 import trio
 
 from hive._files import fsync_dir
-from hive.agent._log import TurnLog
-from hive.agent._loop import SESSION_FILE, TURN_LOG
-from hive.agent._model import Phase
-from hive.agent._session import SessionStore
+from hive.agent import SESSION_FILE, TURN_LOG, Phase, SessionStore, TurnLog
 from hive.agent.harness import lock_state_dir
 from hive.wake import Wake
 from tests.helpers import power_cut

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 import hive.turn
-from hive.acp._command import agent_command
+from hive.acp import agent_command
 from hive.cli import build_parser
 from hive.runtime import prestart, release_prestarted, start_agent
 from hive.runtime._prestart import AgentCommand, Prestart, Spawned, interrupt_unclaimed, unclaimed

@@ -24,9 +24,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 
 from hive import daemon as kit
 from hive._limits import MAX_WAIT
-from hive.bash import _server
+from hive.bash import TOOLS, _server
 from hive.bash import relay as forms
-from hive.bash._tools import TOOLS
 from hive.daemon import relay
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.jsonrpc import initialize, notification, open_relay, request, result_of

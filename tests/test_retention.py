@@ -14,17 +14,14 @@ import pytest
 import trio
 from hypothesis import given
 
-from hive.bash._courier import WakeCourier
-from hive.bash._records import LooseEnd, TaskRecord
+from hive.bash import LooseEnd, StoredRun, TaskRecord, TaskStore
 from hive.bash._retention import DAY, Candidate, Pruner, Retention, _Known, candidates, choose
-from hive.bash._store import StoredRun, TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate
 from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.strategies import listings, retentions
+from tests.helpers.tools import serving_tools
 
 # -- the choice ---------------------------------------------------------------------------------
 
@@ -271,12 +268,9 @@ async def test_periodic_passes_prune_an_ended_task_once_told_without_blocking_th
     store.release = threading.Event()
     store.entered = trio.Event()
     store.token = trio.lowlevel.current_trio_token()
-    store.create_dirs()
-    manager = TaskManager(store, TaskSettings(workdir=short_tmp), WakeCourier(None))
-    tools = BashTools(manager)
-    pruner = Pruner(manager, Retention(max_age=0, interval=0.01))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(manager.serve)
+    async with serving_tools(short_tmp, store=store) as tools, trio.open_nursery() as nursery:
+        manager = tools.manager
+        pruner = Pruner(manager, Retention(max_age=0, interval=0.01))
         nursery.start_soon(pruner.run)
         try:
             with trio.fail_after(10):

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hive.agent import TurnRecord
 from hive.agent._session import resumed_cost
-from hive.agent._wire import TurnRecord
 from hive.sink import Batch, MemorySink, SessionCost, TurnCost
-from hive.subagent._records import Current
+from hive.subagent import Current
 from hive.subagent._turns import TurnSink, end_of
 
 CENT = 0.01

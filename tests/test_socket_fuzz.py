@@ -4,7 +4,6 @@ agent socket and the subagent daemon's each go on serving (one server for all th
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable, Iterator
 
 import attrs
@@ -13,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.daemon import shared_daemon
-from tests.helpers.jsonrpc import INITIALIZE, answers_initialize
+from tests.helpers.jsonrpc import INITIALIZE, answers_initialize, raw_exchange
 from tests.helpers.servers import (
     agent_socket_in_a_thread,
     agent_takes_a_wake,
@@ -65,28 +64,9 @@ def fuzzed(request: pytest.FixtureRequest) -> Iterator[Fuzzed]:
             yield Fuzzed(str(path), subagent_status, anything)
 
 
-def send_and_drain(path: str, payload: bytes, half_close: bool) -> bytes:
-    """Send ``payload``; then either hang up, or shut the writing side and read all the answers."""
-    received = b""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
-        sock.connect(path)
-        try:
-            sock.sendall(payload)
-            if half_close:
-                sock.shutdown(socket.SHUT_WR)
-            else:
-                return received  # just hang up
-            while chunk := sock.recv(65536):
-                received += chunk
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-    return received
-
-
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(payload=socket_payloads(INITIALIZE), half_close=st.booleans())
 def test_random_bytes_never_stop_the_server(fuzzed: Fuzzed, payload: bytes, half_close: bool) -> None:
-    reply = send_and_drain(fuzzed.path, payload, half_close)
+    reply = raw_exchange(fuzzed.path, payload, half_close, hang_up=not half_close)
     fuzzed.judge(payload, half_close, reply)
     assert fuzzed.answers(fuzzed.path)

@@ -19,10 +19,7 @@ import trio
 from hive._files import append_whole, ensure_private_dir, open_append, open_lock, try_lock, write_atomic
 from hive._state_dir import BadStateDir, StateDirBusy, StateDirUnusable, default_state_dir
 from hive._state_dir import lock_state_dir as lock_state_dir_for
-from hive.agent import harness
-from hive.agent._log import TurnLog
-from hive.agent._queue import open_queue_file
-from hive.agent._session import SessionStore
+from hive.agent import SessionStore, TurnLog, harness, open_queue_file
 from hive.agent.harness import lock_state_dir
 from hive.bash.daemon import _lock_state_dir
 from hive.errors import HiveError, StateBusy
@@ -289,16 +286,22 @@ def test_hive_agent_with_a_file_for_its_state_dir_exits_2_in_one_line(
     ]
 
 
-@pytest.mark.parametrize("planted", ["symlink", "fifo", "directory"])
-def test_a_lock_that_cannot_be_opened_is_state_dir_unusable(tmp_path: Path, planted: str) -> None:
-    path = tmp_path / "x.lock"
+def plant(planted: str, path: Path, target: Path) -> None:
+    """At ``path``, where a file is wanted: a symlink to ``target`` (`PLANTED` written there), a
+    fifo or a directory."""
     if planted == "symlink":
-        (tmp_path / "target").write_bytes(PLANTED)
-        path.symlink_to(tmp_path / "target")
+        target.write_bytes(PLANTED)
+        path.symlink_to(target)
     elif planted == "fifo":
         os.mkfifo(path)
     else:
         path.mkdir()
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo", "directory"])
+def test_a_lock_that_cannot_be_opened_is_state_dir_unusable(tmp_path: Path, planted: str) -> None:
+    path = tmp_path / "x.lock"
+    plant(planted, path, tmp_path / "target")
     with pytest.raises(StateDirUnusable, match="move whatever is there away") as refused:
         lock_state_dir_for(tmp_path, "x.lock", holder="hive-thing")
     assert isinstance(refused.value, OSError) and isinstance(refused.value, HiveError)
@@ -319,13 +322,7 @@ def test_hive_agent_given_a_queue_it_cannot_read_says_so_in_one_line(tmp_path: P
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     queue = state / "queue"
-    if planted == "symlink":
-        (tmp_path / "target").write_bytes(PLANTED)
-        queue.symlink_to(tmp_path / "target")
-    elif planted == "fifo":
-        os.mkfifo(queue)
-    else:
-        queue.mkdir()
+    plant(planted, queue, tmp_path / "target")
     env = {**os.environ, "HIVE_RUNTIME": "claude", "HIVE_CLAUDE_COMMAND": "/bin/true"}
     ended = subprocess.run(
         [sys.executable, "-m", "hive.agent.harness", "--state-dir", str(state)],

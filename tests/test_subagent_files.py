@@ -20,7 +20,15 @@ from hive.subagent._convert import DecodeError
 from hive.subagent._records import SessionRecord
 from hive.subagent._start import CannotStart, open_log
 from hive.subagent._store import Store
-from tests.helpers.subagents import Courier, World, serving, tool_use_seen, turn_done, wait_until
+from tests.helpers.subagents import (
+    INTERRUPTED_IN_BASH,
+    Courier,
+    World,
+    serving,
+    tool_use_seen,
+    turn_done,
+    wait_until,
+)
 
 TURN = 60
 
@@ -111,15 +119,7 @@ class FullableStore(Store):
 async def test_a_full_disk_is_reported_once_loses_no_end_and_the_daemon_goes_on(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
-    world.claude.script(
-        [
-            {"init": {}},
-            {"tool_use": {"name": "Bash", "input": {"command": "sleep 100"}}},
-            {"wait_for_signal": "SIGINT"},
-            {"interrupted": "tool"},
-            {"exit": 1},
-        ]
-    )
+    world.claude.script(INTERRUPTED_IN_BASH)
     disk = Disk()
     store = FullableStore(world.state, disk)
     courier = Courier()

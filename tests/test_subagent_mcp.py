@@ -12,6 +12,7 @@ from tests.helpers.jsonrpc import initialize, notification, request
 from tests.helpers.listener import AgentListener
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.subagents import (
+    INTERRUPTED_IN_BASH,
     World,
     daemon_pid,
     mcp_session,
@@ -26,15 +27,7 @@ def session_of(result: Any) -> dict[str, Any]:
 
 
 async def test_two_subagents_one_interrupted_the_other_continued_and_the_wakes(world: World) -> None:
-    world.claude.script(
-        [
-            {"init": {}},
-            {"tool_use": {"name": "Bash", "input": {"command": "sleep 100"}}},
-            {"wait_for_signal": "SIGINT"},
-            {"interrupted": "tool"},
-            {"exit": 1},
-        ]
-    )
+    world.claude.script(INTERRUPTED_IN_BASH)
     world.acp.script("default")
     agent = AgentListener(world.agent_socket)
     with trio.fail_after(TURN):

@@ -27,19 +27,24 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from hive.runtime import Config, RuntimeSpec, StopReason, TurnOutcome
 from hive.sink import Batch, Sink
-from hive.subagent import _slots
-from hive.subagent._agents import TurnAgent
-from hive.subagent._caller import Caller
-from hive.subagent._errors import NameBusy, NameStopping, SubagentError, UnknownSubagent
-from hive.subagent._manager import SubagentManager
+from hive.subagent import (
+    Caller,
+    NameBusy,
+    NameStopping,
+    Store,
+    SubagentError,
+    SubagentManager,
+    TurnAgent,
+    UnknownSubagent,
+    _slots,
+)
 from hive.subagent._slots import Arm, Phase, Refusal, Slot
-from hive.subagent._store import Store
 
 NAMES = ("a", "b")
 SETTLE = 1000.0  # virtual seconds: longer than every grace, so all that would happen has happened
@@ -633,12 +638,7 @@ def _restore(directory: Path, files: dict[str, bytes]) -> None:
         (directory / name).write_bytes(data)
 
 
-Slots.TestCase.settings = settings(
-    max_examples=150,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+Slots.TestCase.settings = settings(max_examples=150, stateful_step_count=25)
 test_slots = Slots.TestCase
 
 

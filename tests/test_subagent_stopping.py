@@ -15,11 +15,11 @@ import pytest
 import trio
 
 from hive.runtime import AgentProcess
-from hive.subagent import _slots
-from hive.subagent._errors import NameStopping
+from hive.subagent import NameStopping, _slots
 from hive.subagent._slots import Decision, Phase, Slot
 from tests.helpers.processes import wait_exited
 from tests.helpers.subagents import (
+    INTERRUPTED_IN_BASH,
     RecordingHost,
     World,
     serving,
@@ -98,15 +98,7 @@ async def test_an_interrupted_claude_gets_one_sigint_and_ends_its_turn_itself(
     """Catches a cancel that kills (the old `force: true` path): the fake records no SIGINT,
     writes no result of its own and dies of SIGKILL."""
     variant(monkeypatch)
-    world.claude.script(
-        [
-            {"init": {}},
-            {"tool_use": {"name": "Bash", "input": {"command": "sleep 100"}}},
-            {"wait_for_signal": "SIGINT"},
-            {"interrupted": "tool"},
-            {"exit": 1},
-        ]
-    )
+    world.claude.script(INTERRUPTED_IN_BASH)
     host = RecordingHost()
     with trio.fail_after(TURN):
         async with serving(world, host=host) as manager:

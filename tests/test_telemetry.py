@@ -31,8 +31,8 @@ from opentelemetry.trace import StatusCode
 
 from fixtures import fake_claude
 from hive import telemetry
-from hive.agent._model import Arrived, ItemKind, Phase
-from hive.bash._launch import DaemonProcess
+from hive.agent import Arrived, ItemKind, Phase
+from hive.bash import DaemonProcess
 from hive.runtime import AgentUnavailable, StopReason, TurnOutcome, added_environment
 from hive.sink import Batch, MemorySink, SessionCost
 from hive.telemetry import PresetIds, TelemetryError

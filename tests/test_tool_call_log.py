@@ -15,14 +15,8 @@ from hive.cli import main
 from hive.wake import Wake, send_wake
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import GUARD, acp_env, claude_env, running_agent
+from tests.helpers.results import ENDED, RUN_INPUT
 
-RUN_INPUT = {"cmd": "pytest -x", "name": "tests", "wait_seconds": 30}
-ENDED = {
-    "id": "tests",
-    "state": "done",
-    "exit_code": 1,
-    "message": "task tests: done, exit code 1 after 0.02 s",
-}
 TOOL_LINES = [
     '   → mcp__bash__run {"cmd": "pytest -x", "name": "tests", "wait_seconds": 30}',
     "   ← task tests: done, exit code 1 after 0.02 s",

@@ -7,7 +7,7 @@ from typing import Any
 import jsonschema
 import mcp_types as types
 
-from hive.bash._tools import TOOLS
+from hive.bash import TOOLS
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.results import call, structured, text_of
 

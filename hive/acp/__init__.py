@@ -17,10 +17,12 @@ __all__ = [
     "JsonRpcError",
     "Pending",
     "Translator",
+    "agent_command",
     "open_acp_runtime",
 ]
 
 if TYPE_CHECKING:
+    from hive.acp._command import agent_command
     from hive.acp._errors import AcpError, AgentExited, JsonRpcError
     from hive.acp._jsonrpc import Connection, Pending
     from hive.acp._runtime import AcpRuntime, open_acp_runtime

@@ -11,36 +11,62 @@ from typing import TYPE_CHECKING
 from hive._lazy import export_lazily
 
 __all__ = [
+    "TAIL_BYTES",
+    "TOOLS",
     "BadArgument",
     "BashClient",
     "BashError",
+    "BashTools",
     "DaemonConfig",
     "DaemonFailedToStart",
+    "DaemonProcess",
     "DaemonUnavailable",
     "DiskError",
+    "ExitStatus",
     "LooseEnd",
     "NameBusy",
+    "OwedWake",
     "RecordError",
+    "RunFiles",
+    "StoredRun",
+    "Tail",
+    "TaskManager",
     "TaskRecord",
     "TaskSettings",
     "TaskState",
     "TaskStore",
+    "ToolResult",
     "UnknownTask",
+    "WakeCourier",
     "decode",
+    "encode",
     "open_bash_client",
     "read_tail",
     "running_daemon",
+    "serial_from_files",
     "serve_daemon",
 ]
 
 if TYPE_CHECKING:
+    from hive.bash._courier import WakeCourier
     from hive.bash._errors import BadArgument, BashError, DaemonUnavailable, DiskError, NameBusy, UnknownTask
-    from hive.bash._launch import DaemonFailedToStart, running_daemon
+    from hive.bash._launch import DaemonFailedToStart, DaemonProcess, running_daemon
     from hive.bash._model import TaskState
-    from hive.bash._records import LooseEnd, TaskRecord
+    from hive.bash._records import LooseEnd, OwedWake, TaskRecord
     from hive.bash._settings import TaskSettings
-    from hive.bash._store import TaskStore, read_tail
-    from hive.bash._wire import RecordError, decode
+    from hive.bash._store import (
+        TAIL_BYTES,
+        ExitStatus,
+        StoredRun,
+        Tail,
+        TaskStore,
+        read_tail,
+        serial_from_files,
+    )
+    from hive.bash._task_files import RunFiles
+    from hive.bash._tasks import TaskManager
+    from hive.bash._tools import TOOLS, BashTools, ToolResult
+    from hive.bash._wire import RecordError, decode, encode
     from hive.bash.client import BashClient, open_bash_client
     from hive.bash.daemon import DaemonConfig, serve_daemon
 

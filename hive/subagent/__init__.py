@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from hive._lazy import export_lazily
 
 if TYPE_CHECKING:
+    from hive.subagent._agents import SystemHost, TurnAgent
     from hive.subagent._caller import Caller
     from hive.subagent._errors import (
         BadArgument,
@@ -24,16 +25,19 @@ if TYPE_CHECKING:
         UnknownSubagent,
     )
     from hive.subagent._manager import SubagentManager
-    from hive.subagent._records import SessionRecord, TurnEnd
+    from hive.subagent._records import Current, SessionRecord, TurnEnd
     from hive.subagent._slots import Arm, Phase
+    from hive.subagent._specs import TOOLS
     from hive.subagent._store import Store
     from hive.subagent._views import Interrupted, Status, View
     from hive.subagent.daemon import DaemonConfig, serve_daemon
 
 __all__ = [
+    "TOOLS",
     "Arm",
     "BadArgument",
     "Caller",
+    "Current",
     "DaemonConfig",
     "Interrupted",
     "NameBusy",
@@ -44,6 +48,8 @@ __all__ = [
     "Store",
     "SubagentError",
     "SubagentManager",
+    "SystemHost",
+    "TurnAgent",
     "TurnEnd",
     "UnknownSubagent",
     "View",

@@ -17,6 +17,24 @@ from hive.acp import AcpRuntime, open_acp_runtime
 from hive.runtime import Backend, Config, RuntimeSpec
 from tests.helpers.inotify import wait_until
 
+# The configuration options a fake ACP agent offers, as claude-agent-acp offers its own.
+MODEL = {
+    "id": "model",
+    "name": "Model",
+    "category": "model",
+    "type": "select",
+    "currentValue": "m1",
+    "options": [{"value": "m1", "name": "Fast"}, {"value": "m2", "name": "Smart"}],
+}
+EFFORT = {
+    "id": "effort",
+    "name": "Effort",
+    "category": "thought_level",
+    "type": "select",
+    "currentValue": "low",
+    "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
+}
+
 
 @attrs.define
 class FakeAcp:

@@ -14,10 +14,12 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from hive.agent._loop import Harness, open_harness
-from hive.agent._session import SessionStore
+from hive.agent import Harness, SessionStore, open_harness
 from hive.runtime import AgentUnavailable, IdleTimeout, SessionNotFound, StopReason, TurnOutcome
 from hive.sink import Batch, ContextUsage, Sink
+
+GUARD = 30
+"""Seconds a scripted harness may take, from its start to its stop."""
 
 Ending = Literal["complete", "idle", "unavailable", "session_not_found", "fail_after_result"]
 
@@ -114,6 +116,18 @@ async def serving(
         await nursery.start(harness.serve)
         yield harness
         nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def scripted(
+    state_dir: Path, runtime: ScriptedRuntime | None = None, **options: Any
+) -> AsyncIterator[tuple[Harness, ScriptedRuntime]]:
+    """`serving` over ``runtime`` (by default a new `ScriptedRuntime`), the block and the harness's
+    stop within `GUARD`."""
+    runtime = ScriptedRuntime() if runtime is None else runtime
+    with trio.fail_after(GUARD):
+        async with serving(state_dir, runtime, **options) as harness:
+            yield harness, runtime
 
 
 class RawClient:

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import attrs
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from hive.bash import _cgroups
-from hive.bash._launch import DaemonProcess, running_daemon
+from hive.bash import DaemonProcess, _cgroups, running_daemon
+from tests.helpers.mcp_stdio import argv_params, stdio_session
 
 REPO = Path(__file__).resolve().parent.parent.parent
 READY_WITHIN = 60.0
@@ -89,15 +88,8 @@ class DaemonHandle:
     @asynccontextmanager
     async def session(self) -> AsyncIterator[ClientSession]:
         """An MCP client session through the real relay (the SDK's stdio client spawns it)."""
-        argv = relay_argv(self.socket)
-        params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
-        with open(self.root / "relay.err", "a") as errlog:
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                yield session
+        async with stdio_session(argv_params(relay_argv(self.socket)), self.root / "relay.err") as session:
+            yield session
 
     def task_file(self, task_id: str, suffix: str) -> Path:
         """The file of ``task_id``'s current run with this suffix (``.json``, ``.out``, ...)."""

@@ -119,3 +119,11 @@ BAD_ANSWERS: dict[str, tuple[Script, str]] = {
     "wrong-shape": (answers_the_wrong_shape, "tool result of the wrong shape"),
     "hangs-up-mid-answer": (hangs_up_mid_answer, "closed the connection before answering"),
 }
+
+
+@asynccontextmanager
+async def bad_daemon(directory: Path, case: str) -> AsyncIterator[Path]:
+    """A fake daemon on a socket in ``directory`` that answers as ``BAD_ANSWERS[case]`` says."""
+    path = directory / "fake.sock"
+    async with fake_daemon(path, BAD_ANSWERS[case][0]):
+        yield path

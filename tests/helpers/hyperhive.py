@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.helpers.mcp_stdio import argv_params, stdio_session
 
 
 def hyperhive_relay_argv(socket_path: Path) -> list[str]:
@@ -22,12 +22,6 @@ def hyperhive_relay_argv(socket_path: Path) -> list[str]:
 async def session(socket_path: Path) -> AsyncIterator[ClientSession]:
     """An initialized MCP session with the hyperhive server on ``socket_path``, through the relay
     (its stderr beside the socket, in ``hyperhive-relay.err``)."""
-    argv = hyperhive_relay_argv(socket_path)
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
-    with open(socket_path.parent / "hyperhive-relay.err", "a") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as s,
-        ):
-            await s.initialize()
-            yield s
+    params = argv_params(hyperhive_relay_argv(socket_path))
+    async with stdio_session(params, socket_path.parent / "hyperhive-relay.err") as s:
+        yield s

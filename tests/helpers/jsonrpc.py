@@ -7,7 +7,7 @@ import json
 import socket
 import subprocess
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -150,8 +150,9 @@ def run_request(request_id: int, **arguments: Any) -> dict[str, Any]:
     return request(request_id, "tools/call", {"name": "run", "arguments": arguments})
 
 
-def raw_exchange(path: str, payload: bytes, half_close: bool = True) -> bytes:
-    """Send ``payload`` on a fresh connection and read until the daemon closes it."""
+def raw_exchange(path: str, payload: bytes, half_close: bool = True, *, hang_up: bool = False) -> bytes:
+    """Send ``payload`` on a fresh connection and read until the daemon closes it (with
+    ``hang_up``, close it at once instead, and read nothing)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(20)
         sock.connect(path)
@@ -161,9 +162,12 @@ def raw_exchange(path: str, payload: bytes, half_close: bool = True) -> bytes:
                 sock.shutdown(socket.SHUT_WR)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the daemon hung up before taking it all; what it answered is still to be read
+        if hang_up:
+            return b""
         chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
+        with suppress(ConnectionResetError):  # it hung up on bytes it did not read: as a close
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
         return b"".join(chunks)
 
 

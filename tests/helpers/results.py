@@ -10,6 +10,16 @@ from mcp.client.session import ClientSession
 FULL_ANSWERS = frozenset({"run", "status", "stop"})
 """The bash tools that answer every field of a task's status with ``full`` (as programs ask)."""
 
+RUN_INPUT = {"cmd": "pytest -x", "name": "tests", "wait_seconds": 30}
+"""A ``run`` call's arguments, as an agent gives them."""
+ENDED = {
+    "id": "tests",
+    "state": "done",
+    "exit_code": 1,
+    "message": "task tests: done, exit code 1 after 0.02 s",
+}
+"""The structured answer to ``RUN_INPUT``: the task has ended."""
+
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> types.CallToolResult:
     """Call ``tool`` with ``arguments`` on ``session``; a bash tool's answer as a program reads

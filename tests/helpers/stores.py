@@ -11,9 +11,7 @@ from pathlib import Path
 
 import attrs
 
-from hive.bash._records import LooseEnd, TaskRecord
-from hive.bash._store import ExitStatus, TaskStore
-from hive.bash._task_files import RunFiles
+from hive.bash import ExitStatus, LooseEnd, RunFiles, TaskRecord, TaskStore
 
 
 class Crash(BaseException):

@@ -10,11 +10,10 @@ from hypothesis import strategies as st
 
 from hive.acp import AgentExited, JsonRpcError
 from hive.acp._schema import MessageChunk, ToolCall
-from hive.agent._model import ItemKind
+from hive.agent import ItemKind
+from hive.bash import LooseEnd, OwedWake, TaskRecord, encode
 from hive.bash._model import Event, Exited, Spawned, StopBegun, StopReason, TaskState, Vanished, Withdrawn
-from hive.bash._records import LooseEnd, OwedWake, TaskRecord
 from hive.bash._retention import Candidate, Retention
-from hive.bash._wire import encode
 from hive.sink._messages import BLOCKS
 from hive.sink._wire import _RENAMES, written_annotations
 

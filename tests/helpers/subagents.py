@@ -14,18 +14,24 @@ from typing import Any
 import attrs
 import trio
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 
 from fixtures import acp_agent
-from hive.subagent import Caller
-from hive.subagent._agents import SystemHost, TurnAgent
-from hive.subagent._manager import SubagentManager
-from hive.subagent._slots import Phase
-from hive.subagent._store import Store
+from hive.subagent import Caller, Phase, Store, SubagentManager, SystemHost, TurnAgent
 from hive.wake import Wake
 from tests.helpers import inotify
 from tests.helpers.acp_fake import FakeAcp
 from tests.helpers.claude_fake import FakeClaude
+from tests.helpers.mcp_stdio import stdio_session
+
+INTERRUPTED_IN_BASH = [
+    {"init": {}},
+    {"tool_use": {"name": "Bash", "input": {"command": "sleep 100"}}},
+    {"wait_for_signal": "SIGINT"},
+    {"interrupted": "tool"},
+    {"exit": 1},
+]
+"""A fake claude's turn that runs a long Bash call and, at SIGINT, ends it as interrupted."""
 
 
 def clean_environ() -> dict[str, str]:
@@ -184,13 +190,8 @@ def server_params(world: World, **env: str) -> StdioServerParameters:
 @asynccontextmanager
 async def mcp_session(world: World, **env: str) -> AsyncIterator[ClientSession]:
     """An MCP client session with ``hive-subagent-mcp``, through the SDK's own stdio client."""
-    with open(world.root / "server.err", "a") as errlog:
-        async with (
-            stdio_client(server_params(world, **env), errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            yield session
+    async with stdio_session(server_params(world, **env), world.root / "server.err") as session:
+        yield session
 
 
 def tool_use_seen(world: World, name: str) -> bool:

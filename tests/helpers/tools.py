@@ -11,10 +11,7 @@ from typing import Any
 
 import trio
 
-from hive.bash._courier import WakeCourier
-from hive.bash._store import TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
-from hive.bash._tools import BashTools
+from hive.bash import BashTools, TaskManager, TaskSettings, TaskStore, WakeCourier
 
 
 @asynccontextmanager

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import trio
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 
 from fixtures.fake_api_control import FakeApi
+from tests.helpers.mcp_stdio import stdio_session
 from tests.helpers.processes import wait_exited
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.subagents import stop_daemon
@@ -63,13 +64,8 @@ async def subagent_server(env: dict[str, str], cwd: Path, state: Path) -> AsyncI
     script = Path(sys.executable).parent / "hive-subagent-mcp"
     params = StdioServerParameters(command=str(script), args=[], env=env, cwd=str(cwd))
     try:
-        with open(state / "server.err", "a") as errlog:
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                yield session
+        async with stdio_session(params, state / "server.err") as session:
+            yield session
     finally:
         await stop_daemon(state / "state")
 
