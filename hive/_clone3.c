@@ -10,9 +10,9 @@
    child. The caller may have other threads, so the child makes only async-signal-safe calls.
 
    Errors: clone3 missing from the kernel, or a kernel that cannot clone into a cgroup, raises
-   Unsupported (an OSError); a step of the child that fails raises OSError with its errno, and
-   the filename of the directory or program where one was the cause. Python's side is
-   hive/_spawn.py. */
+   _Unsupported (an OSError, private: hive._spawn falls back on it); a step of the child that
+   fails raises OSError with its errno, and the filename of the directory or program where one
+   was the cause. Python's side is hive/_spawn.py. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -344,7 +344,7 @@ PyMODINIT_FUNC PyInit__clone3(void) {
     Unsupported = PyErr_NewExceptionWithDoc(
         "hive._clone3.Unsupported", "The kernel cannot clone3 (into a cgroup): spawn the slower way.",
         PyExc_OSError, NULL);
-    if (Unsupported == NULL || PyModule_AddObjectRef(m, "Unsupported", Unsupported) < 0) {
+    if (Unsupported == NULL || PyModule_AddObjectRef(m, "_Unsupported", Unsupported) < 0) {
         Py_XDECREF(Unsupported);
         Py_DECREF(m);
         return NULL;

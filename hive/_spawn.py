@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import importlib
-import logging
 import os
 import signal
 import subprocess
@@ -37,7 +36,6 @@ import attrs
 
 __all__ = ["Process", "Started", "die_with_parent", "on_path", "popen", "spawn", "start"]
 
-log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
 
@@ -104,7 +102,9 @@ class _Mechanism:
         self.module = None
         if not self.said:
             self.said = True
-            log.warning(
+            import logging  # here only: `hive run` spawns its agent before logging loads
+
+            logging.getLogger(__name__).warning(
                 "%s: processes are started through subprocess, and tasks join their cgroup by a write "
                 "to cgroup.procs, which is slower (10-18 ms a task)",
                 why,
@@ -158,7 +158,7 @@ def spawn(
             subreaper=subreaper,
             fsize=-1 if fsize_limit is None else fsize_limit,
         )
-    except module.Unsupported as exc:
+    except module._Unsupported as exc:
         _mechanism.refused(exc)
         return None
     except OSError as exc:

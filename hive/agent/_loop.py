@@ -60,6 +60,8 @@ _STATES: dict[Phase, AgentState] = {
 
 @attrs.define(eq=False)
 class Harness:
+    """One agent's turns: what arrives is queued on disk and answered, and each turn carries what is queued, through the runtime, into the turn log."""
+
     runtime: Runtime
     queue: QueueFile
     log: TurnLog
@@ -151,6 +153,7 @@ class Harness:
             self._apply(CompactAsked(by))
 
     def status(self) -> AgentStatus:
+        """What the harness is doing and what its last turn did, for the agent socket's ``status``."""
         last, running, cost = self.last, self.running, self.cost
         return AgentStatus(
             state=_STATES[self.state.phase],

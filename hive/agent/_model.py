@@ -37,6 +37,8 @@ around its own restarts, shortly after the first time)."""
 
 
 class ItemKind(enum.Enum):
+    """What a queued item is: a wake from a daemon, or an operator's prompt."""
+
     WAKE = "wake"
     PROMPT = "prompt"
 
@@ -77,6 +79,8 @@ class Item(Message):
 
 
 class Phase(enum.Enum):
+    """What the harness is doing: waiting, running a turn, or writing the turn's record."""
+
     IDLE = "idle"
     TURN = "turn"
     RECORDING = "recording"

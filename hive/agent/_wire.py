@@ -140,6 +140,8 @@ class TurnRecord:
 
 @attrs.frozen
 class SessionFile:
+    """``<state>/session.json``: the session a restarted harness resumes."""
+
     backend: str
     session_id: str
     cost_usd: float = 0.0
@@ -156,6 +158,7 @@ class RecordError(HarnessError, ValueError):
 
 
 def encode(value: Record | TurnStart | TurnRecord | SessionFile) -> bytes:
+    """One JSON line of the harness's files."""
     return json_line(converter.unstructure(value))
 
 

@@ -49,6 +49,7 @@ class DaemonProcess:
 
     @property
     def pid(self) -> int:
+        """Its process id."""
         return self.popen.pid
 
     @property
@@ -61,6 +62,7 @@ class DaemonProcess:
         self._exit.pidfd.send_signal(signum)
 
     def kill(self) -> None:
+        """SIGKILL it (for tests of a daemon's crash: hive never sends it)."""
         self.send_signal(signal.SIGKILL)
 
     async def wait(self) -> int:

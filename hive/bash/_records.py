@@ -62,6 +62,8 @@ class TaskRecord:
 
 @attrs.frozen
 class OwedWake:
+    """A wake the agent is owed: who it is from and what it says."""
+
     sender: str
     body: str
 

@@ -73,12 +73,15 @@ class ExitStatus:
 
 @attrs.frozen
 class Tail:
+    """The last bytes of an output file as text, with the file's size and path."""
+
     text: str
     size: int
     path: Path
 
     @property
     def truncated(self) -> bool:
+        """Whether the file holds more than the tail shows."""
         return self.size > TAIL_BYTES
 
 

@@ -156,12 +156,14 @@ class TaskManager:
     # -- queries --------------------------------------------------------------------------------
 
     def get(self, task_id: str) -> Task:
+        """The task with this id; :class:`UnknownTask` if there is none."""
         task = self.tasks.get(task_id)
         if task is None:
             raise UnknownTask(f"no task has id {task_id!r}; `list` shows them all")
         return task
 
     def newest_first(self) -> list[TaskRecord]:
+        """Every task's record, the newest first."""
         return sorted((t.record for t in self.tasks.values()), key=lambda r: r.created_at, reverse=True)
 
     # -- run ------------------------------------------------------------------------------------

@@ -454,6 +454,8 @@ def _check_cmd(cmd: str) -> str:
 
 @attrs.define(eq=False)
 class BashTools:
+    """The bash tools (``run``, ``status``, ``stop``, ``list``) over one task manager: checked arguments in, a tool result out."""
+
     manager: TaskManager
     clock: Callable[[], float] = time.time
 
@@ -485,6 +487,7 @@ class BashTools:
         return {"run": run, "status": self.status, "stop": self.stop, "list": self.list}
 
     async def run(self, args: dict[str, Any], *, traceparent: str | None = None) -> ToolResult:
+        """Start a task and wait up to ``wait_seconds`` for its end; the end if it came, else that it runs."""
         cmd = _check_cmd(args["cmd"])
         timeout: float | None = args.get("timeout_secs")
         wait: float = args["wait_seconds"]
@@ -547,6 +550,7 @@ class BashTools:
         )
 
     async def status(self, args: dict[str, Any]) -> ToolResult:
+        """A task's state and its output's tail (or what grew past an offset), after waiting for its end if asked."""
         wait: float = args["wait_seconds"]
         offsets: dict[str, int] = {
             stream: args[f"{stream}_offset"] for stream in STREAMS if f"{stream}_offset" in args
@@ -565,6 +569,7 @@ class BashTools:
         return await self._answer(task, offsets, full=args["full"])
 
     async def stop(self, args: dict[str, Any]) -> ToolResult:
+        """SIGINT to a task's processes, and its end once they are gone (nothing more forceful, ever)."""
         task = self.manager.get(_task_id(args))
         self.manager.hold(task)
         if task.final:
@@ -603,6 +608,7 @@ class BashTools:
         return attrs.evolve(result, delivered=delivered)
 
     async def list(self, args: dict[str, Any]) -> ToolResult:
+        """The tasks the daemon knows, newest first, at most ``limit``."""
         limit: int = args["limit"]
         now = self.clock()
         records = self.manager.newest_first()

@@ -24,19 +24,27 @@ class TurnAgent(Protocol):
     """What the manager needs of an agent process (``hive.runtime.AgentProcess`` is one)."""
 
     @property
-    def pid(self) -> int: ...
+    def pid(self) -> int:
+        """Its process id (the leader of its process group)."""
+        ...
 
     @property
-    def returncode(self) -> int | None: ...
+    def returncode(self) -> int | None:
+        """Its exit status once it has exited, else None."""
+        ...
 
     @property
-    def signalled(self) -> bool: ...
+    def signalled(self) -> bool:
+        """Whether it was sent its SIGINT."""
+        ...
 
     def interrupt(self) -> bool:
         """SIGINT to its process group, once; False if sent before or the agent is gone."""
         ...
 
-    async def wait(self) -> int: ...
+    async def wait(self) -> int:
+        """Wait for it to exit; its exit status."""
+        ...
 
 
 class Host(Protocol):
@@ -81,6 +89,8 @@ class SystemHost:
 
     @contextlib.contextmanager
     def watching(self, watcher: Callable[[TurnAgent], None]) -> Iterator[None]:
+        """Call ``watcher`` with each agent a runtime starts inside the block."""
+
         def seen(agent: AgentProcess) -> None:
             watcher(agent)
 
@@ -88,8 +98,10 @@ class SystemHost:
             yield
 
     def start_time(self, agent: TurnAgent) -> int:
+        """Its start time in the kernel's clock ticks (0 if it is gone)."""
         return start_time(agent.pid) or 0
 
     def adopt(self, pid: int, start: int, *, signalled: bool) -> TurnAgent | None:
+        """The agent an earlier daemon started, watched through a pidfd, if it still runs."""
         pidfd = Pidfd.adopt(pid, start)
         return None if pidfd is None else AdoptedAgent(pidfd, signalled=signalled)
