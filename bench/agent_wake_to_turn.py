@@ -31,9 +31,9 @@ from _agent import acp_env, jsonl, running_agent, wait_turns
 from _common import Figure, Relay, main, scratch, summary
 from wake_latency import Listener, ended_at, floor_sample
 
+from hive.agent._harness_files import Added
 from hive.agent._model import Item, ItemKind
 from hive.agent._queue import open_queue_file
-from hive.agent._wire import Added
 
 SAMPLES = 50
 WARMUP = 3

@@ -32,7 +32,7 @@ TOKEN = "b" * 32
 
 
 def make_fleet(root: Path) -> None:
-    from hive.agent._wire import SessionFile, TurnRecord, encode
+    from hive.agent._harness_files import SessionFile, TurnRecord, encode
 
     for n in range(AGENTS):
         state = root / f"agent-{n:03d}"
@@ -99,7 +99,7 @@ def get(host: str, path: str = "/") -> tuple[float, bytes]:
 
 def update_latency(host: str, log: Path) -> list[float]:
     """Append a turn to ``log`` and time the event that shows it, `UPDATES` times."""
-    from hive.agent._wire import TurnRecord, encode
+    from hive.agent._harness_files import TurnRecord, encode
 
     connection = http.client.HTTPConnection(host, timeout=60)
     connection.request("GET", "/events", headers={"Authorization": f"Bearer {TOKEN}"})

@@ -15,7 +15,7 @@ anything else (a file, a directory, ...)    :class:`NotASocket`; it is left as i
 
 Whether a socket is live is asked with a Trio connect, so a server that is slow to accept
 never blocks the event loop. This module imports nothing of hive but the leaves ``_files`` and
-``errors``, so both ``hive.wake`` and ``hive.bash`` may use it.
+``errors``, so both ``hive.agent_socket`` and ``hive.bash`` may use it.
 """
 
 from __future__ import annotations

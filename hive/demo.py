@@ -25,9 +25,9 @@ from hive._files import create_new
 from hive._follow import follow_lines
 from hive._when import in_seconds
 from hive.agent import render_log
+from hive.agent_socket import Prompt, open_agent_connection
 from hive.bash import running_daemon
 from hive.errors import HiveError
-from hive.wake import Prompt, open_agent_connection
 
 TURNS = 2
 WITHIN = 120.0

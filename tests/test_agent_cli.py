@@ -22,11 +22,11 @@ from hive._state_dir import lock_state_dir
 from hive._text_input import TextRefused
 from hive._when import span
 from hive.agent import LogRenderer, parse_options, render_log
+from hive.agent_socket import AgentStatus, DaemonHealth
 from hive.cli import build_parser, main
 from hive.cli._agent import _agent_socket, prompt_text
 from hive.cli._agent_start import SPAWN_WAIT, STARTING_WAIT, StartWaits
 from hive.cli._agent_status import describe_status
-from hive.wake import AgentStatus, DaemonHealth
 
 SUBCOMMANDS = ("status", "prompt", "compact", "log")
 OVER_SOCKET = ("status", "prompt", "compact")

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from hive.agent._room import write_when_room
-from hive.wake import Prompt, open_agent_connection
+from hive.agent_socket import Prompt, open_agent_connection
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import GUARD, claude_env, claude_start, release, running_agent, wait_line
 from tests.helpers.inotify import wait_until

@@ -16,7 +16,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from fixtures import acp_agent
-from hive.wake import Compact, Prompt, Wake, open_agent_connection, send_wake
+from hive.agent_socket import Compact, Prompt, Wake, open_agent_connection, send_wake
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import (
     GUARD,

@@ -30,7 +30,7 @@ from hive.agent._orphans import (
     Recorded,
     stop_previous,
 )
-from hive.wake import Wake, send_wake
+from hive.agent_socket import Wake, send_wake
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.harness import HOLD, acp_env, claude_env, claude_start, running_agent

@@ -23,6 +23,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hive.agent._harness_files import Added, TurnStart
 from hive.agent._loop import Harness
 from hive.agent._model import (
     Arrived,
@@ -43,9 +44,8 @@ from hive.agent._model import (
 )
 from hive.agent._prompt import render_prompt
 from hive.agent._queue import load, replay
-from hive.agent._wire import Added, TurnStart
+from hive.agent_socket import AgentStatus, Compact, Prompt, Refused, Status, Wake
 from hive.sink import ContextUsage
-from hive.wake import AgentStatus, Compact, Prompt, Refused, Status, Wake
 from tests.helpers.agent_loop import GUARD, ScriptedRuntime, scripted, serving
 from tests.helpers.strategies import loop_operations
 

@@ -14,7 +14,7 @@ from typing import Any
 import trio
 
 from hive.agent import render_log
-from hive.wake import LineReader
+from hive.agent_socket import LineReader
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import (
     HOLD,

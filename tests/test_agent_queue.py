@@ -11,9 +11,7 @@ import trio
 import trio.testing
 from hypothesis import given
 
-from hive.agent._model import Item, ItemKind
-from hive.agent._queue import QueueFile, load, open_queue_file, replay, shortest
-from hive.agent._wire import (
+from hive.agent._harness_files import (
     Added,
     Base,
     Carried,
@@ -23,6 +21,8 @@ from hive.agent._wire import (
     decode_record,
     encode,
 )
+from hive.agent._model import Item, ItemKind
+from hive.agent._queue import QueueFile, load, open_queue_file, replay, shortest
 from tests.helpers.strategies import queue_operations
 
 
@@ -190,8 +190,8 @@ async def test_what_the_last_turn_delivered_is_carried_when_its_line_never_reach
 ) -> None:
     # A harness killed between a turn's record (durable) and the queue's `carried` line: the
     # restart must not carry those messages a second time.
+    from hive.agent._harness_files import TurnRecord
     from hive.agent._queue import carried_by, carry
-    from hive.agent._wire import TurnRecord
 
     path = tmp_path / "queue"
     queue, _ = await open_queue_file(path)

@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from fixtures import acp_agent
-from hive.wake import Prompt, open_agent_connection
+from hive.agent_socket import Prompt, open_agent_connection
 from tests.helpers.harness import GUARD, acp_env, running_agent, wait_gone, wait_line
 from tests.helpers.processes import wait_exited
 

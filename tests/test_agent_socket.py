@@ -12,7 +12,7 @@ from typing import Any
 import trio
 from hypothesis import given, settings
 
-from hive.wake import Prompt, Status, Wake, decode_request, encode, serve_agent_socket
+from hive.agent_socket import Prompt, Status, Wake, decode_request, encode, serve_agent_socket
 from tests.helpers.agent_loop import ScriptedRuntime, raw_client, serving
 from tests.helpers.strategies import agent_lines
 

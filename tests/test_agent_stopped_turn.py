@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-from hive.wake import Wake, send_wake
+from hive.agent_socket import Wake, send_wake
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import GUARD, claude_env, claude_start, running_agent, wait_line
 from tests.helpers.processes import wait_exited

@@ -26,7 +26,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from fixtures import acp_agent
-from hive.wake import AgentStatus, open_agent_connection
+from hive.agent_socket import AgentStatus, open_agent_connection
 from tests.helpers.harness import Agent, acp_env, running_agent
 from tests.helpers.inotify import wait_until
 from tests.helpers.processes import wait_exited

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hive.bash import TAIL_BYTES, Tail, ToolResult, _output, _tasks
+from hive.bash import TAIL_BYTES, Tail, ToolResult, _output, _task_manager
 from tests.helpers.tools import serving_tools
 
 
@@ -23,7 +23,7 @@ class BlockingTails:
         self.release = threading.Event()
         self.entered = trio.Event()
         self.paths: list[str] = []
-        self.real = _tasks.read_tail
+        self.real = _task_manager.read_tail
 
     def __call__(self, path: Path, limit: int = TAIL_BYTES) -> Tail:
         assert threading.get_ident() != self.loop, f"{path} was read on the event loop"
@@ -38,7 +38,7 @@ async def test_tails_for_status_answers_and_wakes_are_read_off_the_event_loop(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tails = BlockingTails(trio.lowlevel.current_trio_token())
-    monkeypatch.setattr(_tasks, "read_tail", tails)  # the wakes'
+    monkeypatch.setattr(_task_manager, "read_tail", tails)  # the wakes'
     monkeypatch.setattr(_output, "read_tail", tails)  # the answers'
     async with serving_tools(short_tmp) as tools, trio.open_nursery() as nursery:
         started = await tools.call(

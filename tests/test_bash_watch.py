@@ -16,9 +16,9 @@ from typing import Any
 
 import trio
 
+from hive.agent_socket import Wake
 from hive.bash._tools import BashTools
 from hive.bash._watch import Watcher
-from hive.wake import Wake
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate, release_gate
 from tests.helpers.inotify import wait_until

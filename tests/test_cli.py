@@ -448,8 +448,8 @@ async def test_the_bash_commands_import_neither_the_mcp_sdk_nor_the_daemon(serve
         "hive.bash.daemon",
         "hive.bash._server",
         "hive.bash._tools",
-        "hive.bash._tasks",
-        "hive.turn",
+        "hive.bash._task_manager",
+        "hive.hive_run",
     )
     for done in runs:
         modules = json.loads(done.stderr.decode().splitlines()[-1])

@@ -10,10 +10,10 @@ import pytest
 import trio
 import trio.testing
 
-from hive import wake as _courier
+from hive import agent_socket as _courier
+from hive.agent_socket import AgentRequest, Wake, serve_agent_socket
+from hive.agent_socket import WakeCourier as Sender
 from hive.bash._courier import WakeCourier
-from hive.wake import AgentRequest, Wake, serve_agent_socket
-from hive.wake import WakeCourier as Sender
 
 
 def _count_connections(monkeypatch: pytest.MonkeyPatch) -> list[float]:

@@ -39,8 +39,8 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hive.agent_socket import AgentRequest, Wake
 from hive.bash import BashTools
-from hive.wake import AgentRequest, Wake
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups
 from tests.helpers.inotify import wait_until
 from tests.helpers.jsonrpc import answer, open_raw_session, run_request, send

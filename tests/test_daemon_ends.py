@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import trio
 
+from hive.agent_socket import AgentRequest, Wake, serve_agent_socket
 from hive.bash import serial_from_files
-from hive.wake import AgentRequest, Wake, serve_agent_socket
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.forked_daemon import ForkedDaemonHandle
 from tests.helpers.gates import make_gate, sigkill

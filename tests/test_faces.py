@@ -18,7 +18,7 @@ FACES = (
     "hive.bash",
     "hive.agent",
     "hive.subagent",
-    "hive.wake",
+    "hive.agent_socket",
     "hive.telemetry",
     "hive.fleet",
 )

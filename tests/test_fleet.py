@@ -17,6 +17,7 @@ import trio
 from hive._state_dir import lock_holder, lock_state_dir
 from hive._unix import open_unix_listener
 from hive.agent import Arrived, ItemKind, Phase, SessionFile, TurnRecord, encode
+from hive.agent_socket import AgentRequest, AgentStatus, DaemonHealth, serve_agent_socket
 from hive.bash import LooseEnd, TaskRecord, TaskState, TaskStore
 from hive.cli import main
 from hive.cli._ls import row
@@ -25,7 +26,6 @@ from hive.fleet._history import TAIL_BYTES, TURNS, Histories, TurnPoint, turn_po
 from hive.fleet._page import agent_summary, fleet_rows
 from hive.subagent import Current, SessionRecord
 from hive.subagent import Store as SubagentStore
-from hive.wake import AgentRequest, AgentStatus, DaemonHealth, serve_agent_socket
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 
 GUARD = 30

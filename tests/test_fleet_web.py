@@ -22,9 +22,9 @@ from hypercorn.trio import serve
 
 from hive._unix import open_unix_listener
 from hive.agent import TurnRecord, encode
+from hive.agent_socket import AgentRequest, AgentStatus, serve_agent_socket
 from hive.cli._web import WebSettingError, read_token
 from hive.fleet._web import HEARTBEAT, Fleet, _agent_updates, _fleet_updates, make_app
-from hive.wake import AgentRequest, AgentStatus, serve_agent_socket
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate
@@ -264,7 +264,7 @@ async def test_a_prompt_from_the_page_reaches_the_running_harness_and_its_turn_s
     state_dir.mkdir()
     with trio.fail_after(GUARD):
         async with serving(state_dir, runtime) as harness, trio.open_nursery() as nursery:
-            from hive.wake import serve_agent_socket
+            from hive.agent_socket import serve_agent_socket
 
             await nursery.start(serve_agent_socket, state_dir / "agent.sock", harness.handle)
             async with (

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from hive._turn import session_line
+from hive._hive_run_turn import session_line
 from hive.agent import OptionsError, parse_options
 from hive.cli import build_parser
 from hive.errors import BadInput
-from hive.turn import config_from, prompt_from
+from hive.hive_run import config_from, prompt_from
 from tests.helpers.acp_fake import FakeAcp
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import claude_env

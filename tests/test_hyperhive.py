@@ -28,8 +28,8 @@ import hive.agent._hyperhive_tools as tools_module
 from hive.agent._hyperhive import serve_hyperhive
 from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
 from hive.agent._loose_ends import describe, read_loose_ends
+from hive.agent_socket import Refused
 from hive.bash import LooseEnd, OwedWake, TaskRecord, encode
-from hive.wake import Refused
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate, open_gate, start_gated
 from tests.helpers.hyperhive import session

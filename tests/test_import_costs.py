@@ -22,7 +22,7 @@ from tests.helpers.jsonrpc import answers_initialize
 
 @pytest.mark.parametrize("backend", ["hive.claude", "hive.acp"])
 def test_the_turn_path_imports_no_cattrs_before_the_first_message(backend: str) -> None:
-    probe = f"import sys, json, hive.cli, hive.turn, {backend}; print(json.dumps(sorted(sys.modules)))"
+    probe = f"import sys, json, hive.cli, hive.hive_run, {backend}; print(json.dumps(sorted(sys.modules)))"
     loaded = set(
         json.loads(subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True).stdout)
     )
@@ -39,11 +39,11 @@ def test_hive_run_spawns_its_agent_before_it_imports_trio(backend: str) -> None:
     probe = (
         "import sys, json\n"
         "from hive.cli import build_parser\n"
-        "import hive.turn\n"
+        "import hive.hive_run\n"
         "from hive.runtime import RuntimeSpec, first_command\n"
         "args = build_parser('run').parse_args(['run', 'hello'])\n"
         "env = {'HIVE_RUNTIME': sys.argv[1], 'HIVE_ACP_COMMAND': 'agent'}\n"
-        "command = first_command(RuntimeSpec.from_env(env), hive.turn.config_from(args), 'hello', None)\n"
+        "command = first_command(RuntimeSpec.from_env(env), hive.hive_run.config_from(args), 'hello', None)\n"
         "claude = sys.argv[1] == 'claude'\n"
         "assert command.stdin_data == b'hello' if claude else command.argv[0] == 'agent', command\n"
         "print(json.dumps(sorted(sys.modules)))\n"

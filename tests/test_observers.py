@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import trio
 
+from hive.agent_socket import LineReader
 from hive.bash import open_bash_client
-from hive.wake import LineReader
 from tests.helpers.daemon import DaemonHandle, shared_daemon, tail_follow_argv
 from tests.helpers.gates import make_gate, release_gate
 from tests.helpers.jsonrpc import answer, notification, request, run_request, send

@@ -12,8 +12,8 @@ import pytest
 import trio
 import trio.testing
 
+from hive.agent_socket import Wake, open_agent_connection
 from hive.bash import DiskError, TaskRecord, TaskStore
-from hive.wake import Wake, open_agent_connection
 from tests.helpers.daemon import DaemonHandle, group_alive
 from tests.helpers.gates import make_gate, open_gate, release_gate
 from tests.helpers.harness import GUARD, acp_env, running_agent

@@ -28,7 +28,7 @@ import trio
 from hive._files import fsync_dir
 from hive.agent import SESSION_FILE, TURN_LOG, Phase, SessionStore, TurnLog
 from hive.agent.harness import lock_state_dir
-from hive.wake import Wake
+from hive.agent_socket import Wake
 from tests.helpers import power_cut
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.daemon import DaemonHandle, remove_task_cgroups

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-import hive.turn
+import hive.hive_run
 from hive.acp import agent_command
 from hive.cli import build_parser
 from hive.runtime import prestart, release_prestarted, start_agent
@@ -126,10 +126,10 @@ def test_a_signal_before_trio_takes_over_sigints_the_agent_already_spawned(
         os.kill(os.getpid(), signum)  # hive run is between its prestart and Trio: recorded
         return waiting
 
-    monkeypatch.setattr(hive.turn, "prestart", prestart_then_signal)
+    monkeypatch.setattr(hive.hive_run, "prestart", prestart_then_signal)
     args = build_parser("run").parse_args(["run", "hello"])
     try:
-        code = hive.turn.run_turn(args)
+        code = hive.hive_run.run_turn(args)
     finally:
         gc.unfreeze()  # run_turn froze this process's objects, as hive run's own
     assert code == 128 + signum
@@ -141,7 +141,7 @@ def test_a_signal_before_trio_takes_over_sigints_the_agent_already_spawned(
 
 def test_the_recorded_signals_are_handed_back(monkeypatch: pytest.MonkeyPatch) -> None:
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    with hive.turn.recording_signals() as received:
+    with hive.hive_run.recording_signals() as received:
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGINT)
     assert received == [signal.SIGTERM, signal.SIGINT]

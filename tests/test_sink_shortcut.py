@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hive.sink import converter, unstructure_message
-from hive.sink._wire import _PLANS, _build, _Slow
+from hive.sink._stream_json import _PLANS, _build, _Slow
 from tests.helpers.strategies import json_values, objects_for, stream_messages
 
 SAMPLES = Path(__file__).resolve().parent.parent / "fixtures" / "claude_samples"

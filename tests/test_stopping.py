@@ -23,7 +23,7 @@ import trio
 from hive.bash import _cgroups
 from hive.bash._courier import WakeCourier
 from hive.bash._store import TaskStore
-from hive.bash._tasks import TaskManager, TaskSettings
+from hive.bash._task_manager import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
 from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
 from tests.helpers.forked_daemon import forked_daemon_under, forked_shared_daemon

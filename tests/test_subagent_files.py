@@ -17,7 +17,7 @@ import trio
 from hive._state_dir import StateDirUnusable
 from hive.subagent import daemon
 from hive.subagent._convert import DecodeError
-from hive.subagent._records import SessionRecord
+from hive.subagent._session_records import SessionRecord
 from hive.subagent._start import CannotStart, open_log
 from hive.subagent._store import Store
 from tests.helpers.subagents import (

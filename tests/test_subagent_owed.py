@@ -31,11 +31,11 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from hive.agent_socket import Wake
 from hive.subagent._ledger import Ledger
-from hive.subagent._records import SessionRecord, TurnEnd
+from hive.subagent._session_records import SessionRecord, TurnEnd
 from hive.subagent._store import Store
 from hive.subagent._telling import Teller
-from hive.wake import Wake
 
 SOCKET = "/nonexistent/agent.sock"  # never connected to: the fake courier keeps what it is given
 

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hive.agent._supervise import Backoff, exit_text, supervise
+from hive.agent_socket import DaemonHealth
 from hive.bash import DaemonFailedToStart
-from hive.wake import DaemonHealth
 
 
 @attrs.define(eq=False)

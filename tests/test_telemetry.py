@@ -32,12 +32,12 @@ from opentelemetry.trace import StatusCode
 from fixtures import fake_claude
 from hive import telemetry
 from hive.agent import Arrived, ItemKind, Phase
+from hive.agent_socket import Wake, send_wake
 from hive.bash import DaemonProcess
 from hive.runtime import AgentUnavailable, StopReason, TurnOutcome, added_environment
 from hive.sink import Batch, MemorySink, SessionCost
 from hive.telemetry import PresetIds, TelemetryError
 from hive.telemetry._setup import FLUSH_MILLIS
-from hive.wake import Wake, send_wake
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.daemon import DaemonHandle
@@ -140,16 +140,16 @@ async def test_a_claude_turn_is_an_invoke_agent_span_with_a_child_per_tool_call(
         "gen_ai.request.model": "claude-sonnet-4-5",
         "gen_ai.response.model": "claude-sonnet-4-5",
         "gen_ai.response.finish_reasons": ("end_turn",),
-        "hive.turn.kind": "turn",
-        "hive.turn.number": 3,
-        "hive.turn.trigger": "bash-task-build",
-        "hive.turn.outcome": "completed",
-        "hive.turn.cost_usd": attributes["hive.turn.cost_usd"],
+        "hive.hive_run.kind": "turn",
+        "hive.hive_run.number": 3,
+        "hive.hive_run.trigger": "bash-task-build",
+        "hive.hive_run.outcome": "completed",
+        "hive.hive_run.cost_usd": attributes["hive.hive_run.cost_usd"],
     }
     result = json.loads(_sample("02_tool_turn_with_partial_messages.jsonl").lines()[-1])
     assert attributes["gen_ai.usage.input_tokens"] == result["usage"]["input_tokens"]
     assert attributes["gen_ai.usage.output_tokens"] == result["usage"]["output_tokens"]
-    assert attributes["hive.turn.cost_usd"] == result["total_cost_usd"] > 0
+    assert attributes["hive.hive_run.cost_usd"] == result["total_cost_usd"] > 0
     assert turn.status.status_code is StatusCode.UNSET
     assert [(f"{link.context.trace_id:x}", f"{link.context.span_id:x}") for link in turn.links] == [
         ("abc", "def")
@@ -181,8 +181,8 @@ async def test_a_turns_cost_and_tokens_are_its_own_and_its_input_counts_the_cach
         before = SessionCost("s-1", total)
     await _turn([_result_line("s-2", 0.5, input_tokens=1, output_tokens=1)], cost=before)  # a new session
     spans = exported.named("invoke_agent builder")
-    assert [_attributes(s)["hive.turn.cost_usd"] for s in spans] == [0.25, 0.5, 0.25, 0.5]
-    (cost,) = exported.points("hive.turn.cost")
+    assert [_attributes(s)["hive.hive_run.cost_usd"] for s in spans] == [0.25, 0.5, 0.25, 0.5]
+    (cost,) = exported.points("hive.hive_run.cost")
     assert cost.value == 1.5
     attributes = _attributes(spans[0])
     assert attributes["gen_ai.usage.input_tokens"] == 543
@@ -233,7 +233,7 @@ async def test_a_tool_call_whose_result_is_an_error_or_never_comes_is_an_error_s
         "the turn ended before the tool's result",
     )
     (turn,) = exported.named("invoke_agent builder")
-    assert (_attributes(turn)["hive.turn.outcome"], turn.status.status_code) == (
+    assert (_attributes(turn)["hive.hive_run.outcome"], turn.status.status_code) == (
         "cancelled",
         StatusCode.ERROR,
     )
@@ -262,24 +262,24 @@ async def test_a_failed_turn_and_a_stopped_turn_end_their_spans_in_error(exporte
         scope.cancel()
         await trio.sleep_forever()
     failed, stopped = exported.named("invoke_agent builder")
-    assert (_attributes(failed)["hive.turn.outcome"], _attributes(failed)["error.type"]) == (
+    assert (_attributes(failed)["hive.hive_run.outcome"], _attributes(failed)["error.type"]) == (
         "failed",
         "AgentUnavailable",
     )
     assert failed.status.status_code is StatusCode.ERROR
     assert [e.name for e in failed.events] == ["exception"]
     assert (
-        _attributes(stopped)["hive.turn.outcome"] == "stopped"
+        _attributes(stopped)["hive.hive_run.outcome"] == "stopped"
         and stopped.status.status_code is StatusCode.ERROR
     )
-    turns = {p.attributes["hive.turn.outcome"]: p.value for p in exported.points("hive.turns")}
+    turns = {p.attributes["hive.hive_run.outcome"]: p.value for p in exported.points("hive.turns")}
     assert turns == {"failed": 1, "stopped": 1}
 
 
 async def test_a_compaction_in_the_stream_is_marked(exported: Exported) -> None:
     await _turn([_sample("10_compact_in_print_mode.jsonl")], _outcome(), kind="compact")
     (turn,) = exported.named("invoke_agent builder")
-    assert (_attributes(turn)["hive.turn.kind"], _attributes(turn)["hive.turn.compacted"]) == (
+    assert (_attributes(turn)["hive.hive_run.kind"], _attributes(turn)["hive.hive_run.compacted"]) == (
         "compact",
         True,
     )
@@ -321,16 +321,20 @@ async def test_the_harness_links_a_turn_to_the_spans_of_the_wakes_it_carries(
             await harness.ask_compact("operator")
             await harness.wait_state(lambda s: runtime.compactions == 1 and s.phase is Phase.IDLE)
     first, compaction = exported.named("invoke_agent a1")
-    assert _attributes(first)["hive.turn.trigger"] == "bash-task-b"
+    assert _attributes(first)["hive.hive_run.trigger"] == "bash-task-b"
     assert [(link.context.trace_id, link.context.span_id) for link in first.links] == [(0x1234, 0x5678)]
     compacted = _attributes(compaction)
-    assert (compacted["hive.turn.kind"], compacted["hive.turn.trigger"], compacted["hive.turn.outcome"]) == (
+    assert (
+        compacted["hive.hive_run.kind"],
+        compacted["hive.hive_run.trigger"],
+        compacted["hive.hive_run.outcome"],
+    ) == (
         "compact",
         "operator",
         "completed",
     )
     assert compaction.status.status_code is StatusCode.UNSET
-    wakes = {p.attributes["hive.wake.source"]: p.value for p in exported.points("hive.wakes")}
+    wakes = {p.attributes["hive.agent_socket.source"]: p.value for p in exported.points("hive.wakes")}
     assert wakes == {"bash": 1}
     (depth,) = exported.points("hive.queue.depth")
     assert depth.value == 0
@@ -680,7 +684,7 @@ def test_where_nothing_is_exported_nothing_of_it_is_imported() -> None:
     """`hive run`'s and the harness's calls, with no OTEL_*_EXPORTER: neither OpenTelemetry nor
     hive's setup or span code is imported (they cost `hive run` 9 ms before its agent's spawn)."""
     script = (
-        "import sys, hive.turn\n"
+        "import sys, hive.hive_run\n"
         "from hive import telemetry\n"
         "assert telemetry.turn_ids() is None\n"
         "with telemetry.exporting('x') as t, telemetry.traced_turn('a', provider='p') as trace:\n"

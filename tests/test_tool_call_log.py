@@ -11,8 +11,8 @@ import pytest
 import trio
 
 from fixtures import acp_agent
+from hive.agent_socket import Wake, send_wake
 from hive.cli import main
-from hive.wake import Wake, send_wake
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import GUARD, acp_env, claude_env, running_agent
 from tests.helpers.results import ENDED, RUN_INPUT

@@ -13,8 +13,8 @@ from typing import Any
 import trio
 
 from fixtures import acp_agent
+from hive.agent_socket import Compact, Prompt, open_agent_connection
 from hive.fleet._history import Histories
-from hive.wake import Compact, Prompt, open_agent_connection
 from tests.helpers.claude_fake import FakeClaude
 from tests.helpers.harness import (
     GUARD,

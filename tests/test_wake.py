@@ -1,4 +1,4 @@
-"""The agent socket's wire (hive.wake): encoding, decoding, and the server loop over a real Unix socket."""
+"""The agent socket's wire (hive.agent_socket): encoding, decoding, and the server loop over a real Unix socket."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive.wake import (
+from hive.agent_socket import (
     MAX_LINE,
     AgentReply,
     AgentRequest,

@@ -15,8 +15,8 @@ import pytest
 import trio
 
 from hive._unix import open_unix_listener
+from hive.agent_socket import AgentRequest, AgentStatus, Status, serve_agent_socket
 from hive.fleet import survey
-from hive.wake import AgentRequest, AgentStatus, Status, serve_agent_socket
 from tests.helpers.web import base_of, hive_web
 
 GUARD = 30

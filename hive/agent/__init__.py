@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from hive.agent._harness_files import SessionFile, TurnRecord, encode
     from hive.agent._hyperhive_tools import TOOLS, HyperhiveTools
     from hive.agent._log import TurnLog
     from hive.agent._loop import SESSION_FILE, TURN_LOG, Harness, open_harness
@@ -46,6 +47,5 @@ if TYPE_CHECKING:
     from hive.agent._queue import open_queue_file, queued_messages
     from hive.agent._render import LogRenderer, render_line, render_log
     from hive.agent._session import SessionStore, saved_session
-    from hive.agent._wire import SessionFile, TurnRecord, encode
 
 export_lazily(__name__)

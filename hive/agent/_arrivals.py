@@ -9,10 +9,10 @@ from collections.abc import Callable
 import attrs
 import trio
 
+from hive.agent._harness_files import Added, TurnRecord, TurnStart
 from hive.agent._model import Arrived, Event, Item, ItemKind, Phase, WriteFailed, Written
 from hive.agent._queue import QueueFile
-from hive.agent._wire import Added, TurnRecord, TurnStart
-from hive.wake import Refused
+from hive.agent_socket import Refused
 
 log = logging.getLogger(__name__)
 

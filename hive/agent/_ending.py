@@ -28,8 +28,8 @@ import attrs
 
 from hive import telemetry
 from hive._when import counted, span
+from hive.agent._harness_files import Outcome, TurnRecord, TurnStart
 from hive.agent._log import TurnSink
-from hive.agent._wire import Outcome, TurnRecord, TurnStart
 from hive.runtime import HiveRuntimeError, IdleTimeout, Runtime, SessionNotFound, TurnOutcome
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ import trio
 
 from hive._arguments import ArgumentError, answer_schema, check_arguments, file_schema
 from hive.agent._loose_ends import UNKNOWN, describe, read_loose_ends
+from hive.agent_socket import Refused
 from hive.daemon import PlainAnswer
-from hive.wake import Refused
 
 DEFAULT_LIMIT = 50
 

@@ -1,6 +1,6 @@
 """The turn log, ``<state>/turns.jsonl``: for each turn, one ``{"type":"hive_start",...}`` line
-(:class:`hive.agent._wire.TurnStart`), its stream-json as the Sink receives it, then one
-``{"type":"hive",...}`` line (:class:`hive.agent._wire.TurnRecord`)."""
+(:class:`hive.agent._harness_files.TurnStart`), its stream-json as the Sink receives it, then one
+``{"type":"hive",...}`` line (:class:`hive.agent._harness_files.TurnRecord`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import attrs
 import trio
 
 from hive._files import read_tail
+from hive.agent._harness_files import RecordError, TurnRecord, TurnStart, decode_turn_record, encode
 from hive.agent._room import write_when_room
-from hive.agent._wire import RecordError, TurnRecord, TurnStart, decode_turn_record, encode
 from hive.sink import (
     Batch,
     ContextUsage,

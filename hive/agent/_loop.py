@@ -15,6 +15,15 @@ from hive import telemetry
 from hive._files import fsync_dir
 from hive.agent._arrivals import QueueWrites, judged, source
 from hive.agent._ending import Ending, log_turn, record_of, run_turn, stopped, turn_record
+from hive.agent._harness_files import (
+    Carried,
+    Compacted,
+    CompactRequested,
+    Outcome,
+    TurnKind,
+    TurnRecord,
+    TurnStart,
+)
 from hive.agent._log import TurnLog, TurnSink
 from hive.agent._model import (
     Admitted,
@@ -39,10 +48,9 @@ from hive.agent._prompt import render_prompt
 from hive.agent._queue import QueueFile, carried_by, carry, open_queue_file
 from hive.agent._session import SessionStore, resumed_cost
 from hive.agent._stop_grace import StopGrace
-from hive.agent._wire import Carried, Compacted, CompactRequested, Outcome, TurnKind, TurnRecord, TurnStart
+from hive.agent_socket import AgentRequest, AgentState, AgentStatus, Compact, Prompt, Refused, Status, Wake
 from hive.runtime import HiveRuntimeError, Runtime
 from hive.sink import ContextUsage, SessionCost
-from hive.wake import AgentRequest, AgentState, AgentStatus, Compact, Prompt, Refused, Status, Wake
 
 log = logging.getLogger(__name__)
 

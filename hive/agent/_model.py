@@ -55,10 +55,10 @@ class Message:
     at: float = 0.0
     """When it arrived (Unix time)."""
     traceparent: str | None = None
-    """The span of what sent it (a wake's, see `hive.wake.Wake.traceparent`)."""
+    """The span of what sent it (a wake's, see `hive.agent_socket.Wake.traceparent`)."""
     shown_at: float | None = None
     """A wake whose end was answered inline to the agent's call in the running turn (when; see
-    `hive.wake.Wake.shown_at`): that turn settles it. Dropped if it delivers, else an ordinary
+    `hive.agent_socket.Wake.shown_at`): that turn settles it. Dropped if it delivers, else an ordinary
     wake for the next turn (and so after a restart)."""
 
     @property

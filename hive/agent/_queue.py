@@ -30,8 +30,7 @@ import trio
 
 from hive._files import NotARegularFile, fsync_dir, open_append, read_regular, write_all, write_atomic
 from hive.agent._errors import HarnessError
-from hive.agent._model import SEEN_LIMIT, Item, LoopState, owed_compaction
-from hive.agent._wire import (
+from hive.agent._harness_files import (
     Added,
     Base,
     Carried,
@@ -43,6 +42,7 @@ from hive.agent._wire import (
     decode_record,
     encode,
 )
+from hive.agent._model import SEEN_LIMIT, Item, LoopState, owed_compaction
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import attrs
 
 from hive._files import fsync_dir, read_regular, write_atomic
-from hive.agent._wire import RecordError, SessionFile, TurnRecord, decode_session, encode
+from hive.agent._harness_files import RecordError, SessionFile, TurnRecord, decode_session, encode
 from hive.sink import SessionCost
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 :func:`supervise` runs a daemon as long as it is not cancelled: each start is a block (the
 daemon's context manager) that ends with the daemon's SIGINT when the supervision is cancelled,
 and whose daemon, when it exits on its own (or fails to start), is started again after
-:class:`Backoff`'s delay. Each change of the daemon's :class:`~hive.wake.DaemonHealth` is
+:class:`Backoff`'s delay. Each change of the daemon's :class:`~hive.agent_socket.DaemonHealth` is
 reported, for the harness's status and for the outage file its relays read.
 """
 
@@ -23,8 +23,8 @@ import trio
 
 from hive._files import write_atomic
 from hive._when import clock, in_seconds
+from hive.agent_socket import DaemonHealth
 from hive.errors import HiveError
-from hive.wake import DaemonHealth
 
 log = logging.getLogger("hive.agent")
 

@@ -62,6 +62,7 @@ from hive.agent._orphans import (
 )
 from hive.agent._session import SessionStore
 from hive.agent._supervise import Supervision
+from hive.agent_socket import AgentRequest, AgentStatus, Refused, serve_agent_socket
 from hive.bash.relay import HYPERHIVE_SOCKET
 from hive.runtime import (
     Backend,
@@ -72,7 +73,6 @@ from hive.runtime import (
     open_runtime,
     watching_agents,
 )
-from hive.wake import AgentRequest, AgentStatus, Refused, serve_agent_socket
 
 log = logging.getLogger("hive.agent")
 

@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from hive.bash._converter import RecordError, decode, encode
     from hive.bash._courier import WakeCourier
     from hive.bash._errors import BadArgument, BashError, DaemonUnavailable, DiskError, NameBusy, UnknownTask
     from hive.bash._launch import DaemonFailedToStart, DaemonProcess, running_daemon
@@ -64,9 +65,8 @@ if TYPE_CHECKING:
         serial_from_files,
     )
     from hive.bash._task_files import RunFiles
-    from hive.bash._tasks import TaskManager
+    from hive.bash._task_manager import TaskManager
     from hive.bash._tools import TOOLS, BashTools, ToolResult
-    from hive.bash._wire import RecordError, decode, encode
     from hive.bash.client import BashClient, open_bash_client
     from hive.bash.daemon import DaemonConfig, serve_daemon
 

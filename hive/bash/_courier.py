@@ -1,6 +1,6 @@
 """Delivery of owed wakes to the agent socket: at least once, in order, with backoff while it is away.
 
-The sending is :class:`hive.wake.WakeCourier`'s (the subagent daemon's too); what is the bash
+The sending is :class:`hive.agent_socket.WakeCourier`'s (the subagent daemon's too); what is the bash
 daemon's own is that every wake goes to the one agent socket it tells, keyed by task id and serial.
 """
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import attrs
 
-from hive.wake import Wake
-from hive.wake import WakeCourier as Sender
+from hive.agent_socket import Wake
+from hive.agent_socket import WakeCourier as Sender
 
 Key = tuple[str, str]  # (task id, serial)
 

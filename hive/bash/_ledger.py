@@ -28,6 +28,7 @@ import attrs
 import trio
 
 from hive import telemetry
+from hive.agent_socket import Wake, end_id
 from hive.bash._batches import Batcher
 from hive.bash._courier import WakeCourier
 from hive.bash._describe import wake_body
@@ -64,7 +65,6 @@ from hive.bash._task_records import TaskRecords, disk_note
 from hive.bash._watch import saved_watch
 from hive.bash._write_lines import UnclaimedEnd, Write, WriteLines
 from hive.daemon import SendWake, WithdrawWake
-from hive.wake import Wake, end_id
 
 log = logging.getLogger(__name__)
 

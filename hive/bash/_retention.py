@@ -31,7 +31,7 @@ from hive._when import counted
 from hive.bash._store import StoredRun, TaskStore
 
 if TYPE_CHECKING:
-    from hive.bash._tasks import Task, TaskManager
+    from hive.bash._task_manager import Task, TaskManager
 
 log = logging.getLogger(__name__)
 

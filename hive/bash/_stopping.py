@@ -101,7 +101,7 @@ class _Survey:
 
 @attrs.define(eq=False)
 class Stopper:
-    """The stopping side of a :class:`~hive.bash._tasks.TaskManager`: it changes and saves the
+    """The stopping side of a :class:`~hive.bash._task_manager.TaskManager`: it changes and saves the
     records of the tasks it stops through the ledger, and sees the manager's tasks by id."""
 
     ledger: Ledger

@@ -52,9 +52,9 @@ from hive._files import (
     write_atomic,
 )
 from hive._limits import is_name
+from hive.bash._converter import RecordError, decode, encode
 from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._task_files import TASK_FILE_SUFFIXES, TaskFiles
-from hive.bash._wire import RecordError, decode, encode
 
 log = logging.getLogger(__name__)
 

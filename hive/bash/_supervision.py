@@ -22,7 +22,7 @@ from hive.bash._store import ExitStatus
 from hive.bash._task import Task
 
 if TYPE_CHECKING:
-    from hive.bash._tasks import TaskManager
+    from hive.bash._task_manager import TaskManager
 
 
 async def supervise(manager: TaskManager, task: Task, wait_exit: Callable[[], Awaitable[int | None]]) -> None:

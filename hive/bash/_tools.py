@@ -23,7 +23,7 @@ from hive.bash._model import HeldBy, StopReason, TaskState
 from hive.bash._output import MAX_NEW_BYTES, STREAMS, read_past, read_tails, wait_grown
 from hive.bash._pattern import FEATURES, LINE_BYTES, MAX_PATTERN, TASK_SECONDS, compile_pattern
 from hive.bash._settings import LINE_SECONDS
-from hive.bash._tasks import Task, TaskManager
+from hive.bash._task_manager import Task, TaskManager
 from hive.bash._watch import DEFAULT_MAX, MAX_MAX, MERGE_SECS
 
 DEFAULT_RUN_WAIT = 3.0

@@ -52,7 +52,9 @@ from hive._convert import DecodeError, structure
 from hive._files import open_regular, read_regular, write_atomic
 from hive._inotify import IN_MODIFY, Inotify
 from hive._when import counted
+from hive.agent_socket import Wake
 from hive.bash._batches import Batcher
+from hive.bash._converter import converter
 from hive.bash._courier import Key, WakeCourier
 from hive.bash._durable import GroupSync
 from hive.bash._errors import BadArgument
@@ -61,9 +63,7 @@ from hive.bash._pattern import Pattern, compile_pattern, pieces, search_lines
 from hive.bash._records import TaskRecord
 from hive.bash._store import TaskStore
 from hive.bash._task import Task
-from hive.bash._wire import converter
 from hive.daemon import OwedItems, Telling
-from hive.wake import Wake
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from hive.bash._settings import TaskSettings
 if TYPE_CHECKING:
     import trio
 
-    from hive.bash._tasks import TaskManager
+    from hive.bash._task_manager import TaskManager
 
 # Trio, the kit's MCP server and the task machinery are imported only once the command line is read
 # (see `_import_serving`): a refused start costs an interpreter's start, not theirs.
@@ -75,7 +75,7 @@ def _import_serving() -> None:
     """Import what serving takes (Trio, the kit's MCP server, the task manager): `main` does so once its
     command line is read, before it freezes what the imports made."""
     import hive.bash._server
-    import hive.bash._tasks  # noqa: F401
+    import hive.bash._task_manager  # noqa: F401
     from hive.daemon import serve_mcp  # noqa: F401
 
 
@@ -94,7 +94,7 @@ async def serve_daemon(
     from hive.bash._retention import DAY, Pruner, Retention
     from hive.bash._server import make_mcp_server
     from hive.bash._store import TaskStore
-    from hive.bash._tasks import TaskManager
+    from hive.bash._task_manager import TaskManager
     from hive.bash._tools import BashTools
     from hive.daemon import serve_mcp
 

@@ -28,7 +28,7 @@ from hive.cli._agent_status import describe_status
 from hive.errors import BadInput
 
 if TYPE_CHECKING:
-    from hive.wake import AgentReply, AgentRequest
+    from hive.agent_socket import AgentReply, AgentRequest
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -162,8 +162,8 @@ def _ask_agent(args: argparse.Namespace, request: AgentRequest) -> AgentReply | 
     it cannot be asked."""
     import trio
 
+    from hive.agent_socket import AgentRequestError, open_agent_connection
     from hive.cli._agent_start import wait_started
-    from hive.wake import AgentRequestError, open_agent_connection
 
     path = _agent_socket(args)
     starting: list[int | None] = []
@@ -211,7 +211,7 @@ def _ask_agent(args: argparse.Namespace, request: AgentRequest) -> AgentReply | 
 
 
 def _agent_status(args: argparse.Namespace) -> int:
-    from hive.wake import Status, converter
+    from hive.agent_socket import Status, converter
 
     reply = _ask_agent(args, Status())
     if reply is None or reply.status is None:
@@ -256,7 +256,7 @@ def _too_long(size: int) -> PromptTooLong:
 
 def _agent_prompt(args: argparse.Namespace) -> int:
     text = prompt_text(args.text, args.file)
-    from hive.wake import Prompt, encode
+    from hive.agent_socket import Prompt, encode
 
     request = Prompt(text)
     if (size := len(encode(request)) - 1) > MAX_LINE:  # the newline is not counted
@@ -268,7 +268,7 @@ def _agent_prompt(args: argparse.Namespace) -> int:
 
 
 def _agent_compact(args: argparse.Namespace) -> int:
-    from hive.wake import Compact
+    from hive.agent_socket import Compact
 
     if _ask_agent(args, Compact()) is None:
         return 1

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from hive._when import clock, counted, span
 
 if TYPE_CHECKING:
-    from hive.wake import AgentStatus, DaemonHealth
+    from hive.agent_socket import AgentStatus, DaemonHealth
 
 
 def describe_status(status: AgentStatus, now: float) -> list[str]:

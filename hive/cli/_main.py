@@ -48,11 +48,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
 
-    # Its description and flags come with hive.turn (when it is the command parsed).
+    # Its description and flags come with hive.hive_run (when it is the command parsed).
     run = commands.add_parser("run", help="run one agent turn, printing its stream-json")
     if command in (None, "run"):
-        # hive.turn brings Trio and the runtimes with it: not for the other commands.
-        from hive.turn import add_arguments
+        # hive.hive_run brings Trio and the runtimes with it: not for the other commands.
+        from hive.hive_run import add_arguments
 
         add_arguments(run)
     run.set_defaults(handler=_run_turn)
@@ -66,7 +66,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _run_turn(args: argparse.Namespace) -> int:
-    from hive.turn import run_turn
+    from hive.hive_run import run_turn
 
     return run_turn(args)
 

@@ -11,11 +11,11 @@ import socket
 import trio
 
 from hive._unix import peer_uid, uid_allowed
+from hive.agent_socket import answer_then_close
 from hive.daemon._receipts import Receipts, peer_has_closed
 from hive.daemon._session import Session
 from hive.daemon._tools import ToolServer
 from hive.daemon.protocol import refusal_line
-from hive.wake import answer_then_close
 
 log = logging.getLogger(__name__)
 

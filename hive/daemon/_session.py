@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from hive._lines import LineCut, LineReader, LineTooLong
+from hive.agent_socket import answer_then_close
 from hive.daemon._messages import Garbage, Misread, Notification, Request, RequestId, read_message
 from hive.daemon._receipts import Receipts
 from hive.daemon._tools import ToolServer, tool_result
@@ -29,7 +30,6 @@ from hive.daemon.protocol import (
     negotiate,
     rpc_line,
 )
-from hive.wake import answer_then_close
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ import trio
 from hive._state_dir import lock_holder
 from hive._unix import ForeignSocket, connect_owned
 from hive.agent import TurnLog, queued_messages, saved_session
+from hive.agent_socket import AgentConnection, AgentRequestError, AgentStatus, WakeRefused
 from hive.bash import TaskState, TaskStore
 from hive.subagent import Store as SubagentStore
-from hive.wake import AgentConnection, AgentRequestError, AgentStatus, WakeRefused
 
 if TYPE_CHECKING:
     from hive.bash.client import BashClient

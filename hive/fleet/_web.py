@@ -146,7 +146,7 @@ def make_app(fleet: Fleet) -> Starlette:
             return PlainTextResponse("no such agent", status_code=404)
         if not text:
             return PlainTextResponse("the prompt is empty: write something to send", status_code=400)
-        from hive.wake import Prompt
+        from hive.agent_socket import Prompt
 
         return await _tell(request, state_dir, Prompt(text=text))
 
@@ -154,7 +154,7 @@ def make_app(fleet: Fleet) -> Starlette:
         state_dir = fleet.agents().get(request.path_params["name"])
         if state_dir is None:
             return PlainTextResponse("no such agent", status_code=404)
-        from hive.wake import Compact
+        from hive.agent_socket import Compact
 
         return await _tell(request, state_dir, Compact())
 
@@ -209,7 +209,7 @@ def _not_own(exc: ForeignSocket) -> Response:
 
 
 async def _tell(request: Request, state_dir: Path, message: Any) -> Response:
-    from hive.wake import AgentRequestError, WakeRefused
+    from hive.agent_socket import AgentRequestError, WakeRefused
 
     try:
         with trio.fail_after(10):

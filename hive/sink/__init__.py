@@ -82,8 +82,7 @@ if TYPE_CHECKING:
         UserMessage,
     )
     from hive.sink._sink import FanOut, JsonlFile, JsonlSink, MemorySink, Sink
-    from hive.sink._usage import ContextUsage, SessionCost, TurnCost
-    from hive.sink._wire import (
+    from hive.sink._stream_json import (
         MessageError,
         converter,
         encode_message,
@@ -91,5 +90,6 @@ if TYPE_CHECKING:
         structure_message,
         unstructure_message,
     )
+    from hive.sink._usage import ContextUsage, SessionCost, TurnCost
 
 export_lazily(__name__)

@@ -15,7 +15,7 @@ from itertools import compress, repeat
 import attrs
 
 from hive.sink._messages import JsonObject, StreamMessage
-from hive.sink._wire import MessageError, encode_message, parse_line, structure_message
+from hive.sink._stream_json import MessageError, encode_message, parse_line, structure_message
 
 DEFAULT_MAX_LINE = 64 * 1024 * 1024
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         UnknownSubagent,
     )
     from hive.subagent._manager import SubagentManager
-    from hive.subagent._records import Current, SessionRecord, TurnEnd
+    from hive.subagent._session_records import Current, SessionRecord, TurnEnd
     from hive.subagent._slots import Arm, Phase
     from hive.subagent._specs import TOOLS
     from hive.subagent._store import Store

@@ -6,7 +6,7 @@ import logging
 
 import attrs
 
-from hive.subagent._records import SessionRecord
+from hive.subagent._session_records import SessionRecord
 from hive.subagent._store import Store
 
 log = logging.getLogger(__name__)

@@ -36,8 +36,8 @@ from hive.subagent._caller import Caller
 from hive.subagent._errors import BadArgument, UnknownSubagent
 from hive.subagent._ledger import Ledger
 from hive.subagent._live import Live
-from hive.subagent._records import SessionRecord
 from hive.subagent._recovery import Recovery
+from hive.subagent._session_records import SessionRecord
 from hive.subagent._slot_table import Handle, SlotTable
 from hive.subagent._slots import Arm, Refusal, Slot
 from hive.subagent._store import Store

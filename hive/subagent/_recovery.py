@@ -15,7 +15,7 @@ import trio
 from hive.subagent import _slots
 from hive.subagent._agents import Host, TurnAgent
 from hive.subagent._ledger import Ledger
-from hive.subagent._records import SessionRecord
+from hive.subagent._session_records import SessionRecord
 from hive.subagent._slot_table import SlotTable
 from hive.subagent._slots import Arm
 from hive.subagent._telling import Teller

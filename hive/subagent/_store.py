@@ -26,7 +26,7 @@ import attrs
 from hive._files import ensure_private_dir, path_field, read_regular, write_atomic
 from hive._limits import is_name
 from hive.subagent._convert import DecodeError, structure, unstructure
-from hive.subagent._records import SessionRecord
+from hive.subagent._session_records import SessionRecord
 
 log = logging.getLogger(__name__)
 

@@ -18,15 +18,15 @@ from typing import Protocol
 import attrs
 import trio
 
+from hive.agent_socket import Wake, WakeCourier
 from hive.daemon import OwedItems, SendWake, Settled, Telling, WithdrawWake
 from hive.subagent._ledger import Ledger
 from hive.subagent._live import Live
-from hive.subagent._records import SessionRecord, TurnEnd
-from hive.wake import Wake, WakeCourier
+from hive.subagent._session_records import SessionRecord, TurnEnd
 
 
 class Courier(Protocol):
-    """What the teller needs of a courier (`hive.wake.WakeCourier`; tests hand it a fake)."""
+    """What the teller needs of a courier (`hive.agent_socket.WakeCourier`; tests hand it a fake)."""
 
     def send(self, key: str, socket: Path, wake: Wake) -> None: ...
 

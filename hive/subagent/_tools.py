@@ -18,7 +18,7 @@ from hive._when import counted, in_seconds
 from hive.subagent._caller import Caller
 from hive.subagent._errors import BadArgument, SubagentError
 from hive.subagent._manager import SubagentManager
-from hive.subagent._records import TurnEnd
+from hive.subagent._session_records import TurnEnd
 from hive.subagent._specs import TOOL_NAMES, TOOLS
 from hive.subagent._views import Status, View
 

@@ -42,7 +42,7 @@ from hive.subagent._agents import Host, TurnAgent
 from hive.subagent._caller import Caller
 from hive.subagent._ledger import Ledger
 from hive.subagent._live import Live
-from hive.subagent._records import AgentPid, Current, SessionRecord
+from hive.subagent._session_records import AgentPid, Current, SessionRecord
 from hive.subagent._slot_table import SlotTable
 from hive.subagent._slots import Arm
 from hive.subagent._telling import Teller

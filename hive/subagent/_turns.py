@@ -31,7 +31,7 @@ from hive.sink import (
     structured,
     typed_lines,
 )
-from hive.subagent._records import Current, TurnEnd
+from hive.subagent._session_records import Current, TurnEnd
 
 TAIL_CHARS = 4000
 """How much of a result's text ``status`` and a wake carry (its end, where a summary usually is)."""

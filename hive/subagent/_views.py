@@ -8,7 +8,7 @@ from pathlib import Path
 import attrs
 
 from hive.subagent._live import Live
-from hive.subagent._records import SessionRecord
+from hive.subagent._session_records import SessionRecord
 from hive.subagent._slots import Phase
 
 

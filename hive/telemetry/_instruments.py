@@ -28,11 +28,11 @@ class Instruments:
     operation_duration: Histogram
     """``gen_ai.client.operation.duration``: a turn's wall time, in seconds."""
     turns: Counter
-    """``hive.turns``: turns ended, by ``hive.turn.outcome``."""
+    """``hive.turns``: turns ended, by ``hive.hive_run.outcome``."""
     turn_cost: Counter
-    """``hive.turn.cost``: what turns cost, in USD, where the agent's stream says."""
+    """``hive.hive_run.cost``: what turns cost, in USD, where the agent's stream says."""
     wakes: Counter
-    """``hive.wakes``: wakes that reached the harness, by ``hive.wake.source``."""
+    """``hive.wakes``: wakes that reached the harness, by ``hive.agent_socket.source``."""
     queue_depth: Gauge
     """``hive.queue.depth``: the messages waiting for the agent's next turn."""
     bash_tasks: Counter
@@ -62,7 +62,7 @@ _MADE = {
     "token_usage": ("gen_ai.client.token.usage", "{token}", "Number of input and output tokens used."),
     "operation_duration": ("gen_ai.client.operation.duration", "s", "GenAI operation duration."),
     "turns": ("hive.turns", "{turn}", "Turns ended, by outcome."),
-    "turn_cost": ("hive.turn.cost", "USD", "What turns cost."),
+    "turn_cost": ("hive.hive_run.cost", "USD", "What turns cost."),
     "wakes": ("hive.wakes", "{wake}", "Wakes received, by source."),
     "queue_depth": ("hive.queue.depth", "{message}", "Messages waiting for the next turn."),
     "bash_tasks": ("hive.bash.tasks", "{task}", "Bash tasks ended, by final state."),

@@ -2,7 +2,7 @@
 
 The span is in the trace of the turn whose ``run`` call started it, a child of the span the
 call names (its ``_meta.traceparent``: the relay adds the turn's, `hive.bash.relay`). Its own
-``traceparent`` rides in the task's wake (`hive.wake.Wake.traceparent`), and the harness links
+``traceparent`` rides in the task's wake (`hive.agent_socket.Wake.traceparent`), and the harness links
 the turn that carries the wake to it: which task woke which turn.
 """
 
@@ -98,7 +98,7 @@ def wake_received(source: str, depth: int) -> None:
     ``subagent``, ``operator``, ...); ``depth`` are waiting now."""
     telemetry = active()
     if telemetry is not None:
-        telemetry.instruments.wakes.add(1, {"hive.wake.source": source})
+        telemetry.instruments.wakes.add(1, {"hive.agent_socket.source": source})
         telemetry.instruments.queue_depth.set(depth)
 
 

@@ -1,7 +1,7 @@
 """A turn as a span, as the OpenTelemetry GenAI conventions name it: ``invoke_agent <agent>``,
 with a child ``execute_tool <tool>`` for each tool call its stream shows (from its ``tool_use``
 to its ``tool_result``), the attributes the stream gives (model, session, tokens, finish
-reason) and hive's own (``hive.turn.*``); and the turn's metrics.
+reason) and hive's own (``hive.hive_run.*``); and the turn's metrics.
 
 The span is the current one while the turn runs, and the agents the turn spawns get its
 ``TRACEPARENT`` (`hive.runtime.agent_environment`): claude's own spans nest under it.
@@ -69,7 +69,7 @@ class TurnTrace:
     model: str | None = None
     """The model the stream's init line names."""
     outcome: str | None = None
-    """``hive.turn.outcome`` once the turn has ended."""
+    """``hive.hive_run.outcome`` once the turn has ended."""
     result: ResultMessage | None = None
     """The stream's result line: its tokens go to the metrics."""
     cost: TurnCost = attrs.field(factory=TurnCost)
@@ -87,7 +87,7 @@ class TurnTrace:
         """Record how the turn ended: its outcome, its session, an error status if it did not complete."""
         reason = outcome.stop_reason.value
         self.outcome = "error" if reason == "completed" and outcome.is_error else reason
-        self.span.set_attribute("hive.turn.outcome", self.outcome)
+        self.span.set_attribute("hive.hive_run.outcome", self.outcome)
         if outcome.session_id:
             self.span.set_attribute("gen_ai.conversation.id", outcome.session_id)
         if outcome.is_error or reason != "completed":
@@ -131,7 +131,7 @@ class TurnTrace:
                     self.provider = str(name) if name else "acp"
                     span.set_attribute("gen_ai.provider.name", self.provider)
             case SystemMessage(subtype="compact_boundary"):
-                span.set_attribute("hive.turn.compacted", True)
+                span.set_attribute("hive.hive_run.compacted", True)
             case AssistantMessage(message=api):
                 if api.model and api.model != "<synthetic>":
                     span.set_attribute("gen_ai.response.model", api.model)
@@ -184,7 +184,7 @@ class TurnTrace:
             span.set_attribute("gen_ai.response.finish_reasons", [result.stop_reason])
         self.cost.result(result.session_id, result.total_cost_usd)
         if self.cost.usd:
-            span.set_attribute("hive.turn.cost_usd", self.cost.usd)
+            span.set_attribute("hive.hive_run.cost_usd", self.cost.usd)
 
     # -- the end ----------------------------------------------------------------------------------
 
@@ -197,11 +197,11 @@ class TurnTrace:
         span = self.span
         if error is None and self.outcome is None:
             self.outcome = "completed"
-            span.set_attribute("hive.turn.outcome", self.outcome)
+            span.set_attribute("hive.hive_run.outcome", self.outcome)
         if error is not None:
             cancelled = type(error).__name__ == "Cancelled"
             self.outcome = "stopped" if cancelled else "failed"
-            span.set_attribute("hive.turn.outcome", self.outcome)
+            span.set_attribute("hive.hive_run.outcome", self.outcome)
             span.set_attribute("error.type", self.outcome if cancelled else type(error).__qualname__)
             if not cancelled:
                 span.record_exception(error)
@@ -226,7 +226,7 @@ class TurnTrace:
         if outcome != "completed":
             attributes["error.type"] = outcome
         instruments.operation_duration.record(seconds, attributes)
-        instruments.turns.add(1, {"hive.turn.outcome": outcome, "gen_ai.agent.name": self.agent})
+        instruments.turns.add(1, {"hive.hive_run.outcome": outcome, "gen_ai.agent.name": self.agent})
         result = self.result
         if result is None:
             return
@@ -309,12 +309,12 @@ def start_turn(
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": agent,
         "gen_ai.provider.name": provider,
-        "hive.turn.kind": kind,
+        "hive.hive_run.kind": kind,
     }
     if number is not None:
-        attributes["hive.turn.number"] = number
+        attributes["hive.hive_run.number"] = number
     if trigger:
-        attributes["hive.turn.trigger"] = trigger
+        attributes["hive.hive_run.trigger"] = trigger
     parent_context = remote_context(parent) if parent else None
     span = telemetry.tracer.start_span(
         f"invoke_agent {agent}",

@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from hive._unix import open_unix_listener
-from hive.wake import LineReader
+from hive.agent_socket import LineReader
 
 
 class Conversation:

@@ -15,7 +15,7 @@ import attrs
 import mcp_types as types
 import trio
 
-from hive.wake import LineReader
+from hive.agent_socket import LineReader
 from tests.helpers.daemon import relay_argv
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive.wake import AgentRequest, Wake, serve_agent_socket
+from hive.agent_socket import AgentRequest, Wake, serve_agent_socket
 
 
 @attrs.define

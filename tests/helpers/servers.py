@@ -21,12 +21,12 @@ import attrs
 import trio
 
 from hive._unix import open_unix_listener
+from hive.agent_socket import AgentRequest, Wake, send_wake, serve_agent_socket
+from hive.agent_socket import encode as encode_request
 from hive.bash import TaskSettings
 from hive.bash import daemon as bash_daemon
 from hive.daemon.relay import CALLER_META
 from hive.subagent import daemon as subagent_daemon
-from hive.wake import AgentRequest, Wake, send_wake, serve_agent_socket
-from hive.wake import encode as encode_request
 from tests.helpers.jsonrpc import answers_initialize, initialize, raw_exchange, request
 
 

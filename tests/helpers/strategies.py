@@ -15,7 +15,7 @@ from hive.bash import LooseEnd, OwedWake, TaskRecord, encode
 from hive.bash._model import Event, Exited, Spawned, StopBegun, StopReason, TaskState, Vanished, Withdrawn
 from hive.bash._retention import Candidate, Retention
 from hive.sink._messages import BLOCKS
-from hive.sink._wire import _RENAMES, written_annotations
+from hive.sink._stream_json import _RENAMES, written_annotations
 
 stop_reasons = st.sampled_from(StopReason)
 events: st.SearchStrategy[Event] = st.one_of(

@@ -17,8 +17,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters
 
 from fixtures import acp_agent
+from hive.agent_socket import Wake
 from hive.subagent import Caller, Phase, Store, SubagentManager, SystemHost, TurnAgent
-from hive.wake import Wake
 from tests.helpers import inotify
 from tests.helpers.acp_fake import FakeAcp
 from tests.helpers.claude_fake import FakeClaude

@@ -17,7 +17,7 @@ import trio
 
 from fixtures.fake_api_control import FakeApi
 from hive.agent import render_log
-from hive.wake import Wake, send_wake
+from hive.agent_socket import Wake, send_wake
 from tests.helpers.harness import running_agent
 from tests.real.test_real_acp import PROTOCOL_PIN
 

@@ -30,7 +30,7 @@ import attrs
 import trio
 
 from fixtures import acp_agent, fake_claude
-from hive.wake import Status, open_agent_connection
+from hive.agent_socket import Status, open_agent_connection
 from tests.helpers.daemon import tail_follow_argv
 from tests.helpers.harness import acp_runtime_env, start_until_ready
 from tests.helpers.web import base_of

@@ -3,7 +3,7 @@
 The agent is spawned first, before Trio, the runtime and the backend are imported (see
 ``hive.runtime._prestart``): those imports then overlap the agent's own start. Until Trio
 takes them over, SIGINT and SIGTERM are recorded rather than acted on, so that neither can end
-hive with its agent left behind; the turn (``hive._turn``) then acts on them first. What the
+hive with its agent left behind; the turn (``hive._hive_run_turn``) then acts on them first. What the
 command line gives (the settings, the prompt) is read and checked before any of that: a bad one
 ends ``hive run`` with exit status 2 and no agent spawned.
 """
@@ -160,7 +160,7 @@ def run_turn(args: argparse.Namespace) -> int:
         try:
             spec = RuntimeSpec.from_env()
             prestart(first_command(spec, config, prompt, args.session), cwd=config.cwd)
-            from hive._turn import drive
+            from hive._hive_run_turn import drive
 
             # Everything the imports made lives until the process ends. Frozen, it is walked by
             # none of the collections during the turn, nor by the interpreter's last ones at
