@@ -43,26 +43,48 @@ ALLOWED: dict[str, set[str]] = {
     "claude": {"claude", "runtime", "sink"} | LEAVES,
     "acp": {"acp", "runtime", "sink", ""} | LEAVES,
     "_unix": LEAVES,
-    "wake": {"_unix"} | LEAVES,
+    "agent_socket": {"_unix"} | LEAVES,
     "sdnotify": LEAVES,
     "telemetry": {"telemetry", "runtime", "sink", ""} | LEAVES,
     # The daemon kit: MCP on a Unix socket, for every daemon; it knows none of them.
-    "daemon": {"daemon", "wake", "_unix", ""} | LEAVES,
-    "bash": {"bash", "daemon", "wake", "sdnotify", "_unix", "telemetry", ""} | LEAVES,
+    "daemon": {"daemon", "agent_socket", "_unix", ""} | LEAVES,
+    "bash": {"bash", "daemon", "agent_socket", "sdnotify", "_unix", "telemetry", ""} | LEAVES,
     "agent": {
-        *("agent", "bash", "daemon", "runtime", "sink", "wake", "sdnotify", "_unix", "telemetry", ""),
+        *("agent", "bash", "daemon", "runtime", "sink", "agent_socket", "sdnotify", "_unix", "telemetry", ""),
     }
     | LEAVES,
-    "subagent": {"subagent", "daemon", "runtime", "sink", "wake", "sdnotify", "_unix", "telemetry", ""}
+    "subagent": {
+        "subagent",
+        "daemon",
+        "runtime",
+        "sink",
+        "agent_socket",
+        "sdnotify",
+        "_unix",
+        "telemetry",
+        "",
+    }
     | LEAVES,
-    "_turn": {"runtime", "sink", "telemetry", ""} | LEAVES,
-    "turn": {"_turn", "runtime", "sink", "telemetry", ""} | LEAVES,
+    "_hive_run_turn": {"runtime", "sink", "telemetry", ""} | LEAVES,
+    "hive_run": {"_hive_run_turn", "runtime", "sink", "telemetry", ""} | LEAVES,
     "demo_agent": {""} | LEAVES,
-    "demo": {"agent", "bash", "wake", "sdnotify", "_unix", ""} | LEAVES,
-    "fleet": {"fleet", "agent", "bash", "subagent", "wake", "_unix", ""} | LEAVES,
+    "demo": {"agent", "bash", "agent_socket", "sdnotify", "_unix", ""} | LEAVES,
+    "fleet": {"fleet", "agent", "bash", "subagent", "agent_socket", "_unix", ""} | LEAVES,
     "cli": {
-        *("turn", "_turn", "demo", "agent", "bash", "subagent", "claude", "acp", "runtime", "sink", "fleet"),
-        *("wake", "sdnotify", "_unix", "telemetry", ""),
+        *(
+            "hive_run",
+            "_hive_run_turn",
+            "demo",
+            "agent",
+            "bash",
+            "subagent",
+            "claude",
+            "acp",
+            "runtime",
+            "sink",
+            "fleet",
+        ),
+        *("agent_socket", "sdnotify", "_unix", "telemetry", ""),
     }
     | LEAVES,
 }
@@ -139,7 +161,9 @@ def test_no_module_imports_another_packages_private_module() -> None:
         if name.split(".")[1] != part_of(path)
     ]
     assert not strays, strays
-    assert private_imports(HIVE / "bash" / "_tasks.py"), "the check sees a package's own private imports"
+    assert private_imports(HIVE / "bash" / "_task_manager.py"), (
+        "the check sees a package's own private imports"
+    )
 
 
 def imported_roots(path: Path, *, on_import: bool = False) -> set[str]:
