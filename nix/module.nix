@@ -346,7 +346,7 @@ let
     ]
     ++ optional agent.subagents "--subagents";
 
-  # util-linux for unshare: each task gets a cgroup namespace of its own through it (hive.bash._namespaces).
+  # util-linux for unshare: each task gets a cgroup namespace of its own through it (hive.bash.procs._namespaces).
   unitPath = agent: [
     cfg.package
     pkgs.bash

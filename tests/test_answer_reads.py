@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from hive.bash import TAIL_BYTES, Tail, ToolResult, _output, _task_manager
+from hive.bash import TAIL_BYTES, Tail, ToolResult, _task_manager
+from hive.bash.files import _output
 from tests.helpers.tools import serving_tools
 
 

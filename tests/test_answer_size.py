@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hive.bash import TAIL_BYTES, TOOLS, BashTools, Tail, ToolResult
-from hive.bash._describe import BRIEF_LINES, BRIEF_TAIL_BYTES, brief_output
+from hive.bash.ends._describe import BRIEF_LINES, BRIEF_TAIL_BYTES, brief_output
 from tests.helpers.tools import serving_tools
 
 FULL_ONLY = {"cmd", "cwd", "pid", "held_by", "created_at", "started_at", "ended_at", "signals", "cmd_path"}

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hive.bash import BashTools
-from hive.bash._output import MAX_NEW_BYTES, read_new
+from hive.bash.files._output import MAX_NEW_BYTES, read_new
 from hive.cli._bash_tail import offset_of_last_lines
 from tests.helpers.daemon import DaemonHandle, tail_follow_argv
 from tests.helpers.gates import make_gate, release_gate

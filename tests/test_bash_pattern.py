@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hive.bash import BadArgument, _pattern
-from hive.bash._pattern import LINE_BYTES, compile_pattern, pieces, search_lines
+from hive.bash import BadArgument
+from hive.bash.ends import _pattern
+from hive.bash.ends._pattern import LINE_BYTES, compile_pattern, pieces, search_lines
 
 
 @given(st.binary(max_size=3 * LINE_BYTES + 7).map(lambda head: head * 2))

@@ -18,7 +18,7 @@ import trio
 
 from hive.agent_socket import Wake
 from hive.bash._tools import BashTools
-from hive.bash._watch import Watcher
+from hive.bash.ends._watch import Watcher
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate, release_gate
 from tests.helpers.inotify import wait_until

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hive.agent._harness_files as agent_wire
-import hive.bash._converter as bash_wire
+import hive.bash.files._converter as bash_wire
 import hive.subagent._convert as subagent_convert
 from hive import agent_socket as wake
 from hive._convert import DecodeError, StrictConverter, strict_converter, structure

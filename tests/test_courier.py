@@ -13,7 +13,7 @@ import trio.testing
 from hive import agent_socket as _courier
 from hive.agent_socket import AgentRequest, Wake, serve_agent_socket
 from hive.agent_socket import WakeCourier as Sender
-from hive.bash._courier import WakeCourier
+from hive.bash.ends._courier import WakeCourier
 
 
 def _count_connections(monkeypatch: pytest.MonkeyPatch) -> list[float]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from hive.bash._growth import GrowthWatch
+from hive.bash.procs._growth import GrowthWatch
 
 
 async def test_a_write_names_its_task_and_a_removed_task_is_no_longer_named(tmp_path: Path) -> None:

@@ -268,7 +268,8 @@ def bash_daemon_main(
     monkeypatch: pytest.MonkeyPatch, signal_handlers: None, no_logging_setup: None
 ) -> Callable[..., int]:
     """``hive-bash-daemon``'s main, minus what it does to the whole process (subreaper, limits)."""
-    from hive.bash import _limits, _procs, daemon
+    from hive.bash import daemon
+    from hive.bash.procs import _limits, _procs
 
     # `main` imports these once its command line is read: patched where they live.
     monkeypatch.setattr(_procs, "become_subreaper", lambda: False)

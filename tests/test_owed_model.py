@@ -1,4 +1,4 @@
-"""The owed-end protocol, as a model (`hive.bash._owed`), driven through random lives of a daemon.
+"""The owed-end protocol, as a model (`hive.bash.ends._owed`), driven through random lives of a daemon.
 
 The machine plays the task manager and the ledger around the real model: runs start (reusing a
 name, or not), end, are held and answered to clients that are still there or gone, their wakes
@@ -23,7 +23,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from hive.bash._owed import (
+from hive.bash.ends._owed import (
     Abandoned,
     Acked,
     Action,

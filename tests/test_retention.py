@@ -15,7 +15,7 @@ import trio
 from hypothesis import given
 
 from hive.bash import LooseEnd, StoredRun, TaskRecord, TaskStore
-from hive.bash._retention import DAY, Candidate, Pruner, Retention, _Known, candidates, choose
+from hive.bash.files._retention import DAY, Candidate, Pruner, Retention, _Known, candidates, choose
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate
 from tests.helpers.processes import wait_exited

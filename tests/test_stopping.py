@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from hive.bash import _cgroups
-from hive.bash._courier import WakeCourier
-from hive.bash._store import TaskStore
 from hive.bash._task_manager import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
+from hive.bash.ends._courier import WakeCourier
+from hive.bash.files._store import TaskStore
+from hive.bash.procs import _cgroups
 from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
 from tests.helpers.forked_daemon import forked_daemon_under, forked_shared_daemon
 from tests.helpers.results import call, structured, text_of
@@ -305,7 +305,7 @@ async def test_a_restarted_daemon_still_stops_every_process_of_a_task(daemon: Da
 REAPER = """
 import os, select, sys
 from pathlib import Path
-from hive.bash import _procs
+from hive.bash.procs import _procs
 
 assert _procs.become_subreaper()
 root = Path(sys.argv[1])
@@ -558,7 +558,7 @@ async def test_a_wrapper_whose_wait_is_given_up_is_kept_not_collected_as_a_leak(
     # A daemon stopping while a task runs gives up its wait: the task runs on (a restarted daemon
     # adopts it), and the wrapper's Popen (where it was started through subprocess), collected
     # later, must not warn of a process left unwaited.
-    from hive.bash import _procs
+    from hive.bash.procs import _procs
 
     if through == "clone3" and not clone3_usable():
         pytest.skip("hive._clone3 is not built here, or the kernel has no clone3")

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hive._files import write_atomic
-from hive.bash._converter import RecordError, decode, encode
-from hive.bash._records import LooseEnd, TaskRecord
-from hive.bash._store import TAIL_BYTES, TaskStore, decode_tail, read_tail
+from hive.bash.files._converter import RecordError, decode, encode
+from hive.bash.files._records import LooseEnd, TaskRecord
+from hive.bash.files._store import TAIL_BYTES, TaskStore, decode_tail, read_tail
 from tests.helpers.strategies import loose_ends, records
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from hive.bash._namespaces import cgroup_namespace
-from hive.bash._procs import ProcInfo, TaskMarks, members
+from hive.bash.procs._namespaces import cgroup_namespace
+from hive.bash.procs._procs import ProcInfo, TaskMarks, members
 from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
 from tests.helpers.forked_daemon import forked_shared_daemon
 from tests.helpers.inotify import wait_until
@@ -234,7 +234,7 @@ def test_a_process_that_ends_while_the_stop_looks_is_not_counted_as_having_left(
     import subprocess
 
     from hive import _proc
-    from hive.bash import _cgroups, _procs, _stopping
+    from hive.bash.procs import _cgroups, _procs, _stopping
 
     alive = subprocess.Popen(["sleep", "60"])
     ended = subprocess.Popen(["true"])

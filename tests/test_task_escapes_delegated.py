@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hive.bash import _cgroups
+from hive.bash.procs import _cgroups
 from tests.helpers.daemon import DaemonHandle, remove_cgroup_tree
 from tests.helpers.forked_daemon import DaemonUser, forked_shared_daemon
 from tests.helpers.results import call, structured

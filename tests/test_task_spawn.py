@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hive.bash._cgroups import own_v2_path
+from hive.bash.procs._cgroups import own_v2_path
 from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
 from tests.helpers.results import call, structured
 from tests.helpers.spawning import clone3_usable, unbuilt_clone3_path

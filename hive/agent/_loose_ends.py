@@ -169,7 +169,7 @@ def _entry(path: Path, task_id: str, serial: str | None, tasks_dir: Path) -> Ent
 
 def _run_of(tasks_dir: Path, task_id: str, serial: str, *, earlier: bool) -> tuple[TaskRecord | None, str]:
     """The record of the run ``serial`` of ``task_id`` and the ending of its files' names: ``""``
-    for the latest run, ``.<n>`` for an earlier one moved aside (see hive.bash._store)."""
+    for the latest run, ``.<n>`` for an earlier one moved aside (see hive.bash.files._store)."""
     record = _record(tasks_dir / f"{task_id}.json", serial)
     if record is not None or not earlier:
         return record, ""

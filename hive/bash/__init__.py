@@ -48,14 +48,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from hive.bash._converter import RecordError, decode, encode
-    from hive.bash._courier import WakeCourier
     from hive.bash._errors import BadArgument, BashError, DaemonUnavailable, DiskError, NameBusy, UnknownTask
     from hive.bash._launch import DaemonFailedToStart, DaemonProcess, running_daemon
     from hive.bash._model import TaskState
-    from hive.bash._records import LooseEnd, OwedWake, TaskRecord
     from hive.bash._settings import TaskSettings
-    from hive.bash._store import (
+    from hive.bash._task_manager import TaskManager
+    from hive.bash._tools import TOOLS, BashTools, ToolResult
+    from hive.bash.client import BashClient, open_bash_client
+    from hive.bash.daemon import DaemonConfig, serve_daemon
+    from hive.bash.ends._courier import WakeCourier
+    from hive.bash.files._converter import RecordError, decode, encode
+    from hive.bash.files._records import LooseEnd, OwedWake, TaskRecord
+    from hive.bash.files._store import (
         TAIL_BYTES,
         ExitStatus,
         StoredRun,
@@ -64,10 +68,6 @@ if TYPE_CHECKING:
         read_tail,
         serial_from_files,
     )
-    from hive.bash._task_files import RunFiles
-    from hive.bash._task_manager import TaskManager
-    from hive.bash._tools import TOOLS, BashTools, ToolResult
-    from hive.bash.client import BashClient, open_bash_client
-    from hive.bash.daemon import DaemonConfig, serve_daemon
+    from hive.bash.files._task_files import RunFiles
 
 export_lazily(__name__)

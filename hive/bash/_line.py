@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import attrs
 
-from hive.bash._owed import Key
 from hive.bash._task import Task
+from hive.bash.ends._owed import Key
 
 
 @attrs.define

@@ -39,9 +39,9 @@ class HeldBy(enum.Enum):
     """What holds every process of a task, so that a stop reaches them all."""
 
     CGROUP = "cgroup"
-    """A cgroup v2 of its own (see `hive.bash._cgroups`)."""
+    """A cgroup v2 of its own (see `hive.bash.procs._cgroups`)."""
     SUBREAPER = "subreaper"
-    """Its process group, its environment tag and the daemon as subreaper (see `hive.bash._procs`)."""
+    """Its process group, its environment tag and the daemon as subreaper (see `hive.bash.procs._procs`)."""
 
 
 class StopReason(enum.Enum):

@@ -9,9 +9,9 @@ end, which decides whether it timed out, is when its wrapper wrote that; gone wi
 task's files with no record (``<id>.cmd``, ``.out``, ``.err``, ``.exit``) become a record
 again; and every end the agent has not been told is owed once more and its wake resent.
 The processes that ended tasks left behind are found in their task's cgroup (or by their
-tag, for a task the subreaper held) and watched by the stopper (see `hive.bash._stopping`),
+tag, for a task the subreaper held) and watched by the stopper (see `hive.bash.procs._stopping`),
 as they were before the restart; a task cgroup that no task owns any more is emptied and
-removed. Which ends are owed again is the owed-end model's (`hive.bash._owed.plan_recovery`):
+removed. Which ends are owed again is the owed-end model's (`hive.bash.ends._owed.plan_recovery`):
 a loose end is always written before the final record it goes with, so a crash between the two
 leaves the end owed, never forgotten. Each wake carries its end's id (``<id>:<serial>``), so a
 receiver can drop the repeat that a crash during recovery may cause.
@@ -25,7 +25,7 @@ What survives what:
   outlives the process that made them.
 - **A power loss: what was made durable.** A `run` is answered `task started` only once its
   record and loose end are durable: fsynced, and their directories too (the syncs of the
-  tasks that start together are made together, see `hive.bash._durable`; an answer that
+  tasks that start together are made together, see `hive.bash.files._durable`; an answer that
   tells the end needs none); a task acknowledged ``pending`` has its command durable too, and
   its record is made durable out of the line before it runs, so that a cut neither runs it
   twice nor leaves it in line with no command. The state directories are fsynced into their
@@ -50,16 +50,16 @@ import trio
 
 from hive import _proc
 from hive._when import counted
-from hive.bash import _cgroups, _procs
-from hive.bash._ledger import Ledger
 from hive.bash._model import Exited, HeldBy, Spawned, StopBegun, StopReason, TaskState, Vanished
-from hive.bash._owed import Place, plan_recovery
-from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._settings import TaskSettings
-from hive.bash._stopping import Stopper
-from hive.bash._store import serial_from_files
 from hive.bash._task import Task
-from hive.bash._watch import saved_watch
+from hive.bash.ends._ledger import Ledger
+from hive.bash.ends._owed import Place, plan_recovery
+from hive.bash.ends._watch import saved_watch
+from hive.bash.files._records import LooseEnd, TaskRecord
+from hive.bash.files._store import serial_from_files
+from hive.bash.procs import _cgroups, _procs
+from hive.bash.procs._stopping import Stopper
 
 log = logging.getLogger(__name__)
 

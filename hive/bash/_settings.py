@@ -11,7 +11,7 @@ import attrs
 from hive.bash._model import HeldBy
 
 if TYPE_CHECKING:
-    from hive.bash._records import TaskRecord
+    from hive.bash.files._records import TaskRecord
 
 LINE_SECONDS = 0.2
 """The most CPU time a search of one line may take before its pattern is dropped from the task."""
@@ -36,7 +36,7 @@ class TaskSettings:
     max_running: int | None = None
     """At most this many tasks run at once; the others wait in line, ``pending`` (None: no limit)."""
     line_seconds: float = LINE_SECONDS
-    """The most CPU time a ``notify_on`` search of one line may take (see `hive.bash._pattern`)."""
+    """The most CPU time a ``notify_on`` search of one line may take (see `hive.bash.ends._pattern`)."""
 
     def cgroup_of(self, record: TaskRecord) -> Path | None:
         """The task's cgroup, if one holds it."""

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from hive.bash._owed import Key
-from hive.bash._records import OwedWake, TaskRecord
+from hive.bash.ends._owed import Key
+from hive.bash.files._records import OwedWake, TaskRecord
 
 if TYPE_CHECKING:
     from hive.telemetry import TaskTrace
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class Task:
     """A task the daemon knows, with the in-memory state that its record does not hold.
 
-    Whether its end is owed, and who holds it, is the owed-end model's (see `hive.bash._ledger`).
+    Whether its end is owed, and who holds it, is the owed-end model's (see `hive.bash.ends._ledger`).
     """
 
     record: TaskRecord

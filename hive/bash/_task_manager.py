@@ -19,21 +19,21 @@ import trio
 
 from hive._limits import NAME_RULE, is_name
 from hive.bash._batches import Batcher, BatcherStopped
-from hive.bash._courier import Key, WakeCourier
-from hive.bash._durable import GroupSync
 from hive.bash._errors import BadArgument, NameBusy, UnknownTask
-from hive.bash._ledger import Ledger, wake_for
 from hive.bash._line import RunLine
 from hive.bash._model import Spawned
-from hive.bash._records import OwedWake, TaskRecord
 from hive.bash._recovery import recover
 from hive.bash._settings import TaskSettings
-from hive.bash._spawning import Spawner
-from hive.bash._stopping import Stopper
-from hive.bash._store import TaskStore, read_tail
-from hive.bash._supervision import launch, supervise, withdraw
 from hive.bash._task import Task
-from hive.bash._watch import Watcher
+from hive.bash.ends._courier import Key, WakeCourier
+from hive.bash.ends._ledger import Ledger, wake_for
+from hive.bash.ends._watch import Watcher
+from hive.bash.files._durable import GroupSync
+from hive.bash.files._records import OwedWake, TaskRecord
+from hive.bash.files._store import TaskStore, read_tail
+from hive.bash.procs._spawning import Spawner
+from hive.bash.procs._stopping import Stopper
+from hive.bash.procs._supervision import launch, supervise, withdraw
 
 __all__ = ["Task", "TaskManager", "TaskSettings"]
 

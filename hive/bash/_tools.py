@@ -17,14 +17,14 @@ import trio
 from hive._arguments import ArgumentError, answer_schema, check_arguments, file_schema
 from hive._limits import MAX_CMD_BYTES, MAX_NAME, MAX_WAIT, NAME_SCHEMA_PATTERN
 from hive._when import counted, in_seconds
-from hive.bash._describe import describe_end, describe_status, shown_cmd, still_running, waiting
 from hive.bash._errors import BadArgument, BashError
 from hive.bash._model import HeldBy, StopReason, TaskState
-from hive.bash._output import MAX_NEW_BYTES, STREAMS, read_past, read_tails, wait_grown
-from hive.bash._pattern import FEATURES, LINE_BYTES, MAX_PATTERN, TASK_SECONDS, compile_pattern
 from hive.bash._settings import LINE_SECONDS
 from hive.bash._task_manager import Task, TaskManager
-from hive.bash._watch import DEFAULT_MAX, MAX_MAX, MERGE_SECS
+from hive.bash.ends._describe import describe_end, describe_status, shown_cmd, still_running, waiting
+from hive.bash.ends._pattern import FEATURES, LINE_BYTES, MAX_PATTERN, TASK_SECONDS, compile_pattern
+from hive.bash.ends._watch import DEFAULT_MAX, MAX_MAX, MERGE_SECS
+from hive.bash.files._output import MAX_NEW_BYTES, STREAMS, read_past, read_tails, wait_grown
 
 DEFAULT_RUN_WAIT = 3.0
 DEFAULT_LIST_LIMIT = 50

@@ -54,7 +54,7 @@ class DaemonConfig:
     daemon the child subreaper, to reap the orphans it adopts)."""
     wake_retry_max: float = 5.0
     cgroups: bool = True
-    """Give each task a cgroup v2 of its own where one can be made (see `hive.bash._cgroups`);
+    """Give each task a cgroup v2 of its own where one can be made (see `hive.bash.procs._cgroups`);
     False: the subreaper and the tag hold every task, as where none can be made."""
     retain_days: float = 7.0
     retain_bytes: int | None = None
@@ -86,16 +86,16 @@ async def serve_daemon(
     import trio
 
     from hive._unix import open_unix_listener
-    from hive.bash import _cgroups
-    from hive.bash._cgroups import open_task_parent
-    from hive.bash._courier import WakeCourier
-    from hive.bash._namespaces import task_unshare
-    from hive.bash._procs import bash_path
-    from hive.bash._retention import DAY, Pruner, Retention
     from hive.bash._server import make_mcp_server
-    from hive.bash._store import TaskStore
     from hive.bash._task_manager import TaskManager
     from hive.bash._tools import BashTools
+    from hive.bash.ends._courier import WakeCourier
+    from hive.bash.files._retention import DAY, Pruner, Retention
+    from hive.bash.files._store import TaskStore
+    from hive.bash.procs import _cgroups
+    from hive.bash.procs._cgroups import open_task_parent
+    from hive.bash.procs._namespaces import task_unshare
+    from hive.bash.procs._procs import bash_path
     from hive.daemon import serve_mcp
 
     if task_status is None:
@@ -376,18 +376,18 @@ def _run(argv: Sequence[str] | None) -> int:
     _import_serving()
     import trio
 
-    from hive.bash._limits import raise_open_files_limit
-    from hive.bash._procs import become_subreaper
+    from hive.bash.procs._limits import raise_open_files_limit
+    from hive.bash.procs._procs import become_subreaper
 
     logging.basicConfig(
         level=level.upper(), stream=sys.stderr, format="hive-bash-daemon: %(levelname)s: %(message)s"
     )
     # A task's processes that leave its session and are orphaned stay the daemon's children,
-    # where a stop can still find them (see hive.bash._procs).
+    # where a stop can still find them (see hive.bash.procs._procs).
     if become_subreaper():
         config = attrs.evolve(config, tasks=attrs.evolve(config.tasks, reap_orphans=True))
     # Each running task holds an open file in the daemon: take all the room the system allows
-    # (`run` refuses, saying why, before the limit is reached; see hive.bash._limits).
+    # (`run` refuses, saying why, before the limit is reached; see hive.bash.procs._limits).
     raise_open_files_limit()
     # What the imports made (~90,000 objects) lives as long as the daemon: frozen, it is walked
     # by none of the full collections that the tasks' garbage sets off.

@@ -19,7 +19,8 @@ from pathlib import Path
 import attrs
 from mcp.client.session import ClientSession
 
-from hive.bash import DaemonProcess, _cgroups, running_daemon
+from hive.bash import DaemonProcess, running_daemon
+from hive.bash.procs import _cgroups
 from tests.helpers.mcp_stdio import argv_params, stdio_session
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -199,6 +200,6 @@ def _wait_exits(pids: list[int]) -> None:
 
 def group_alive(pgid: int) -> bool:
     """Whether any process is left in process group ``pgid``."""
-    from hive.bash._procs import group_members
+    from hive.bash.procs._procs import group_members
 
     return bool(group_members(pgid))

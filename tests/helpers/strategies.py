@@ -13,7 +13,7 @@ from hive.acp._schema import MessageChunk, ToolCall
 from hive.agent import ItemKind
 from hive.bash import LooseEnd, OwedWake, TaskRecord, encode
 from hive.bash._model import Event, Exited, Spawned, StopBegun, StopReason, TaskState, Vanished, Withdrawn
-from hive.bash._retention import Candidate, Retention
+from hive.bash.files._retention import Candidate, Retention
 from hive.sink._messages import BLOCKS
 from hive.sink._stream_json import _RENAMES, written_annotations
 

@@ -16,7 +16,7 @@ need none), so the daemon may stay in its own cgroup while the task cgroups sit 
 
 Where no cgroup v2 hierarchy is mounted, or the daemon cannot make its task-parent cgroup
 there, `open_task_parent` says so and the tasks are held by the subreaper and the
-environment tag instead (see `hive.bash._procs`).
+environment tag instead (see `hive.bash.procs._procs`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A cgroup namespace per task: a mark that every process of the task keeps, whatever it does.
 
 The task's wrapper, once it is in its cgroup (if it has one), re-executes itself under
-``unshare --cgroup`` before the command runs (see `hive.bash._procs.WRAPPER`), so the task's
+``unshare --cgroup`` before the command runs (see `hive.bash.procs._procs.WRAPPER`), so the task's
 processes share a cgroup namespace that no other process has. It is inherited through every
 fork and exec, kept by ``setsid``, a cleared environment and a move to another cgroup, and can
 be left only by ``setns`` (``nsenter``), which takes CAP_SYS_ADMIN: a stop finds by it the
@@ -16,7 +16,7 @@ delegation boundary: a task cannot move a process out of its cgroup at all.
 
 A namespace is made only where ``unshare --cgroup`` works for the daemon (CAP_SYS_ADMIN: a
 daemon run as root); elsewhere the tag, the group and the cgroup hold the task, and a stop
-says what it could not attribute (see `hive.bash._stopping`).
+says what it could not attribute (see `hive.bash.procs._stopping`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import attrs
 import trio
 
 from hive._when import counted
-from hive.bash._store import StoredRun, TaskStore
+from hive.bash.files._store import StoredRun, TaskStore
 
 if TYPE_CHECKING:
     from hive.bash._task_manager import Task, TaskManager

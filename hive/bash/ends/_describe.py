@@ -8,9 +8,9 @@ from typing import Any
 
 from hive._when import counted, in_seconds
 from hive.bash._model import HeldBy, StopReason, TaskState
-from hive.bash._output import NewOutput
-from hive.bash._records import TaskRecord
-from hive.bash._store import Tail, decode_tail, last_lines
+from hive.bash.files._output import NewOutput
+from hive.bash.files._records import TaskRecord
+from hive.bash.files._store import Tail, decode_tail, last_lines
 
 WAKE_STDOUT_LINES = 20
 BRIEF_LINES = WAKE_STDOUT_LINES

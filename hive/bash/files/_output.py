@@ -22,8 +22,8 @@ from hive._files import open_regular
 from hive._inotify import IN_MODIFY, Inotify
 from hive.bash._batches import Batcher
 from hive.bash._errors import BadArgument
-from hive.bash._store import Tail, TaskStore, read_tail
 from hive.bash._task import Task
+from hive.bash.files._store import Tail, TaskStore, read_tail
 
 MAX_NEW_BYTES = 64 * 1024
 """The most bytes of one stream one answer carries."""

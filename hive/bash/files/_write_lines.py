@@ -17,9 +17,9 @@ import attrs
 import trio
 
 from hive.bash._background import Background
-from hive.bash._owed import Key, LooseEndAction
-from hive.bash._records import LooseEnd, OwedWake
 from hive.bash._task import Task
+from hive.bash.ends._owed import Key, LooseEndAction
+from hive.bash.files._records import LooseEnd, OwedWake
 
 
 @attrs.frozen

@@ -12,14 +12,14 @@ import attrs
 import trio
 
 from hive import telemetry
-from hive.bash._cap import FSIZE_MARGIN
 from hive.bash._errors import BashError
-from hive.bash._ledger import Ledger, wake_for
 from hive.bash._model import Event, Exited, Spawned, Vanished, Withdrawn
 from hive.bash._settings import TaskSettings
-from hive.bash._stopping import FILLED_UP
-from hive.bash._store import ExitStatus
 from hive.bash._task import Task
+from hive.bash.ends._ledger import Ledger, wake_for
+from hive.bash.files._store import ExitStatus
+from hive.bash.procs._cap import FSIZE_MARGIN
+from hive.bash.procs._stopping import FILLED_UP
 
 if TYPE_CHECKING:
     from hive.bash._task_manager import TaskManager

@@ -5,10 +5,10 @@ deadline, or at the output cap) is saved in the task's record before any signal,
 reaches every process of the task, wherever it went: its process group gets SIGINT, the
 processes that left the group get it from a worker thread moments later, and whatever of
 the task is still alive when the grace ends gets SIGKILL. Where the task has a cgroup of its
-own (``held_by: cgroup``, see `hive.bash._cgroups`) the processes are its members, the
+own (``held_by: cgroup``, see `hive.bash.procs._cgroups`) the processes are its members, the
 SIGKILL is ``cgroup.kill``, and the stop is over once the cgroup is empty; elsewhere
 (``held_by: subreaper``) they are found by their ``HIVE_BASH_TASK`` tag and their parents
-(see `hive.bash._procs`). The task ends (``stopped``, ``timed_out``) only after that, so a
+(see `hive.bash.procs._procs`). The task ends (``stopped``, ``timed_out``) only after that, so a
 stopped task has no process left.
 
 A task that ends by itself may leave processes behind (a server started with `setsid`,
@@ -36,13 +36,13 @@ import trio
 
 from hive import _proc
 from hive._when import counted, in_seconds
-from hive.bash import _cgroups, _namespaces, _procs
-from hive.bash._cap import OutputCap
-from hive.bash._finding import TaskFinder
-from hive.bash._ledger import Ledger
 from hive.bash._model import StopBegun, StopReason
 from hive.bash._settings import TaskSettings
 from hive.bash._task import Task
+from hive.bash.ends._ledger import Ledger
+from hive.bash.procs import _cgroups, _namespaces, _procs
+from hive.bash.procs._cap import OutputCap
+from hive.bash.procs._finding import TaskFinder
 
 log = logging.getLogger(__name__)
 

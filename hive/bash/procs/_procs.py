@@ -1,7 +1,7 @@
 """Process-level helpers for bash tasks: the wrapper, a task's processes, pid identity, exit waits.
 
 Where the daemon can make cgroups, each task runs in a cgroup v2 of its own, which holds
-every descendant whatever it does (see `hive.bash._cgroups`): the wrapper is created in it
+every descendant whatever it does (see `hive.bash.procs._cgroups`): the wrapper is created in it
 (`hive._spawn`), or, where that cannot be done, moves itself in before it reads the command. Everywhere else (no writable v2 hierarchy, or ``--no-cgroups``)
 this module's fallback holds the task: its processes are all of its descendants, not only
 its process group. A process that `setsid`s, moves to a new group or double-forks leaves the
@@ -10,7 +10,7 @@ inherited by every descendant and readable in ``/proc/<pid>/environ`` by the sam
 after a daemon restart), and so do its descendants, found by their parent. The daemon is
 also the child subreaper (`become_subreaper`), so such a process, once orphaned, is
 re-parented to the daemon rather than to init, and the daemon reaps it (`reap_orphans`).
-Where tasks get no cgroup namespace (see `hive.bash._namespaces`), each task's wrapper is the
+Where tasks get no cgroup namespace (see `hive.bash.procs._namespaces`), each task's wrapper is the
 child subreaper of the task (`spawn_task`'s ``subreaper``): an orphan that also cleared its
 environment (``setsid env -i ...`` whose parent has exited) is the wrapper's child while the task
 runs, found by its parentage. Once the wrapper is gone (the task ended by itself), such an orphan
@@ -49,9 +49,9 @@ from hive._proc import (
     start_time,
     wait_exit,
 )
-from hive.bash import _cgroups
 from hive.bash._errors import BashError
-from hive.bash._namespaces import cgroup_namespace
+from hive.bash.procs import _cgroups
+from hive.bash.procs._namespaces import cgroup_namespace
 
 # The wrapper is bash, and the command runs as `bash -c CMD` would run it. It runs in the
 # *foreground* of a shell that traps SIGINT with a handler: an `&` child of a non-interactive
@@ -80,10 +80,10 @@ from hive.bash._namespaces import cgroup_namespace
 # (``ulimit -f``, KiB, in ``__hive_fsize``), so that no process of the task, escaped or not,
 # can grow a file (its output among them) far past the output cap, however fast it writes.
 # A wrapper that cannot enter its cgroup runs nothing and exits 125. Then, where the daemon
-# gives tasks a cgroup namespace (``unshare`` in ``__hive_unshare``, see `hive.bash._namespaces`),
+# gives tasks a cgroup namespace (``unshare`` in ``__hive_unshare``, see `hive.bash.procs._namespaces`),
 # the wrapper re-executes itself under ``unshare --cgroup``, same pid, same argv, the variables
 # that did the steps above unset, so that the second pass goes straight on to the command. The `.exit` file is
-# created with placeholder bytes (`hive.bash._store.EXIT_PLACEHOLDER`), so the status written over them needs
+# created with placeholder bytes (`hive.bash.files._store.EXIT_PLACEHOLDER`), so the status written over them needs
 # no new room on the disk; the wrapper exits with the command's status as well, which the
 # daemon takes when the file could not be written anyway.
 WRAPPER = (
@@ -342,7 +342,7 @@ class ProcInfo:
     tag: str | None
     """Its ``HIVE_BASH_TASK``, if it is the daemon's uid's and has one."""
     cgroup_ns: int | None = None
-    """The inode of its cgroup namespace, where it was read (see `hive.bash._namespaces`)."""
+    """The inode of its cgroup namespace, where it was read (see `hive.bash.procs._namespaces`)."""
 
     @classmethod
     def of(cls, pid: int, stat: ProcStat, tag: str | None, cgroup_ns: int | None = None) -> ProcInfo:

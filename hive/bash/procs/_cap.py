@@ -1,12 +1,12 @@
 """The output cap: a task's stdout and stderr together, checked as they grow, woken by inotify
-(`hive.bash._growth`), from its start until it ended and nothing of it is left.
+(`hive.bash.procs._growth`), from its start until it ended and nothing of it is left.
 
 A task whose output passes the cap is stopped (SIGINT, then the grace), and once it is
 `CAP_MARGIN` past the cap, whatever stage its stop is at, every process of it gets SIGKILL at
 once. Far from the cap a task is looked at no sooner than its writers could have reached it at
 `OUTPUT_RATE`, so that a task writing all along costs few checks. The kernel holds each file as
 a backstop, also while no daemon runs: every process of a task has RLIMIT_FSIZE at the cap plus
-`FSIZE_MARGIN` (see `hive.bash._procs.WRAPPER`), and a writer that meets it gets SIGXFSZ (or
+`FSIZE_MARGIN` (see `hive.bash.procs._procs.WRAPPER`), and a writer that meets it gets SIGXFSZ (or
 EFBIG). A task ended so is recorded as stopped at the output cap too (see `ended_past`).
 """
 
@@ -19,13 +19,13 @@ import attrs
 import trio
 
 from hive import _proc
-from hive.bash._growth import GrowthWatch
 from hive.bash._model import StopBegun, StopReason
-from hive.bash._store import TaskStore
 from hive.bash._task import Task
+from hive.bash.files._store import TaskStore
+from hive.bash.procs._growth import GrowthWatch
 
 if TYPE_CHECKING:
-    from hive.bash._stopping import Stopper
+    from hive.bash.procs._stopping import Stopper
 
 CAP_MARGIN = 1024**2
 """How far past the output cap a task's output may grow before every process of it gets SIGKILL
@@ -45,7 +45,7 @@ def _output_sizes(store: TaskStore, task_ids: list[str]) -> list[int]:
 
 @attrs.define(eq=False)
 class OutputCap:
-    """Holds the tasks of a :class:`~hive.bash._stopping.Stopper` to the output cap, by its stops."""
+    """Holds the tasks of a :class:`~hive.bash.procs._stopping.Stopper` to the output cap, by its stops."""
 
     stopper: Stopper
     _growth: GrowthWatch = attrs.field(factory=GrowthWatch)

@@ -23,7 +23,7 @@ mistaken for a file of another (ids may contain dots and digits: `build.1` is a 
 name, and `build.1.out` its stdout), and so that `*.json` is still exactly the current
 records. The highest generation is the most recent earlier run.
 
-Retention (`hive.bash._retention`) lists the runs here and removes them, the record last; a
+Retention (`hive.bash.files._retention`) lists the runs here and removes them, the record last; a
 lock per task id, held while a run's files are moved aside and created and while the new
 record is saved, keeps it from removing a run that started meanwhile under the same name.
 
@@ -52,9 +52,9 @@ from hive._files import (
     write_atomic,
 )
 from hive._limits import is_name
-from hive.bash._converter import RecordError, decode, encode
-from hive.bash._records import LooseEnd, TaskRecord
-from hive.bash._task_files import TASK_FILE_SUFFIXES, TaskFiles
+from hive.bash.files._converter import RecordError, decode, encode
+from hive.bash.files._records import LooseEnd, TaskRecord
+from hive.bash.files._task_files import TASK_FILE_SUFFIXES, TaskFiles
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import attrs
 import trio
 
-from hive.bash import _cgroups, _namespaces, _procs
 from hive.bash._settings import TaskSettings
 from hive.bash._task import Task
+from hive.bash.procs import _cgroups, _namespaces, _procs
 
 
 @attrs.define(eq=False)

@@ -25,11 +25,11 @@ leaves it unsent and unsaved, and the next one finds its lines again from the sa
 
 What a watch holds is bounded whatever the task prints: the lines of one read (`SCAN_BYTES` a
 stream), and for the wake being gathered the first lines it shows and a count of the rest
-(`hive.bash._matches`). A wake is composed `MERGE_SECS` after its first match, even while the
+(`hive.bash.ends._matches`). A wake is composed `MERGE_SECS` after its first match, even while the
 output still grows.
 
 The lines are searched in a worker thread, never on the daemon's loop, within the bounds of
-`hive.bash._pattern`: a pattern that goes over one is dropped from the task with a wake that
+`hive.bash.ends._pattern`: a pattern that goes over one is dropped from the task with a wake that
 says so, composed and owed like the others, and nothing more of the task is watched, by this
 daemon or the next.
 """
@@ -54,15 +54,15 @@ from hive._inotify import IN_MODIFY, Inotify
 from hive._when import counted
 from hive.agent_socket import Wake
 from hive.bash._batches import Batcher
-from hive.bash._converter import converter
-from hive.bash._courier import Key, WakeCourier
-from hive.bash._durable import GroupSync
 from hive.bash._errors import BadArgument
-from hive.bash._matches import STREAMS, Matches
-from hive.bash._pattern import Pattern, compile_pattern, pieces, search_lines
-from hive.bash._records import TaskRecord
-from hive.bash._store import TaskStore
 from hive.bash._task import Task
+from hive.bash.ends._courier import Key, WakeCourier
+from hive.bash.ends._matches import STREAMS, Matches
+from hive.bash.ends._pattern import Pattern, compile_pattern, pieces, search_lines
+from hive.bash.files._converter import converter
+from hive.bash.files._durable import GroupSync
+from hive.bash.files._records import TaskRecord
+from hive.bash.files._store import TaskStore
 from hive.daemon import OwedItems, Telling
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 a note on the task and the record kept in memory, to be saved at the next change.
 
 A record saved without fsync (the ends of many tasks at once) is made durable later, with the
-loose ends of the same interval, in one worker trip (`hive.bash._durable.make_durable`).
+loose ends of the same interval, in one worker trip (`hive.bash.files._durable.make_durable`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import attrs
 
-from hive.bash import _limits
 from hive.bash._batches import Batcher
 from hive.bash._model import Event as TaskEvent
 from hive.bash._model import advance
-from hive.bash._records import TaskRecord
-from hive.bash._store import TaskStore
 from hive.bash._task import Task
+from hive.bash.files._records import TaskRecord
+from hive.bash.files._store import TaskStore
+from hive.bash.procs import _limits
 
 log = logging.getLogger(__name__)
 

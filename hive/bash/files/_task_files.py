@@ -3,7 +3,7 @@
 Tasks run as the daemon's user and can write here, so a task's files are created with
 O_CREAT|O_EXCL|O_NOFOLLOW. Before a task starts, whatever is at its five paths (an earlier run
 of the same name, or anything planted there) is renamed aside to the next free generation
-number (see `hive.bash._store`): nothing is deleted.
+number (see `hive.bash.files._store`): nothing is deleted.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class IdLocks:
 @attrs.define
 class TaskFiles:
     """Where the files of each run are, in ``bash-tasks/`` and ``mcp-loose-ends/``, and the
-    making of a new run's (see :class:`~hive.bash._store.TaskStore` for the rest)."""
+    making of a new run's (see :class:`~hive.bash.files._store.TaskStore` for the rest)."""
 
     root: Path
     tasks_dir: Path = path_field("root", "bash-tasks")

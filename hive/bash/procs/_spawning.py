@@ -14,16 +14,16 @@ from pathlib import Path
 
 import attrs
 
-from hive.bash import _cgroups, _limits, _procs
-from hive.bash._cap import FSIZE_MARGIN
 from hive.bash._errors import DiskError, TaskLimit
-from hive.bash._ledger import Ledger
 from hive.bash._model import HeldBy
-from hive.bash._records import LooseEnd, TaskRecord
 from hive.bash._settings import TaskSettings
-from hive.bash._store import TaskStore
-from hive.bash._task_files import RunFiles
-from hive.bash._watch import Watcher
+from hive.bash.ends._ledger import Ledger
+from hive.bash.ends._watch import Watcher
+from hive.bash.files._records import LooseEnd, TaskRecord
+from hive.bash.files._store import TaskStore
+from hive.bash.files._task_files import RunFiles
+from hive.bash.procs import _cgroups, _limits, _procs
+from hive.bash.procs._cap import FSIZE_MARGIN
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ Started = tuple[_procs.Child, HeldBy]
 @attrs.define(eq=False)
 class Spawner:
     """Makes a task's files and starts its process; a file that cannot be written is a
-    :class:`DiskError`, a process that cannot be started a :class:`~hive.bash._procs.SpawnError`,
+    :class:`DiskError`, a process that cannot be started a :class:`~hive.bash.procs._procs.SpawnError`,
     and either way nothing is left on disk, and nothing ran."""
 
     store: TaskStore

@@ -1,13 +1,13 @@
 """The ledger: what the daemon keeps on disk of its tasks, and the ends it owes the agent.
 
 It owns every write of a task record and of a loose end (through :class:`TaskStore`), and the
-owed-end model (`hive.bash._owed`) that decides them: the task manager, the stopper and recovery
+owed-end model (`hive.bash.ends._owed`) that decides them: the task manager, the stopper and recovery
 tell it what happened (a task began, ended, was held, answered, acknowledged, found again by a
 restarted daemon), and it carries out what the model answers: loose ends saved, set aside and
 removed, wakes handed to the courier and taken back.
 
-The records themselves are `hive.bash._task_records`'s; the loose-end writes of each run go in
-a line of their own (`hive.bash._write_lines`). A caller that needs its writes done before it
+The records themselves are `hive.bash.files._task_records`'s; the loose-end writes of each run go in
+a line of their own (`hive.bash.files._write_lines`). A caller that needs its writes done before it
 goes on (a final record waits for the loose end before it, a new run for the previous run's
 loose end to be set aside) awaits them; the others are carried out soon after.
 
@@ -30,11 +30,11 @@ import trio
 from hive import telemetry
 from hive.agent_socket import Wake, end_id
 from hive.bash._batches import Batcher
-from hive.bash._courier import WakeCourier
-from hive.bash._describe import wake_body
-from hive.bash._durable import make_durable
 from hive.bash._errors import DiskError
-from hive.bash._owed import (
+from hive.bash._task import Task
+from hive.bash.ends._courier import WakeCourier
+from hive.bash.ends._describe import wake_body
+from hive.bash.ends._owed import (
     Abandoned,
     Acked,
     Began,
@@ -58,12 +58,12 @@ from hive.bash._owed import (
     Told,
     Unclaimed,
 )
-from hive.bash._records import LooseEnd, OwedWake, TaskRecord
-from hive.bash._store import TaskStore, UnreadableLooseEnd, serial_from_files
-from hive.bash._task import Task
-from hive.bash._task_records import TaskRecords, disk_note
-from hive.bash._watch import saved_watch
-from hive.bash._write_lines import UnclaimedEnd, Write, WriteLines
+from hive.bash.ends._watch import saved_watch
+from hive.bash.files._durable import make_durable
+from hive.bash.files._records import LooseEnd, OwedWake, TaskRecord
+from hive.bash.files._store import TaskStore, UnreadableLooseEnd, serial_from_files
+from hive.bash.files._task_records import TaskRecords, disk_note
+from hive.bash.files._write_lines import UnclaimedEnd, Write, WriteLines
 from hive.daemon import SendWake, WithdrawWake
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from hive._convert import DecodeError, strict_converter, structure
 from hive.bash._errors import BashError
-from hive.bash._records import LooseEnd, TaskRecord
+from hive.bash.files._records import LooseEnd, TaskRecord
 
 T = TypeVar("T", TaskRecord, LooseEnd)
 

@@ -43,7 +43,7 @@ class TaskRecord:
     notify_on: str | None = None
     notify_max: int | None = None
     """The pattern (an RE2 regular expression) whose matching output lines wake the agent, and
-    how many such wakes it may send (see `hive.bash._watch`)."""
+    how many such wakes it may send (see `hive.bash.ends._watch`)."""
     queued: int | None = None
     """Its number in the line of tasks waiting for a place to run (``--max-running``): the
     line starts them in this order. None once it has been started, or if it never waited."""
