@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -452,3 +452,35 @@ def alternate(
     return Alternated(
         took, {name: (cpu_seconds(pid) - cpu[name]) * 1000 / rounds for name, (_, pid) in servers.items()}
     )
+
+
+def at_agents_gaps(
+    bench: str,
+    servers: dict[str, tuple[StdioClient, int]],
+    describe: Callable[[int, dict[str, float]], str],
+    floor_what: str,
+    *,
+    target: str = "",
+    samples: int = 30,
+) -> list[Figure]:
+    """A figure for each of ``AGENT_GAPS_MS``: the first of two ``servers`` against the second,
+    their calls taking turns (:func:`alternate`); ``describe(gap, cpu_ms_a_call)`` says what."""
+    measured, floor = servers
+    figures = []
+    for gap in AGENT_GAPS_MS:
+        calls = alternate(servers, gap, samples)
+        value, under = summary(calls.took_ms[measured]), summary(calls.took_ms[floor])
+        extra = {measured: value, floor: under, "cpu_ms_a_call": calls.cpu_ms_a_call}
+        figures.append(
+            Figure(
+                bench,
+                describe(gap, calls.cpu_ms_a_call),
+                value["median"],
+                "ms",
+                under["median"],
+                floor_what,
+                target,
+                extra,
+            )
+        )
+    return figures

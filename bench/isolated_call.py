@@ -10,13 +10,12 @@ after 5 of warm-up. Also the CPU a call costs hive's daemon and the SDK's server
 
 from __future__ import annotations
 
-from _common import AGENT_GAPS_MS, Figure, Relay, alternate, main, running_daemon, scratch, sdk_floor, summary
+from _common import Figure, Relay, at_agents_gaps, main, running_daemon, scratch, sdk_floor
 
 SAMPLES = 30
 
 
 def run() -> list[Figure]:
-    figures = []
     with (
         scratch() as root,
         running_daemon(root) as daemon,
@@ -26,24 +25,17 @@ def run() -> list[Figure]:
         for client in (relay, floor):
             client.handshake()
         servers = {"hive": (relay, daemon.pid), "sdk": (floor, floor.process.pid)}
-        for gap in AGENT_GAPS_MS:
-            measured = alternate(servers, gap, SAMPLES)
-            h, s = summary(measured.took_ms["hive"]), summary(measured.took_ms["sdk"])
-            cpu = measured.cpu_ms_a_call
-            figures.append(
-                Figure(
-                    "27 isolated call",
-                    f"run(true, wait_seconds=30) at {gap} ms gaps through the relay (median of {SAMPLES}; "
-                    f"CPU a call: daemon {cpu['hive']:.1f}, SDK server {cpu['sdk']:.1f} ms)",
-                    h["median"],
-                    "ms",
-                    s["median"],
-                    "the mcp SDK's MCPServer on Trio",
-                    "<= 2x",
-                    {"hive": h, "sdk": s, "cpu_ms_a_call": cpu},
-                )
-            )
-    return figures
+        return at_agents_gaps(
+            "27 isolated call",
+            servers,
+            lambda gap, cpu: (
+                f"run(true, wait_seconds=30) at {gap} ms gaps through the relay (median of {SAMPLES}; "
+                f"CPU a call: daemon {cpu['hive']:.1f}, SDK server {cpu['sdk']:.1f} ms)"
+            ),
+            "the mcp SDK's MCPServer on Trio",
+            target="<= 2x",
+            samples=SAMPLES,
+        )
 
 
 if __name__ == "__main__":

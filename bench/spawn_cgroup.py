@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from _common import AGENT_GAPS_MS, Figure, Relay, alternate, main, running_daemon, scratch, summary
+from _common import Figure, Relay, at_agents_gaps, main, running_daemon, scratch
 
 SAMPLES = 30
 
@@ -36,7 +36,6 @@ def held_by_cgroup(relay: Relay) -> bool:
 
 
 def run() -> list[Figure]:
-    figures = []
     with (
         scratch() as fast_root,
         scratch() as slow_root,
@@ -52,24 +51,16 @@ def run() -> list[Figure]:
         if "hive._clone3 is not built" not in (slow_root / "daemon.err").read_text():
             raise RuntimeError("the fallback daemon did not say it falls back")
         servers = {"clone3": (fast_relay, fast.pid), "cgroup.procs": (slow_relay, slow.pid)}
-        for gap in AGENT_GAPS_MS:
-            measured = alternate(servers, gap, SAMPLES)
-            took, cpu_ms = measured.took_ms, measured.cpu_ms_a_call
-            c, w = summary(took["clone3"]), summary(took["cgroup.procs"])
-            figures.append(
-                Figure(
-                    "26 cgroup join",
-                    f"run(true) at {gap} ms gaps, task created in its cgroup (median of {SAMPLES}; "
-                    f"daemon CPU {cpu_ms['clone3']:.1f} vs {cpu_ms['cgroup.procs']:.1f} ms a task)",
-                    c["median"],
-                    "ms",
-                    w["median"],
-                    "the same, joined by a write to cgroup.procs",
-                    "",
-                    {"clone3": c, "cgroup.procs": w, "daemon_cpu_ms": cpu_ms},
-                )
-            )
-    return figures
+        return at_agents_gaps(
+            "26 cgroup join",
+            servers,
+            lambda gap, cpu: (
+                f"run(true) at {gap} ms gaps, task created in its cgroup (median of {SAMPLES}; "
+                f"daemon CPU {cpu['clone3']:.1f} vs {cpu['cgroup.procs']:.1f} ms a task)"
+            ),
+            "the same, joined by a write to cgroup.procs",
+            samples=SAMPLES,
+        )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench import _common
-from bench._common import ToolError, alternate, running_daemon
+from bench._common import AGENT_GAPS_MS, ToolError, alternate, at_agents_gaps, running_daemon
 
 
 def test_running_daemon_passes_its_extra_arguments_to_the_daemon(short_tmp: Path) -> None:
@@ -52,3 +52,19 @@ def test_alternate_refuses_a_task_that_did_not_end_inside_its_wait(monkeypatch: 
     servers = {"a": (_Server("a", [], state="running"), os.getpid())}
     with pytest.raises(ToolError, match="expected a task done"):
         alternate(servers, gap_ms=0, samples=1, warmup=0)
+
+
+def test_at_agents_gaps_gives_a_figure_a_gap_of_the_first_server_against_the_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_common.time, "sleep", lambda _seconds: None)
+    calls: list[str] = []
+    servers = {"hive": (_Server("hive", calls), os.getpid()), "sdk": (_Server("sdk", calls), os.getpid())}
+
+    figures = at_agents_gaps(
+        "27", servers, lambda gap, cpu: f"at {gap} ms, {sorted(cpu)}", "floor", target="<= 2x"
+    )
+
+    assert [f.what for f in figures] == [f"at {gap} ms, ['hive', 'sdk']" for gap in AGENT_GAPS_MS]
+    assert {(f.value, f.floor, f.floor_what, f.passed) for f in figures} == {(2.0, 2.0, "floor", True)}
+    assert len(calls) == 2 * 35 * len(AGENT_GAPS_MS)
