@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -30,6 +30,7 @@ BIN = Path(sys.executable).parent
 PYTHON = sys.executable
 DAEMON = BIN / "hive-bash-daemon"
 RELAY = BIN / "hive-bash-mcp"
+SDK_FLOOR_SERVER = Path(__file__).resolve().parent / "sdk_floor_server.py"
 PROTOCOL = "2025-06-18"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -398,6 +399,11 @@ class Relay(StdioClient):
         super().__init__([str(RELAY), "--socket", str(socket_path)], stderr)
 
 
+def sdk_floor(root: Path, *flags: str, name: str = "floor") -> StdioClient:
+    """``sdk_floor_server.py`` (the `mcp` SDK's own server on Trio) as a child, its stderr in ``root``."""
+    return StdioClient([PYTHON, str(SDK_FLOOR_SERVER), *flags], root / f"{name}.err")
+
+
 def structured(answer: dict[str, Any]) -> dict[str, Any]:
     if "error" in answer:
         raise ToolError(f"JSON-RPC error: {answer['error']}")
@@ -410,3 +416,71 @@ def structured(answer: dict[str, Any]) -> dict[str, Any]:
 def check_done(result: dict[str, Any]) -> None:
     if result.get("state") != "done" or result.get("exit_code") != 0:
         raise ToolError(f"expected a task done with exit code 0, got {result}")
+
+
+# -- calls as agents make them: one at a time, a pause between ------------------------------------
+
+
+AGENT_GAPS_MS = (0, 20, 100, 300)
+
+
+@dataclass
+class Alternated:
+    took_ms: dict[str, list[float]]
+    """Each server's round trips after the warm-up."""
+    cpu_ms_a_call: dict[str, float]
+    """Each server's process's CPU time over all its calls (warm-up too), per call."""
+
+
+def alternate(
+    servers: dict[str, tuple[StdioClient, int]], gap_ms: float, samples: int = 30, warmup: int = 5
+) -> Alternated:
+    """``run(cmd="true", wait_seconds=30)`` to each server (a client, and the pid whose CPU its
+    calls cost) in turn, the first of a round going last in the next, a pause of ``gap_ms`` after
+    every call; ``warmup + samples`` rounds."""
+    took: dict[str, list[float]] = {name: [] for name in servers}
+    cpu = {name: cpu_seconds(pid) for name, (_, pid) in servers.items()}
+    order = list(servers)
+    for i in range(warmup + samples):
+        for name in order if i % 2 == 0 else reversed(order):
+            seconds, result = servers[name][0].call("run", cmd="true", wait_seconds=30)
+            check_done(result)
+            if i >= warmup:
+                took[name].append(seconds * 1000)
+            time.sleep(gap_ms / 1000)
+    rounds = warmup + samples
+    return Alternated(
+        took, {name: (cpu_seconds(pid) - cpu[name]) * 1000 / rounds for name, (_, pid) in servers.items()}
+    )
+
+
+def at_agents_gaps(
+    bench: str,
+    servers: dict[str, tuple[StdioClient, int]],
+    describe: Callable[[int, dict[str, float]], str],
+    floor_what: str,
+    *,
+    target: str = "",
+    samples: int = 30,
+) -> list[Figure]:
+    """A figure for each of ``AGENT_GAPS_MS``: the first of two ``servers`` against the second,
+    their calls taking turns (:func:`alternate`); ``describe(gap, cpu_ms_a_call)`` says what."""
+    measured, floor = servers
+    figures = []
+    for gap in AGENT_GAPS_MS:
+        calls = alternate(servers, gap, samples)
+        value, under = summary(calls.took_ms[measured]), summary(calls.took_ms[floor])
+        extra = {measured: value, floor: under, "cpu_ms_a_call": calls.cpu_ms_a_call}
+        figures.append(
+            Figure(
+                bench,
+                describe(gap, calls.cpu_ms_a_call),
+                value["median"],
+                "ms",
+                under["median"],
+                floor_what,
+                target,
+                extra,
+            )
+        )
+    return figures

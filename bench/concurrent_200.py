@@ -18,11 +18,9 @@ Also the daemon's CPU time per batch and its peak RSS (VmHWM).
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import trio
 from _common import (
-    PYTHON,
     Figure,
     Relay,
     StdioClient,
@@ -32,13 +30,13 @@ from _common import (
     main,
     running_daemon,
     scratch,
+    sdk_floor,
     summary,
 )
 
 TASKS = 200
 ROUNDS = 3
 PAIR_ROUNDS = 7
-FLOOR_SERVER = Path(__file__).resolve().parent / "sdk_floor_server.py"
 
 
 async def _spawn_all() -> float:
@@ -85,10 +83,8 @@ def run() -> list[Figure]:
         scratch() as root,
         running_daemon(root) as daemon,
         Relay(daemon.socket, root / "relay.err") as relay,
-        StdioClient([PYTHON, str(FLOOR_SERVER)], root / "floor.err") as floor,
-        StdioClient(
-            [PYTHON, str(FLOOR_SERVER), "--durable", str(root / "durable-floor")], root / "durable.err"
-        ) as durable,
+        sdk_floor(root) as floor,
+        sdk_floor(root, "--durable", str(root / "durable-floor"), name="durable") as durable,
     ):
         fs = file_system(root)
         for client in (relay, floor, durable):

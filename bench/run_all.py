@@ -26,6 +26,7 @@ import concurrent_200
 import daemon_refusal
 import follow_output
 import hive_run_overhead
+import isolated_call
 import passthrough
 import relay_cold_start
 import run_roundtrip
@@ -60,6 +61,7 @@ BENCHMARKS = [
     web_fleet,
     tool_tokens,
     spawn_cgroup,
+    isolated_call,
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 

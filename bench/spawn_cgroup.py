@@ -5,21 +5,18 @@ to ``cgroup.procs`` waits an RCU grace period whenever the previous write is old
 benchmark back to back hides that. Two daemons run side by side, each task in a cgroup of its
 own: one spawns through ``hive._clone3`` (``CLONE_INTO_CGROUP``), the other as where the extension
 was not built (its import made to fail: the wrapper writes ``cgroup.procs``). Their
-``run(cmd="true", wait_seconds=30)`` calls alternate, after each a pause of the gap. Also each
+``run(cmd="true", wait_seconds=30)`` calls take turns, after each a pause of the gap. Also each
 daemon's CPU per task. Needs a writable cgroup v2 hierarchy (root, or a delegated subtree).
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
-from _common import Figure, Relay, check_done, main, running_daemon, scratch, summary
+from _common import Figure, Relay, at_agents_gaps, main, running_daemon, scratch
 
-GAPS_MS = (0, 20, 100, 300)
 SAMPLES = 30
-WARMUP = 5
 
 
 def unbuilt(root: Path) -> dict[str, str]:
@@ -39,7 +36,6 @@ def held_by_cgroup(relay: Relay) -> bool:
 
 
 def run() -> list[Figure]:
-    figures = []
     with (
         scratch() as fast_root,
         scratch() as slow_root,
@@ -54,35 +50,17 @@ def run() -> list[Figure]:
             return []
         if "hive._clone3 is not built" not in (slow_root / "daemon.err").read_text():
             raise RuntimeError("the fallback daemon did not say it falls back")
-        for gap in GAPS_MS:
-            took: dict[str, list[float]] = {"clone3": [], "cgroup.procs": []}
-            cpu = {name: daemon.cpu() for name, daemon in (("clone3", fast), ("cgroup.procs", slow))}
-            for i in range(WARMUP + SAMPLES):
-                for name, relay in (("clone3", fast_relay), ("cgroup.procs", slow_relay)):
-                    seconds, result = relay.call("run", cmd="true", wait_seconds=30)
-                    check_done(result)
-                    if i >= WARMUP:
-                        took[name].append(seconds * 1000)
-                    time.sleep(gap / 1000)
-            cpu_ms = {
-                name: (daemon.cpu() - cpu[name]) * 1000 / (WARMUP + SAMPLES)
-                for name, daemon in (("clone3", fast), ("cgroup.procs", slow))
-            }
-            c, w = summary(took["clone3"]), summary(took["cgroup.procs"])
-            figures.append(
-                Figure(
-                    "26 cgroup join",
-                    f"run(true) at {gap} ms gaps, task created in its cgroup (median of {SAMPLES}; "
-                    f"daemon CPU {cpu_ms['clone3']:.1f} vs {cpu_ms['cgroup.procs']:.1f} ms a task)",
-                    c["median"],
-                    "ms",
-                    w["median"],
-                    "the same, joined by a write to cgroup.procs",
-                    "",
-                    {"clone3": c, "cgroup.procs": w, "daemon_cpu_ms": cpu_ms},
-                )
-            )
-    return figures
+        servers = {"clone3": (fast_relay, fast.pid), "cgroup.procs": (slow_relay, slow.pid)}
+        return at_agents_gaps(
+            "26 cgroup join",
+            servers,
+            lambda gap, cpu: (
+                f"run(true) at {gap} ms gaps, task created in its cgroup (median of {SAMPLES}; "
+                f"daemon CPU {cpu['clone3']:.1f} vs {cpu['cgroup.procs']:.1f} ms a task)"
+            ),
+            "the same, joined by a write to cgroup.procs",
+            samples=SAMPLES,
+        )
 
 
 if __name__ == "__main__":
