@@ -29,6 +29,7 @@ from hive.runtime import (
 )
 from hive.sink import MemorySink
 from tests.helpers.acp_fake import EFFORT, MODEL, FakeAcp
+from tests.helpers.gates import sink_lines
 from tests.helpers.inotify import wait_until
 from tests.helpers.processes import wait_exited
 from tests.helpers.runtimes import run_and_cancel
@@ -45,10 +46,6 @@ def agent(short_tmp: Path) -> Iterator[FakeAcp]:
         fake.cleanup()
 
 
-def lines(sink: MemorySink) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in sink.lines()]
-
-
 def session_answers(agent: FakeAcp) -> list[dict[str, Any]]:
     """The answers to session/new the agent has written to its stdout."""
     sent = [e["message"] for e in agent.events("out")]
@@ -56,7 +53,7 @@ def session_answers(agent: FakeAcp) -> list[dict[str, Any]]:
 
 
 def result_of(sink: MemorySink) -> dict[str, Any]:
-    (result,) = [line for line in lines(sink) if line["type"] == "result"]
+    (result,) = [line for line in sink_lines(sink) if line["type"] == "result"]
     return result
 
 
@@ -97,7 +94,7 @@ async def test_a_turn_reads_like_a_claude_turn(agent: FakeAcp) -> None:
     with trio.fail_after(GUARD):
         async with agent.runtime() as runtime:
             outcome = await runtime.run("list the files", sink)
-    kinds = [(line["type"], line.get("subtype")) for line in lines(sink)]
+    kinds = [(line["type"], line.get("subtype")) for line in sink_lines(sink)]
     assert kinds == [
         ("system", "init"),
         ("assistant", None),
@@ -107,7 +104,7 @@ async def test_a_turn_reads_like_a_claude_turn(agent: FakeAcp) -> None:
         ("assistant", None),
         ("result", "success"),
     ]
-    init, thinking, text, tool_use, tool_result, done, result = lines(sink)
+    init, thinking, text, tool_use, tool_result, done, result = sink_lines(sink)
     assert init["session_id"] == outcome.session_id and init["agent"]["name"] == "fake-acp-agent"
     assert thinking["message"]["content"] == [
         {"type": "thinking", "thinking": "Let me think.", "signature": ""}
@@ -146,9 +143,9 @@ async def test_an_init_per_session_and_a_result_per_turn(agent: FakeAcp) -> None
         async with agent.runtime() as runtime:
             await runtime.run("one", first)
             await runtime.run("two", second)
-    assert [line["type"] for line in lines(first)] == ["system", "assistant", "result"]
-    assert [line["type"] for line in lines(second)] == ["assistant", "result"]
-    assert lines(second)[0]["message"]["content"][0]["text"] == "fake acp agent reply to: two"
+    assert [line["type"] for line in sink_lines(first)] == ["system", "assistant", "result"]
+    assert [line["type"] for line in sink_lines(second)] == ["assistant", "result"]
+    assert sink_lines(second)[0]["message"]["content"][0]["text"] == "fake acp agent reply to: two"
 
 
 # -- initialize and sessions --------------------------------------------------------------------
@@ -214,8 +211,8 @@ async def test_load_session_picks_the_session_up_after_a_restart(agent: FakeAcp)
     (load,) = agent.events("load_session")
     assert load["sessionId"] == session and load["replayed"] > 0
     # The replayed history is not this turn's output.
-    assert "first answer" not in json.dumps(lines(replayed))
-    assert [line["type"] for line in lines(replayed)] == ["system", "assistant", "result"]
+    assert "first answer" not in json.dumps(sink_lines(replayed))
+    assert [line["type"] for line in sink_lines(replayed)] == ["system", "assistant", "result"]
 
 
 async def test_without_load_session_a_restart_starts_a_new_session_and_says_so(
@@ -446,11 +443,11 @@ async def test_odd_but_legal_traffic_is_tolerated(agent: FakeAcp) -> None:
     assert outcome.stop_reason is StopReason.COMPLETED
     tool_uses = [
         line
-        for line in lines(sink)
+        for line in sink_lines(sink)
         if line["type"] == "assistant" and line["message"]["content"][0]["type"] == "tool_use"
     ]
     assert [u["message"]["content"][0]["id"] for u in tool_uses] == ["t9"]
-    results = [line for line in lines(sink) if line["type"] == "user"]
+    results = [line for line in sink_lines(sink) if line["type"] == "user"]
     assert json.loads(results[0]["message"]["content"][0]["content"]) == {"lines": 3}
     assert result_of(sink)["usage"]["input_tokens"] == 7
     answers = {e["id"]: e for e in agent.events("response") if e.get("id") in (5, "e1", 7)}

@@ -27,6 +27,7 @@ from hive.cli import build_parser, main
 from hive.cli._agent import _agent_socket, prompt_text
 from hive.cli._agent_start import SPAWN_WAIT, STARTING_WAIT, StartWaits
 from hive.cli._agent_status import describe_status
+from tests.helpers.processes import receive_until, started_ignoring_sigint
 
 SUBCOMMANDS = ("status", "prompt", "compact", "log")
 OVER_SOCKET = ("status", "prompt", "compact")
@@ -442,32 +443,14 @@ LOG_FOLLOW = ("agent", "log", "--follow", "--state-dir")
 
 
 async def test_log_follow_started_with_sigint_ignored_still_stops_on_sigint(tmp_path: Path) -> None:
-    # A shell runs `cmd &` with SIGINT ignored, and a Python started so keeps ignoring it.
-    follower = await trio.lowlevel.open_process(
-        [
-            "sh",
-            "-c",
-            'trap "" INT; exec "$0" "$@"',
-            sys.executable,
-            "-m",
-            "hive.cli",
-            *LOG_FOLLOW,
-            str(tmp_path),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert follower.stdout is not None and follower.stderr is not None
-    async with follower.stdout, follower.stderr:
-        try:
+    argv = [sys.executable, "-m", "hive.cli", *LOG_FOLLOW, str(tmp_path)]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    async with started_ignoring_sigint(argv, **pipes) as follower:
+        assert follower.stdout is not None and follower.stderr is not None
+        async with follower.stdout, follower.stderr:
             with trio.fail_after(30):
-                told = b""
-                while not told.endswith(b"\n"):  # following: it waits for the first turn
-                    told += await follower.stderr.receive_some()
+                # following: it waits for the first turn
+                told = await receive_until(follower.stderr, lambda told: told.endswith(b"\n"))
                 assert b"waiting for the first (Ctrl-C to stop)" in told
                 follower.send_signal(signal.SIGINT)
                 assert await follower.wait() == 0
-        finally:
-            if follower.returncode is None:  # it kept ignoring SIGINT
-                follower.send_signal(signal.SIGTERM)
-                await follower.wait()

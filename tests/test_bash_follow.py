@@ -23,6 +23,7 @@ from hive.bash.files._output import MAX_NEW_BYTES, read_new
 from hive.cli._bash_tail import offset_of_last_lines
 from tests.helpers.daemon import DaemonHandle, tail_follow_argv
 from tests.helpers.gates import make_gate, release_gate
+from tests.helpers.processes import receive_until, started_ignoring_sigint
 from tests.helpers.results import call, structured, text_of
 from tests.helpers.tools import serving_tools
 
@@ -227,9 +228,8 @@ async def test_hive_bash_tail_follow_prints_as_the_task_writes_and_ends_with_it(
     assert tail.stdout is not None
     try:
         with trio.fail_after(60):
-            seen = b""
-            while seen != b"one\n":  # printed while the task still waits on its gate
-                seen += await tail.stdout.receive_some()
+            # printed while the task still waits on its gate
+            seen = await receive_until(tail.stdout, lambda seen: seen == b"one\n")
             await release_gate(gate)
             while chunk := await tail.stdout.receive_some():
                 seen += chunk
@@ -249,22 +249,15 @@ async def test_hive_bash_tail_follow_started_with_sigint_ignored_still_stops_on_
     async with served.session() as session:
         await call(session, "run", cmd=f"echo one; read x < {gate}", name="tail-held", wait_seconds=0)
     argv = tail_follow_argv("tail-held", "--socket", str(served.socket))
-    # A shell runs `cmd &` with SIGINT ignored, and a Python started so keeps ignoring it.
-    ignoring = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)  # noqa: E731
-    tail = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, preexec_fn=ignoring)
-    assert tail.stdout is not None
     try:
-        with trio.fail_after(60):
-            seen = b""
-            while seen != b"one\n":
-                seen += await tail.stdout.receive_some()
-            tail.send_signal(signal.SIGINT)
-            assert await tail.wait() == 130
+        async with started_ignoring_sigint(argv, stdout=subprocess.PIPE) as tail:
+            assert tail.stdout is not None
+            async with tail.stdout:
+                with trio.fail_after(60):
+                    await receive_until(tail.stdout, lambda seen: seen == b"one\n")
+                    tail.send_signal(signal.SIGINT)
+                    assert await tail.wait() == 130
     finally:
-        if tail.returncode is None:  # it kept ignoring SIGINT
-            tail.send_signal(signal.SIGTERM)
-            await tail.wait()
-        await tail.stdout.aclose()
         await release_gate(gate)
 
 

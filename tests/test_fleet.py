@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import attrs
@@ -27,6 +25,7 @@ from hive.fleet._page import agent_summary, fleet_rows
 from hive.subagent import Current, SessionRecord
 from hive.subagent import Store as SubagentStore
 from tests.helpers.agent_loop import ScriptedRuntime, serving
+from tests.helpers.processes import run_hive
 
 GUARD = 30
 
@@ -204,12 +203,7 @@ def test_hive_ls_prints_a_table_and_json(short_tmp: Path, capsys: pytest.Capture
     ]
     assert line.split()[:9] == ["alpha", "stopped", "-", "0", "25%", "s-8", "1", "1", "1"]
     assert "failed at " in line and line.endswith(": the agent went away")
-    done = subprocess.run(
-        [sys.executable, "-m", "hive.cli", "ls", "--json", str(short_tmp / "alpha")],
-        capture_output=True,
-        check=False,
-        timeout=GUARD,
-    )
+    done = run_hive("ls", "--json", short_tmp / "alpha", timeout=GUARD)
     assert done.returncode == 0, done.stderr
     (listed,) = [json.loads(line) for line in done.stdout.splitlines()]
     assert (listed["name"], listed["harness"], listed["tasks_running"]) == ("alpha", "stopped", 1)
@@ -328,13 +322,7 @@ def test_a_dir_that_is_missing_or_no_directory_exits_2_saying_so(short_tmp: Path
         (short_tmp / "missing", "no such directory"),
         (short_tmp / "file", "not a directory"),
     ):
-        done = subprocess.run(
-            [sys.executable, "-m", "hive.cli", *command, str(given)],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=GUARD,
-        )
+        done = run_hive(*command, given, timeout=GUARD)
         assert done.returncode == 2, (done.stdout, done.stderr)
         assert done.stdout == ""
         assert (

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import math
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,6 +26,7 @@ from hive.fleet._web import HEARTBEAT, Fleet, _agent_updates, _fleet_updates, ma
 from tests.helpers.agent_loop import ScriptedRuntime, serving
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.gates import make_gate
+from tests.helpers.processes import run_hive
 from tests.helpers.results import call, structured
 from tests.helpers.web import base_of, hive_web
 from tests.test_fleet import _stopped_agent
@@ -381,13 +380,7 @@ def test_hive_web_on_a_taken_port_names_the_address_and_listen(short_tmp: Path) 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         address = f"127.0.0.1:{taken.getsockname()[1]}"
-        done = subprocess.run(
-            [sys.executable, "-m", "hive.cli", "web", "--listen", address, str(short_tmp)],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=GUARD,
-        )
+        done = run_hive("web", "--listen", address, short_tmp, timeout=GUARD)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stdout == ""
     assert done.stderr == (

@@ -16,6 +16,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -103,6 +104,35 @@ async def all_exit(fds: dict[str, int]) -> None:
             await trio.lowlevel.wait_readable(fd)
             alive.discard(name)
     assert not alive, f"still alive: {sorted(alive)}"
+
+
+async def ended_after(
+    daemon: DaemonHandle,
+    root: Path,
+    cmd: str,
+    how: str,
+    *,
+    name: str = "e",
+    pin: str = "escaped",
+    timeout_secs: float = 2,
+    ready: Path | None = None,
+) -> dict[str, Any]:
+    """Run ``cmd`` as task ``name``, wait for it to say ready (on ``ready``, made here if not
+    given), end it by ``how`` (a stop, or a timeout of ``timeout_secs``); its record at the end,
+    once its process ``pin`` has exited (or a failure naming it)."""
+    fifo = ready or make_fifo(root)
+    async with daemon.session() as session:
+        timeout = {"timeout_secs": timeout_secs} if how == "timeout" else {}
+        await call(session, "run", cmd=cmd, name=name, wait_seconds=0, **timeout)
+        await wait_ready(fifo)
+        with pinned(root, (pin,)) as fds:
+            if how == "stop":
+                ended = structured(await call(session, "stop", id=name))
+            else:
+                ended = structured(await call(session, "status", id=name, wait_seconds=30))
+            assert ended["state"] == ("stopped" if how == "stop" else "timed_out"), ended
+            await all_exit(fds)
+    return ended
 
 
 @pytest.fixture(scope="module")
@@ -475,26 +505,15 @@ HIDDEN = (
 async def test_a_cleared_environment_in_a_double_fork_does_not_outlive_a_stop(
     short_grace: DaemonHandle, short_tmp: Path, how: str
 ) -> None:
-    fifo = make_fifo(short_tmp)
-    async with short_grace.session() as session:
-        cmd = f"cd {shlex.quote(str(short_tmp))}; {HIDDEN}; sleep 300"
-        timeout = {"timeout_secs": 1} if how == "timeout" else {}
-        await call(session, "run", cmd=cmd, name="h", wait_seconds=0, **timeout)
-        await wait_ready(fifo)
-        with pinned(short_tmp, ("hidden",)) as fds:
-            if how == "stop":
-                ended = structured(await call(session, "stop", id="h"))
-            else:
-                ended = structured(await call(session, "status", id="h", wait_seconds=30))
-            assert ended["state"] == ("stopped" if how == "stop" else "timed_out")
-            await all_exit(fds)
-        assert ended["held_by"] == "cgroup"
-        assert ended["signals"] == ["SIGINT", "SIGKILL"]
-        parent = task_cgroup_parent(short_grace.state_dir)
-        assert parent is not None
-        assert not _cgroups.populated(
-            parent / json.loads(short_grace.task_file("h", ".json").read_bytes())["serial"]
-        )
+    cmd = f"cd {shlex.quote(str(short_tmp))}; {HIDDEN}; sleep 300"
+    ended = await ended_after(short_grace, short_tmp, cmd, how, name="h", pin="hidden", timeout_secs=1)
+    assert ended["held_by"] == "cgroup"
+    assert ended["signals"] == ["SIGINT", "SIGKILL"]
+    parent = task_cgroup_parent(short_grace.state_dir)
+    assert parent is not None
+    assert not _cgroups.populated(
+        parent / json.loads(short_grace.task_file("h", ".json").read_bytes())["serial"]
+    )
 
 
 @needs_cgroups

@@ -21,7 +21,7 @@ from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
 from tests.helpers.forked_daemon import forked_shared_daemon
 from tests.helpers.inotify import wait_until
 from tests.helpers.results import call, structured
-from tests.test_stopping import all_exit, make_fifo, needs_cgroups, pinned, wait_ready
+from tests.test_stopping import ended_after, make_fifo, needs_cgroups, pinned, wait_ready
 
 
 @pytest.fixture(scope="module")
@@ -47,24 +47,6 @@ def hidden(root: Path, *, first: str = "") -> str:
     )
 
 
-async def ended_after(daemon: DaemonHandle, root: Path, cmd: str, how: str) -> dict[str, object]:
-    """Run ``cmd``, wait for it to say ready, end it by ``how`` (a stop, or a timeout); its
-    record at the end, once its escaped process has exited (or a failure naming it)."""
-    fifo = make_fifo(root)
-    async with daemon.session() as session:
-        timeout = {"timeout_secs": 2} if how == "timeout" else {}
-        await call(session, "run", cmd=cmd, name="e", wait_seconds=0, **timeout)
-        await wait_ready(fifo)
-        with pinned(root, ("escaped",)) as fds:
-            if how == "stop":
-                ended = structured(await call(session, "stop", id="e"))
-            else:
-                ended = structured(await call(session, "status", id="e", wait_seconds=30))
-            assert ended["state"] == ("stopped" if how == "stop" else "timed_out"), ended
-            await all_exit(fds)
-    return ended
-
-
 @needs_cgroups
 @pytest.mark.parametrize("how", ["stop", "timeout"])
 @pytest.mark.parametrize("into", ["the daemon's cgroup", "a sibling it makes"])
@@ -85,7 +67,7 @@ async def test_a_process_that_leaves_its_tasks_cgroup_is_stopped_with_it(
         if sibling is not None and sibling.is_dir():
             sibling.rmdir()
     assert ended["held_by"] == "cgroup"
-    assert any("left its cgroup" in note for note in ended["notes"]), ended["notes"]  # type: ignore[attr-defined]
+    assert any("left its cgroup" in note for note in ended["notes"]), ended["notes"]
 
 
 @pytest.mark.parametrize("how", ["stop", "timeout"])

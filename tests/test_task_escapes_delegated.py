@@ -20,7 +20,8 @@ from hive.bash.procs import _cgroups
 from tests.helpers.daemon import DaemonHandle, remove_cgroup_tree
 from tests.helpers.forked_daemon import DaemonUser, forked_shared_daemon
 from tests.helpers.results import call, structured
-from tests.test_stopping import all_exit, make_fifo, pinned, wait_ready
+from tests.test_stopping import all_exit, ended_after, make_fifo, pinned, wait_ready
+from tests.test_task_escapes import hidden
 
 NOBODY = 65534
 ESCAPED = "may have escaped"
@@ -132,20 +133,9 @@ async def test_a_process_that_leaves_its_cgroup_keeping_its_tag_is_stopped_with_
     unprivileged: DaemonHandle, delegated: Path, nobodys_tmp: Path, how: str, into: str
 ) -> None:
     root = nobodys_tmp
-    fifo = _fifo(root)
     with _target(unprivileged, delegated, root, into) as move_to:
-        async with unprivileged.session() as session:
-            timeout = {"timeout_secs": 2} if how == "timeout" else {}
-            cmd = _escaping(root, move_to, clear_env=False)
-            await call(session, "run", cmd=cmd, name="t", wait_seconds=0, **timeout)
-            await wait_ready(fifo)
-            with pinned(root, ("escaped",)) as fds:
-                if how == "stop":
-                    ended = structured(await call(session, "stop", id="t"))
-                else:
-                    ended = structured(await call(session, "status", id="t", wait_seconds=30))
-                await all_exit(fds)
-    assert ended["state"] == ("stopped" if how == "stop" else "timed_out"), ended
+        cmd = _escaping(root, move_to, clear_env=False)
+        ended = await ended_after(unprivileged, root, cmd, how, name="t", ready=_fifo(root))
     assert ended["held_by"] == "cgroup"
     assert any("1 of its processes had left its cgroup" in note for note in ended["notes"]), ended["notes"]
     assert not any(ESCAPED in note for note in ended["notes"]), ended["notes"]
@@ -158,21 +148,11 @@ async def test_a_cleared_environment_that_leaves_its_cgroup_is_stopped_with_the_
     """No tag, no namespace, not in the task's cgroup: the task's wrapper, its subreaper, held
     it as a descendant, and the stop found it there before the wrapper ended."""
     root = nobodys_tmp
-    fifo = _fifo(root)
+    cmd = _escaping(root, delegated, clear_env=True)
+    ended = await ended_after(unprivileged, root, cmd, how, name="u", ready=_fifo(root))
     async with unprivileged.session() as session:
-        timeout = {"timeout_secs": 2} if how == "timeout" else {}
-        cmd = _escaping(root, delegated, clear_env=True)
-        await call(session, "run", cmd=cmd, name="u", wait_seconds=0, **timeout)
-        await wait_ready(fifo)
-        with pinned(root, ("escaped",)) as fds:
-            if how == "stop":
-                ended = structured(await call(session, "stop", id="u"))
-            else:
-                ended = structured(await call(session, "status", id="u", wait_seconds=30))
-            await all_exit(fds)
         await call(session, "run", cmd="sleep 1000", name="c", wait_seconds=0)
         clean = structured(await call(session, "stop", id="c"))
-    assert ended["state"] == ("stopped" if how == "stop" else "timed_out"), ended
     assert ended["signals"] == ["SIGINT", "SIGKILL"]
     assert any("1 of its processes had left its cgroup" in note for note in ended["notes"]), ended["notes"]
     for seen in (ended, clean):
@@ -184,14 +164,9 @@ async def test_a_cleared_environment_still_in_its_tasks_cgroup_is_no_other_tasks
 ) -> None:
     root = nobodys_tmp
     fifo = _fifo(root)
-    stays = (
-        f"cd {shlex.quote(str(root))}; "
-        "(setsid env -i bash -c 'trap \"\" INT; echo $$ > escaped.pid; exec sleep 1000' &) & "
-        "until [ -s escaped.pid ]; do sleep 0.01; done; echo ready > ready; sleep 1000"
-    )
     async with unprivileged.session() as session:
         await call(session, "run", cmd="sleep 1000", name="before", wait_seconds=0)
-        await call(session, "run", cmd=stays, name="stays", wait_seconds=0)
+        await call(session, "run", cmd=hidden(root), name="stays", wait_seconds=0)
         await wait_ready(fifo)
         with pinned(root, ("escaped",)) as fds:
             before = structured(await call(session, "stop", id="before"))
@@ -208,23 +183,9 @@ async def test_without_cgroups_a_cleared_environment_in_a_double_fork_is_stopped
 ) -> None:
     """Held by the subreaper alone: the wrapper's, while the task runs."""
     root = nobodys_tmp
-    fifo = _fifo(root)
-    inner = "trap '' INT; echo $$ > escaped.pid; exec sleep 1000"
-    cmd = (
-        f"cd {shlex.quote(str(root))}; (setsid env -i bash -c {shlex.quote(inner)} &) & "
-        "until [ -s escaped.pid ]; do sleep 0.01; done; echo ready > ready; sleep 1000"
+    ended = await ended_after(
+        unprivileged_without_cgroups, root, hidden(root), how, name="f", ready=_fifo(root)
     )
-    async with unprivileged_without_cgroups.session() as session:
-        timeout = {"timeout_secs": 2} if how == "timeout" else {}
-        await call(session, "run", cmd=cmd, name="f", wait_seconds=0, **timeout)
-        await wait_ready(fifo)
-        with pinned(root, ("escaped",)) as fds:
-            if how == "stop":
-                ended = structured(await call(session, "stop", id="f"))
-            else:
-                ended = structured(await call(session, "status", id="f", wait_seconds=30))
-            await all_exit(fds)
-    assert ended["state"] == ("stopped" if how == "stop" else "timed_out"), ended
     assert ended["held_by"] == "subreaper"
     assert ended["signals"] == ["SIGINT", "SIGKILL"]
     assert not any(ESCAPED in note for note in ended["notes"]), ended["notes"]

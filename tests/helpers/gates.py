@@ -1,13 +1,18 @@
-"""Tasks the test lets end (FIFO gates), and waiting for processes that are not the test's children."""
+"""Tasks and tool commands the test lets end (FIFO gates), and waiting for processes that are not
+the test's children."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import trio
 
+from hive.runtime import Runtime, TurnOutcome
+from hive.sink import MemorySink
 from tests.helpers.daemon import DaemonHandle
 from tests.helpers.results import call, structured
 
@@ -58,3 +63,37 @@ async def start_gated(daemon: DaemonHandle, name: str, gate: Path, code: int = 7
     pid = status["pid"]
     assert isinstance(pid, int)
     return pid
+
+
+def sink_lines(sink: MemorySink) -> list[dict[str, Any]]:
+    """Each line a turn wrote to ``sink``, decoded."""
+    return [json.loads(line) for line in sink.lines()]
+
+
+async def run_cancelled_at_the_gate(
+    runtime: Runtime, gate: Path, sink: MemorySink
+) -> tuple[TurnOutcome, int]:
+    """A turn whose tool's command reads ``gate`` (a FIFO), cancelled once that command runs:
+    opening the FIFO's other end returns exactly then. Its outcome, and that writing end."""
+    writer: list[int] = []
+
+    async def cancel_once_the_tool_runs() -> None:
+        writer.append(await trio.to_thread.run_sync(os.open, gate, os.O_WRONLY))
+        runtime.canceller().cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cancel_once_the_tool_runs)
+        outcome = await runtime.run("wait for the gate", sink)
+    return outcome, writer[0]
+
+
+def assert_nobody_reads(writer: int, who: str) -> None:
+    """Closes ``writer``: fails if the tool's command still reads the gate (``who`` left it running)."""
+    try:
+        os.write(writer, b"anyone there?\n")
+    except BrokenPipeError:
+        pass  # the tool's command is gone: it was stopped
+    else:
+        raise AssertionError(f"{who} left its tool's command running")
+    finally:
+        os.close(writer)

@@ -3,7 +3,6 @@ fake Messages API."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +15,7 @@ from fixtures.fake_api_control import FakeApi
 from hive.acp import AcpRuntime, open_acp_runtime
 from hive.runtime import SIGNALS_SENT, Backend, Config, RuntimeSpec, StopReason
 from hive.sink import MemorySink
+from tests.helpers.gates import assert_nobody_reads, run_cancelled_at_the_gate, sink_lines
 from tests.helpers.processes import wait_exited
 
 TURN = 120
@@ -39,10 +39,6 @@ async def acp_runtime(
         yield runtime
 
 
-def lines(sink: MemorySink) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in sink.lines()]
-
-
 async def test_initialize_a_turn_model_and_effort_and_load_after_a_restart(
     real_acp_agent: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path
 ) -> None:
@@ -63,8 +59,8 @@ async def test_initialize_a_turn_model_and_effort_and_load_after_a_restart(
             later = await again.run("still there?", MemorySink())
     assert (outcome.stop_reason, outcome.is_error) == (StopReason.COMPLETED, False)
     assert outcome.result == "Hello from the real agent."
-    assert lines(sink)[0]["type"] == "system"
-    assert lines(sink)[-1]["type"] == "result"
+    assert sink_lines(sink)[0]["type"] == "system"
+    assert sink_lines(sink)[-1]["type"] == "result"
     assert later.session_id == session and later.stop_reason is StopReason.COMPLETED
     assert "sonnet" in fake_api.requests("main")[0]["model"]
 
@@ -78,29 +74,14 @@ async def test_a_cancel_during_a_tool_is_answered_cancelled_and_stops_the_tool(
     sink = MemorySink()
     with trio.fail_after(TURN):
         async with acp_runtime(real_acp_agent, claude_env, claude_workdir) as runtime:
-            writer: list[int] = []
-
-            async def cancel_once_the_tool_runs() -> None:
-                writer.append(await trio.to_thread.run_sync(os.open, fifo, os.O_WRONLY))
-                runtime.canceller().cancel()
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(cancel_once_the_tool_runs)
-                outcome = await runtime.run("wait for the gate", sink)
+            outcome, writer = await run_cancelled_at_the_gate(runtime, fifo, sink)
             after = await runtime.run("and now?", MemorySink())
     assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (StopReason.CANCELLED, False, True)
-    assert lines(sink)[-1]["terminal_reason"] == "aborted_tools"
-    uses = [b for line in lines(sink) if line["type"] == "assistant" for b in line["message"]["content"]]
+    assert sink_lines(sink)[-1]["terminal_reason"] == "aborted_tools"
+    uses = [b for line in sink_lines(sink) if line["type"] == "assistant" for b in line["message"]["content"]]
     assert [b["input"].get("command") for b in uses if b["type"] == "tool_use"] == [f"cat {fifo}"]
     assert after.stop_reason is StopReason.COMPLETED
-    try:
-        os.write(writer[0], b"anyone?\n")
-    except BrokenPipeError:
-        pass  # the agent stopped its tool's command
-    else:
-        raise AssertionError("the agent left its tool's command running")
-    finally:
-        os.close(writer[0])
+    assert_nobody_reads(writer, "the agent")
 
 
 async def test_compact_uses_the_agents_compact_command(
@@ -117,7 +98,7 @@ async def test_compact_uses_the_agents_compact_command(
             assert runtime.session_id == session  # compacted in place, not archived
             after = await runtime.run("what was it?", MemorySink())
     assert fake_api.requests("compact")
-    assert lines(sink)[-1]["type"] == "result" and lines(sink)[-1]["is_error"] is False
+    assert sink_lines(sink)[-1]["type"] == "result" and sink_lines(sink)[-1]["is_error"] is False
     assert after.stop_reason is StopReason.COMPLETED
 
 

@@ -14,6 +14,7 @@ from fixtures.fake_api_control import FakeApi
 from hive.claude import InfiniteSession, open_claude_runtime
 from hive.runtime import SIGNALS_SENT, Config, RuntimeSpec, StopReason
 from hive.sink import AssistantMessage, MemorySink, ToolUseBlock
+from tests.helpers.gates import assert_nobody_reads, run_cancelled_at_the_gate, sink_lines
 
 TURN = 90  # seconds: a hang fails the test instead of wedging the run
 
@@ -28,10 +29,6 @@ async def claude_runtime(
         yield runtime
 
 
-def lines(sink: MemorySink) -> list[dict[str, object]]:
-    return [json.loads(line) for line in sink.lines()]
-
-
 async def test_a_text_turn_and_a_resumed_one(
     real_claude: Path, fake_api: FakeApi, claude_env: dict[str, str], claude_workdir: Path
 ) -> None:
@@ -44,7 +41,7 @@ async def test_a_text_turn_and_a_resumed_one(
             two = await runtime.run("and again", second)
     assert (one.stop_reason, one.is_error, one.synthesized) == (StopReason.COMPLETED, False, False)
     assert one.result == "Hello through hive."
-    assert lines(first)[-1]["type"] == "result"
+    assert sink_lines(first)[-1]["type"] == "result"
     assert one.session_id is not None and two.session_id == one.session_id
     assert two.result == "Still here."
     main = fake_api.requests("main")
@@ -76,7 +73,7 @@ async def test_a_tool_turn(
         if isinstance(b, ToolUseBlock)
     ]
     assert [u.name for u in uses] == ["Bash"]
-    results = [line for line in lines(sink) if line["type"] == "user"]
+    results = [line for line in sink_lines(sink) if line["type"] == "user"]
     assert "from-the-tool" in json.dumps(results)
 
 
@@ -91,9 +88,9 @@ async def test_compact_on_a_real_session(
             await runtime.compact(sink)
             session = runtime.session_id
             after = await runtime.run("what was it?", MemorySink())
-    boundaries = [line for line in lines(sink) if line.get("subtype") == "compact_boundary"]
+    boundaries = [line for line in sink_lines(sink) if line.get("subtype") == "compact_boundary"]
     assert len(boundaries) == 1
-    assert lines(sink)[-1]["type"] == "result"
+    assert sink_lines(sink)[-1]["type"] == "result"
     assert fake_api.requests("compact")
     assert after.session_id == session and after.stop_reason is StopReason.COMPLETED
 
@@ -112,17 +109,9 @@ async def test_sigint_during_a_tool_stops_it_and_claude_reports_the_turn(
         async with claude_runtime(
             real_claude, claude_env, claude_workdir, allowed_tools=("Bash",)
         ) as runtime:
-            writer: list[int] = []
-
-            async def cancel_once_the_tool_runs() -> None:
-                writer.append(await trio.to_thread.run_sync(os.open, fifo, os.O_WRONLY))
-                runtime.canceller().cancel()
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(cancel_once_the_tool_runs)
-                outcome = await runtime.run("wait for the gate", sink)
-    (result,) = [line for line in lines(sink) if line["type"] == "result"]
-    assert lines(sink)[-1] == result
+            outcome, writer = await run_cancelled_at_the_gate(runtime, fifo, sink)
+    (result,) = [line for line in sink_lines(sink) if line["type"] == "result"]
+    assert sink_lines(sink)[-1] == result
     if "hive" not in result:
         # claude's own answer to the SIGINT (most runs): the interrupted turn, and its result.
         assert (outcome.stop_reason, outcome.synthesized, outcome.is_error) == (
@@ -143,11 +132,4 @@ async def test_sigint_during_a_tool_stops_it_and_claude_reports_the_turn(
         ), outcome.errors
         assert "the turn was cancelled without a result" in outcome.errors[0]
     assert [s.signal for s in SIGNALS_SENT[sent_before:]] == ["SIGINT"]
-    try:
-        os.write(writer[0], b"anyone there?\n")
-    except BrokenPipeError:
-        pass  # the tool's command is gone: claude stopped it
-    else:
-        raise AssertionError("claude left its tool's command running")
-    finally:
-        os.close(writer[0])
+    assert_nobody_reads(writer, "claude")
