@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from hive.agent_socket import WakeCourier
 from hive.bash import _cgroups
-from hive.bash._courier import WakeCourier
 from hive.bash._store import TaskStore
 from hive.bash._task_manager import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
@@ -268,7 +268,7 @@ async def test_the_interval_checks_run_off_the_event_loop(short_tmp: Path) -> No
     store.token = trio.lowlevel.current_trio_token()
     store.create_dirs()
     settings = TaskSettings(workdir=short_tmp, output_check_interval=0.01, kill_grace=1)
-    manager = TaskManager(store, settings, WakeCourier(None))
+    manager = TaskManager(store, settings, WakeCourier())
     tools = BashTools(manager)
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.serve)

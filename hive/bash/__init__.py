@@ -37,7 +37,6 @@ __all__ = [
     "TaskStore",
     "ToolResult",
     "UnknownTask",
-    "WakeCourier",
     "decode",
     "encode",
     "open_bash_client",
@@ -49,7 +48,6 @@ __all__ = [
 
 if TYPE_CHECKING:
     from hive.bash._converter import RecordError, decode, encode
-    from hive.bash._courier import WakeCourier
     from hive.bash._errors import BadArgument, BashError, DaemonUnavailable, DiskError, NameBusy, UnknownTask
     from hive.bash._launch import DaemonFailedToStart, DaemonProcess, running_daemon
     from hive.bash._model import TaskState

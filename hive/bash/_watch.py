@@ -52,13 +52,13 @@ from hive._convert import DecodeError, structure
 from hive._files import open_regular, read_regular, write_atomic
 from hive._inotify import IN_MODIFY, Inotify
 from hive._when import counted
-from hive.agent_socket import Wake
+from hive.agent_socket import Wake, WakeCourier
 from hive.bash._batches import Batcher
 from hive.bash._converter import converter
-from hive.bash._courier import Key, WakeCourier
 from hive.bash._durable import GroupSync
 from hive.bash._errors import BadArgument
 from hive.bash._matches import STREAMS, Matches
+from hive.bash._owed import Key
 from hive.bash._pattern import Pattern, compile_pattern, pieces, search_lines
 from hive.bash._records import TaskRecord
 from hive.bash._store import TaskStore
@@ -143,7 +143,7 @@ class Watcher:
     """Watches the output of every run that asked, and owes the agent its match wakes."""
 
     store: TaskStore
-    courier: WakeCourier
+    courier: WakeCourier[Key]
     reads: Batcher
     writes: Batcher
     syncs: GroupSync
@@ -338,7 +338,7 @@ class Watcher:
         mark = f"{serial}{_WAKE_MARK}{wake.number}"
         if self._outbox.owe((task_id, mark), Telling(ended=True)):
             wake_of = Wake(sender=f"bash-task-{task_id}", body=wake.body, end_id=f"{task_id}:{mark}")
-            self.courier.enqueue(task_id, mark, wake_of)
+            self.courier.send((task_id, mark), self.courier.agent_socket, wake_of)
 
     async def acked(self, key: Key) -> None:
         """The agent socket acknowledged the match wake ``key`` names: it is owed no more."""
