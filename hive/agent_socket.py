@@ -458,10 +458,13 @@ class WakeCourier(Generic[K]):
     for the next: a wake then costs the agent one read, not an accept first (bench 14). A wake
     with no socket (None) is held, never sent, and stays owed.
     ``on_acked(key)`` (given here, or to :meth:`run`) runs once a wake is acknowledged. The
-    bash daemon's and the subagent daemon's couriers are this one; each package adds only how
-    it keys and addresses its wakes.
+    bash daemon's and the subagent daemon's couriers are this one; each package keys and
+    addresses its wakes its own way.
     """
 
+    agent_socket: Path | None = None
+    """The socket of the one agent a daemon tells (the bash daemon's; None: it tells none, and
+    what it owes stays on disk). A subagent daemon's callers each name their own."""
     on_acked: OnAcked[K] | None = None
     retry_initial: float = 0.05
     """The first pause after a socket is found away; each further one doubles, up to ``retry_max``."""

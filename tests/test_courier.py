@@ -11,9 +11,7 @@ import trio
 import trio.testing
 
 from hive import agent_socket as _courier
-from hive.agent_socket import AgentRequest, Wake, serve_agent_socket
-from hive.agent_socket import WakeCourier as Sender
-from hive.bash.ends._courier import WakeCourier
+from hive.agent_socket import AgentRequest, Wake, WakeCourier, serve_agent_socket
 
 
 def _count_connections(monkeypatch: pytest.MonkeyPatch) -> list[float]:
@@ -34,7 +32,7 @@ async def test_backoff_doubles_to_its_cap_then_every_wake_is_delivered_in_order(
 ) -> None:
     socket_path = short_tmp / "agent.sock"
     attempts = _count_connections(monkeypatch)
-    courier = WakeCourier(socket_path, retry_initial=0.1, retry_max=1.0)
+    courier = WakeCourier[tuple[str, str]](agent_socket=socket_path, retry_initial=0.1, retry_max=1.0)
     acked: list[tuple[str, str]] = []
     received: list[Wake] = []
     arrived, all_acked = trio.Event(), trio.Event()
@@ -54,7 +52,9 @@ async def test_backoff_doubles_to_its_cap_then_every_wake_is_delivered_in_order(
         await nursery.start(courier.run, on_acked)
         start = trio.current_time()
         for i in range(3):
-            courier.enqueue(f"t{i}", f"s{i}", Wake(sender=f"bash-task-t{i}", body=f"body {i}"))
+            courier.send(
+                (f"t{i}", f"s{i}"), courier.agent_socket, Wake(sender=f"bash-task-t{i}", body=f"body {i}")
+            )
         await trio.sleep(5.0)  # virtual: the socket is away all this time
         gaps = [round(b - a, 6) for a, b in itertools.pairwise(attempts)]
         assert attempts[0] == start
@@ -67,7 +67,7 @@ async def test_backoff_doubles_to_its_cap_then_every_wake_is_delivered_in_order(
         before = len(attempts)
         await trio.sleep(30.0)  # nothing is owed now: no more attempts
         assert len(attempts) == before
-        courier.enqueue("t3", "s3", Wake(sender="bash-task-t3", body="later"))
+        courier.send(("t3", "s3"), courier.agent_socket, Wake(sender="bash-task-t3", body="later"))
         with trio.fail_after(0.01):  # virtual: at once, with no backoff left from before
             await all_acked.wait()
         nursery.cancel_scope.cancel()
@@ -83,7 +83,7 @@ async def test_a_withdrawn_wake_is_not_sent(short_tmp: Path, autojump_clock: tri
         assert isinstance(request, Wake)
         received.append(request.sender)
 
-    courier = WakeCourier(socket_path, retry_initial=0.5, retry_max=0.5)
+    courier = WakeCourier[tuple[str, str]](agent_socket=socket_path, retry_initial=0.5, retry_max=0.5)
     acked: list[str] = []
     b_acked = trio.Event()
 
@@ -94,8 +94,8 @@ async def test_a_withdrawn_wake_is_not_sent(short_tmp: Path, autojump_clock: tri
 
     async with trio.open_nursery() as nursery:
         await nursery.start(courier.run, on_acked)
-        courier.enqueue("a", "1", Wake(sender="bash-task-a", body=""))
-        courier.enqueue("b", "1", Wake(sender="bash-task-b", body=""))
+        courier.send(("a", "1"), courier.agent_socket, Wake(sender="bash-task-a", body=""))
+        courier.send(("b", "1"), courier.agent_socket, Wake(sender="bash-task-b", body=""))
         await trio.sleep(1.0)
         courier.withdraw(("a", "1"))  # a status call told the agent
         await nursery.start(serve_agent_socket, socket_path, take)
@@ -109,14 +109,14 @@ async def test_a_withdrawn_wake_is_not_sent(short_tmp: Path, autojump_clock: tri
 async def test_without_an_agent_socket_nothing_is_sent_and_wakes_stay_owed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    courier = WakeCourier(None)
+    courier = WakeCourier[tuple[str, str]]()
 
     async def on_acked(key: tuple[str, str]) -> None:
         raise AssertionError("nothing can be acknowledged without a socket")
 
     async with trio.open_nursery() as nursery:
         await nursery.start(courier.run, on_acked)
-        courier.enqueue("a", "1", Wake(sender="bash-task-a", body=""))
+        courier.send(("a", "1"), courier.agent_socket, Wake(sender="bash-task-a", body=""))
         await trio.sleep(3600)
         nursery.cancel_scope.cancel()
     assert courier.pending() == [("a", "1")]
@@ -135,7 +135,7 @@ async def test_a_socket_nobody_listens_on_holds_up_no_wake_to_another(
         received.append(request.sender)
         arrived.set()
 
-    courier = Sender[str](on_acked=acked.append, retry_initial=0.1, retry_max=1.0)
+    courier = WakeCourier[str](on_acked=acked.append, retry_initial=0.1, retry_max=1.0)
     async with trio.open_nursery() as nursery:
         await nursery.start(serve_agent_socket, live, take)
         await nursery.start(courier.run)
@@ -158,7 +158,9 @@ async def test_a_connection_is_kept_open_for_the_wakes_that_follow_and_replaced_
     connection the agent dropped (it restarted) is replaced at once, with no backoff."""
     socket_path = short_tmp / "agent.sock"
     opened = _count_connections(monkeypatch)
-    courier = WakeCourier(socket_path, retry_initial=5.0, retry_max=5.0, keep_open=10.0)
+    courier = WakeCourier[tuple[str, str]](
+        agent_socket=socket_path, retry_initial=5.0, retry_max=5.0, keep_open=10.0
+    )
     received: list[tuple[str, float]] = []
     arrived = trio.Event()
 
@@ -172,7 +174,7 @@ async def test_a_connection_is_kept_open_for_the_wakes_that_follow_and_replaced_
         nonlocal arrived
         arrived = trio.Event()
         owed_at = trio.current_time()
-        courier.enqueue(task, "s", Wake(sender=f"bash-task-{task}", body=task))
+        courier.send((task, "s"), courier.agent_socket, Wake(sender=f"bash-task-{task}", body=task))
         await arrived.wait()
         return received[-1][1] - owed_at
 

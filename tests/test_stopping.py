@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import trio
 
+from hive.agent_socket import WakeCourier
 from hive.bash._task_manager import TaskManager, TaskSettings
 from hive.bash._tools import BashTools
-from hive.bash.ends._courier import WakeCourier
 from hive.bash.files._store import TaskStore
 from hive.bash.procs import _cgroups
 from tests.helpers.daemon import DaemonHandle, task_cgroup_parent
@@ -298,7 +298,7 @@ async def test_the_interval_checks_run_off_the_event_loop(short_tmp: Path) -> No
     store.token = trio.lowlevel.current_trio_token()
     store.create_dirs()
     settings = TaskSettings(workdir=short_tmp, output_check_interval=0.01, kill_grace=1)
-    manager = TaskManager(store, settings, WakeCourier(None))
+    manager = TaskManager(store, settings, WakeCourier())
     tools = BashTools(manager)
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.serve)

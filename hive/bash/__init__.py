@@ -37,7 +37,6 @@ __all__ = [
     "TaskStore",
     "ToolResult",
     "UnknownTask",
-    "WakeCourier",
     "decode",
     "encode",
     "open_bash_client",
@@ -56,7 +55,6 @@ if TYPE_CHECKING:
     from hive.bash._tools import TOOLS, BashTools, ToolResult
     from hive.bash.client import BashClient, open_bash_client
     from hive.bash.daemon import DaemonConfig, serve_daemon
-    from hive.bash.ends._courier import WakeCourier
     from hive.bash.files._converter import RecordError, decode, encode
     from hive.bash.files._records import LooseEnd, OwedWake, TaskRecord
     from hive.bash.files._store import (

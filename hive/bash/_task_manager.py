@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from hive._limits import NAME_RULE, is_name
+from hive.agent_socket import WakeCourier
 from hive.bash._batches import Batcher, BatcherStopped
 from hive.bash._errors import BadArgument, NameBusy, UnknownTask
 from hive.bash._line import RunLine
@@ -25,8 +26,8 @@ from hive.bash._model import Spawned
 from hive.bash._recovery import recover
 from hive.bash._settings import TaskSettings
 from hive.bash._task import Task
-from hive.bash.ends._courier import Key, WakeCourier
 from hive.bash.ends._ledger import Ledger, wake_for
+from hive.bash.ends._owed import Key
 from hive.bash.ends._watch import Watcher
 from hive.bash.files._durable import GroupSync
 from hive.bash.files._records import OwedWake, TaskRecord
@@ -54,7 +55,7 @@ class TaskManager:
 
     store: TaskStore
     settings: TaskSettings
-    courier: WakeCourier
+    courier: WakeCourier[Key]
     tasks: dict[str, Task] = attrs.field(factory=dict)
     nursery: trio.Nursery | None = None
     clock: Callable[[], float] = time.time

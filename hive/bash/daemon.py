@@ -86,10 +86,10 @@ async def serve_daemon(
     import trio
 
     from hive._unix import open_unix_listener
+    from hive.agent_socket import WakeCourier
     from hive.bash._server import make_mcp_server
     from hive.bash._task_manager import TaskManager
     from hive.bash._tools import BashTools
-    from hive.bash.ends._courier import WakeCourier
     from hive.bash.files._retention import DAY, Pruner, Retention
     from hive.bash.files._store import TaskStore
     from hive.bash.procs import _cgroups
@@ -105,7 +105,9 @@ async def serve_daemon(
     cgroup_parent = None
     try:
         store.create_dirs()
-        courier = WakeCourier(config.agent_socket, retry_max=config.wake_retry_max)
+        courier = WakeCourier[tuple[str, str]](
+            agent_socket=config.agent_socket, retry_max=config.wake_retry_max
+        )
         cgroup_parent = open_task_parent(config.state_dir) if config.cgroups else None
         unshare = await trio.to_thread.run_sync(task_unshare, bash_path())
         tasks = attrs.evolve(config.tasks, cgroup_parent=cgroup_parent, unshare=unshare)

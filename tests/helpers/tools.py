@@ -11,7 +11,8 @@ from typing import Any
 
 import trio
 
-from hive.bash import BashTools, TaskManager, TaskSettings, TaskStore, WakeCourier
+from hive.agent_socket import WakeCourier
+from hive.bash import BashTools, TaskManager, TaskSettings, TaskStore
 
 
 @asynccontextmanager
@@ -30,7 +31,7 @@ async def serving_tools(
         store = TaskStore(root / "state")
     store.create_dirs()
     manager = TaskManager(
-        store, TaskSettings(workdir=root, **settings), WakeCourier(agent_socket), clock=clock
+        store, TaskSettings(workdir=root, **settings), WakeCourier(agent_socket=agent_socket), clock=clock
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.serve)

@@ -28,11 +28,10 @@ import attrs
 import trio
 
 from hive import telemetry
-from hive.agent_socket import Wake, end_id
+from hive.agent_socket import Wake, WakeCourier, end_id
 from hive.bash._batches import Batcher
 from hive.bash._errors import DiskError
 from hive.bash._task import Task
-from hive.bash.ends._courier import WakeCourier
 from hive.bash.ends._describe import wake_body
 from hive.bash.ends._owed import (
     Abandoned,
@@ -81,7 +80,7 @@ def wake_for(record: TaskRecord, stdout: str) -> OwedWake:
 class Ledger(TaskRecords):
     """Task records and loose ends on disk, kept in line with the owed-end model."""
 
-    courier: WakeCourier
+    courier: WakeCourier[Key]
     reads: Batcher
     compose: ComposeWake
     ends: OwedEnds = attrs.field()
@@ -341,8 +340,9 @@ class Ledger(TaskRecords):
                 return
             wake = unclaimed.wake
         trace = task.trace if task is not None else None
-        self.courier.enqueue(
-            *key,
+        self.courier.send(
+            key,
+            self.courier.agent_socket,
             Wake(
                 sender=wake.sender,
                 body=wake.body,

@@ -52,12 +52,12 @@ from hive._convert import DecodeError, structure
 from hive._files import open_regular, read_regular, write_atomic
 from hive._inotify import IN_MODIFY, Inotify
 from hive._when import counted
-from hive.agent_socket import Wake
+from hive.agent_socket import Wake, WakeCourier
 from hive.bash._batches import Batcher
 from hive.bash._errors import BadArgument
 from hive.bash._task import Task
-from hive.bash.ends._courier import Key, WakeCourier
 from hive.bash.ends._matches import STREAMS, Matches
+from hive.bash.ends._owed import Key
 from hive.bash.ends._pattern import Pattern, compile_pattern, pieces, search_lines
 from hive.bash.files._converter import converter
 from hive.bash.files._durable import GroupSync
@@ -87,6 +87,12 @@ class MatchWake:
     body: str
 
 
+@attrs.frozen(kw_only=True)
+class _OwedMatch(Telling):
+    run: Key
+    wake: MatchWake
+
+
 @attrs.frozen
 class WatchState:
     """``<id>@<serial>.watch``: what the watching of one run owes and how far it has got."""
@@ -102,7 +108,7 @@ class WatchState:
     composed: int = 0
     """How many match wakes were composed (the last one's number)."""
     owed: tuple[MatchWake, ...] = ()
-    """Those composed and not yet acknowledged, in order."""
+    """Those composed and not yet acknowledged, in order (on disk; in memory the outbox says)."""
     capped: bool = False
     """The wake saying later matches are not sent (the cap was reached, or the pattern went over
     a bound) was composed: nothing more is watched."""
@@ -143,7 +149,7 @@ class Watcher:
     """Watches the output of every run that asked, and owes the agent its match wakes."""
 
     store: TaskStore
-    courier: WakeCourier
+    courier: WakeCourier[Key]
     reads: Batcher
     writes: Batcher
     syncs: GroupSync
@@ -156,8 +162,8 @@ class Watcher:
     _saving: dict[Key, trio.Lock] = attrs.field(factory=dict)
     _unsaved: dict[Key, trio.Event] = attrs.field(factory=dict)
     """The runs whose state could not be saved (a full disk), each with an event set once it is."""
-    _outbox: OwedItems[Key, Telling] = attrs.field(factory=OwedItems)
-    """The match wakes owed, by the courier's key of each."""
+    _outbox: OwedItems[Key, _OwedMatch] = attrs.field(factory=OwedItems)
+    """The match wakes owed, by the courier's key of each (its run's state on disk lists them)."""
 
     @staticmethod
     def owns(key: Key) -> bool:
@@ -193,7 +199,7 @@ class Watcher:
         state = await self.reads.run(self._load, key) or _first_state(record)
         self._states[key] = state
         for wake in state.owed:
-            self._send(key, wake)
+            self._owe(key, wake, saved=True)
         if state.capped or state.scanned:
             await self._save(key)
             return
@@ -319,38 +325,40 @@ class Watcher:
         state = self._states[key]
         wake = MatchWake(state.composed + 1, body)
         self._states[key] = attrs.evolve(
-            state,
-            composed=wake.number,
-            owed=(*state.owed, wake),
-            capped=capped,
-            stdout=offsets["stdout"],
-            stderr=offsets["stderr"],
+            state, composed=wake.number, capped=capped, stdout=offsets["stdout"], stderr=offsets["stderr"]
         )
+        wake_key = self._owe(key, wake, saved=False)
         # Durable before it is sent: a crash or a power cut from here on sends it again under the
         # same id. On a full disk the scan waits here, this wake in memory: a daemon that stops
         # meanwhile leaves it unsent and unsaved, and the next one finds its lines again.
         if not await self._save(key, durable=True):
             await self._unsaved[key].wait()
-        self._send(key, wake)
+        if self._outbox.came(wake_key):
+            self._send(wake_key, wake)
+
+    def _owe(self, run: Key, wake: MatchWake, *, saved: bool) -> Key:
+        """Owe ``wake`` (sent once ``saved``); the courier's key of it."""
+        task_id, serial = run
+        key = (task_id, f"{serial}{_WAKE_MARK}{wake.number}")
+        if self._outbox.owe(key, _OwedMatch(ended=saved, run=run, wake=wake)):
+            self._send(key, wake)
+        return key
 
     def _send(self, key: Key, wake: MatchWake) -> None:
-        task_id, serial = key
-        mark = f"{serial}{_WAKE_MARK}{wake.number}"
-        if self._outbox.owe((task_id, mark), Telling(ended=True)):
-            wake_of = Wake(sender=f"bash-task-{task_id}", body=wake.body, end_id=f"{task_id}:{mark}")
-            self.courier.enqueue(task_id, mark, wake_of)
+        wake_of = Wake(sender=f"bash-task-{key[0]}", body=wake.body, end_id=":".join(key))
+        self.courier.send(key, self.courier.agent_socket, wake_of)
+
+    def _owed(self, run: Key) -> tuple[MatchWake, ...]:
+        """The run's match wakes owed, in the order they were composed."""
+        items = (self._outbox.item(key) for key in self._outbox.owed())
+        return tuple(item.wake for item in items if item is not None and item.run == run)
 
     async def acked(self, key: Key) -> None:
         """The agent socket acknowledged the match wake ``key`` names: it is owed no more."""
-        task_id, mark = key
-        serial, _, number = mark.rpartition(_WAKE_MARK)
-        run = (task_id, serial)
+        item = self._outbox.item(key)
         self._outbox.acked(key)  # told: what owes it on disk goes below
-        state = self._states.get(run)
-        if state is None:
-            return
-        self._states[run] = attrs.evolve(state, owed=tuple(w for w in state.owed if str(w.number) != number))
-        await self._save(run)
+        if item is not None and item.run in self._states:
+            await self._save(item.run)
 
     async def _save(self, key: Key, *, durable: bool = False) -> bool:
         """Write the run's state as it is now (``durable``: its name fsynced too, before this
@@ -360,14 +368,15 @@ class Watcher:
         async with lock:
             state = self._states.get(key)
             path = self.path(*key)
+            owed = self._owed(key)
             try:
                 if state is None:
                     pass  # removed by an earlier save: nothing is owed
-                elif (state.scanned or state.capped) and not state.owed:
+                elif (state.scanned or state.capped) and not owed:
                     await self.writes.run(_remove, path)
                     self._states.pop(key, None)
                 else:
-                    await self.writes.run(write_atomic, path, _encode(state))
+                    await self.writes.run(write_atomic, path, _encode(attrs.evolve(state, owed=owed)))
                     if durable or key in self._unsaved:
                         await self.syncs.sync((), (path.parent,))
             except OSError as exc:
