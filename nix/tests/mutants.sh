@@ -69,11 +69,11 @@ examples/two-agents.nix~s/idleTimeout = 600;/idleTimeout = "600";/~the example c
 EOF
 )
 
-# copy DIR: nix/ and what it reads (pyproject.toml, README.md, hive/) under DIR.
+# copy DIR: nix/ and what it reads (pyproject.toml, README.md, setup.py, hive/) under DIR.
 copy() {
     mkdir -p "$1"
     cp -r "$nixdir" "$1/nix"
-    cp "$repo/pyproject.toml" "$repo/README.md" "$1/"
+    cp "$repo/pyproject.toml" "$repo/README.md" "$repo/setup.py" "$1/"
     (cd "$repo" && tar -c --exclude=__pycache__ hive) | tar -x -C "$1"
 }
 
