@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,16 @@ def record_of(daemon: DaemonHandle, task_id: str) -> dict[str, Any]:
     return record
 
 
+@contextlib.asynccontextmanager
+async def running_inline(daemon: DaemonHandle, request_id: int, **run: Any) -> AsyncIterator[None]:
+    """A raw session whose `run` (``run``: its arguments) of a `signalled` task waits inline,
+    open while the block runs."""
+    stream, _reader = await open_raw_session(daemon.socket)
+    async with stream:
+        await send(stream, run_request(request_id, **run))
+        yield
+
+
 async def test_an_end_answered_to_a_client_that_went_away_mid_wait_is_still_woken(
     daemon: DaemonHandle, agent: AgentListener
 ) -> None:
@@ -95,13 +106,11 @@ async def test_a_task_that_ends_while_the_daemon_is_down_mid_run_is_recovered_an
     # The daemon is SIGKILLed while `run` waits inline; the task ends before the restart.
     gate, ready = make_gate(daemon.root), make_gate(daemon.root, "ready")
     async with agent.serving():
-        async with daemon.running(stop=False) as first:
-            stream, _reader = await open_raw_session(daemon.socket)
-            async with stream:
-                await send(stream, run_request(2, cmd=signalled(ready, gate, 3), name="mid", wait_seconds=5))
-                with trio.fail_after(20):
-                    pid = await read_pid(ready)
-                await sigkill(first)
+        run = {"cmd": signalled(ready, gate, 3), "name": "mid", "wait_seconds": 5}
+        async with daemon.running(stop=False) as first, running_inline(daemon, 2, **run):
+            with trio.fail_after(20):
+                pid = await read_pid(ready)
+            await sigkill(first)
         with trio.fail_after(20):
             await release(gate)
         await wait_exited(pid)
@@ -123,14 +132,8 @@ async def test_a_task_re_adopted_after_a_sigkill_mid_run_keeps_its_timeout(
     try:
         async with agent.serving():
             async with daemon.running(stop=False) as first:
-                stream, _reader = await open_raw_session(daemon.socket)
-                async with stream:
-                    await send(
-                        stream,
-                        run_request(
-                            2, cmd=signalled(ready, gate, 0), name="timed", wait_seconds=5, timeout_secs=1
-                        ),
-                    )
+                cmd = signalled(ready, gate, 0)
+                async with running_inline(daemon, 2, cmd=cmd, name="timed", wait_seconds=5, timeout_secs=1):
                     with trio.fail_after(20):
                         pid = await read_pid(ready)
                     await sigkill(first)
@@ -314,9 +317,7 @@ async def test_a_reused_name_keeps_the_previous_runs_end_owed_across_a_sigkill(
     async with agent.serving():
         async with daemon.running(stop=False) as killed:
             first = await _first_run_ended_unacknowledged(daemon, agent)
-            stream, _reader = await open_raw_session(daemon.socket)
-            async with stream:
-                await send(stream, run_request(3, cmd=signalled(ready, gate, 4), name="x", wait_seconds=20))
+            async with running_inline(daemon, 3, cmd=signalled(ready, gate, 4), name="x", wait_seconds=20):
                 with trio.fail_after(20):
                     pid = await read_pid(ready)
                 await sigkill(killed)

@@ -36,23 +36,33 @@ async def loose_end_gone(daemon: DaemonHandle, task_id: str) -> None:
         await wait_until(lambda: not path.exists(), path.parent)
 
 
+async def gated_past_a_sigkill(daemon: DaemonHandle, name: str, code: int = 7) -> tuple[Path, int]:
+    """A task waiting on a gate, started by a daemon then SIGKILLed: the gate and the task's pid."""
+    gate = make_gate(daemon.root)
+    async with daemon.running(stop=False) as first:
+        pid = await start_gated(daemon, name, gate, code)
+        await sigkill(first)
+    return gate, pid
+
+
+def ended_as(daemon: DaemonHandle, task_id: str) -> tuple[str, int | None]:
+    """The state and exit code the task's record on disk says."""
+    record = json.loads(daemon.task_file(task_id, ".json").read_text())
+    return record["state"], record["exit_code"]
+
+
 async def test_sigkilled_daemon_re_adopts_a_running_task_and_learns_its_exit_status(
     daemon: DaemonHandle, agent: AgentListener
 ) -> None:
-    gate = make_gate(daemon.root)
     async with agent.serving():
-        async with daemon.running(stop=False) as first:
-            pid = await start_gated(daemon, "survivor", gate)
-            await sigkill(first)
+        gate, pid = await gated_past_a_sigkill(daemon, "survivor")
         assert group_alive(pid), "the task must outlive its daemon"
         async with daemon.running(), daemon.session() as session:
             status = structured(await call(session, "status", id="survivor"))
             assert status["state"] == "running"
             assert status["pid"] == pid
             open_gate(gate)
-            with trio.fail_after(20):
-                (wake,) = await agent.wait_for(1)
-            assert wake.sender == "bash-task-survivor"
+            wake = await agent.only_wake("bash-task-survivor")
             assert "exit code 7" in wake.body
             assert "got go" in wake.body
             status = structured(await call(session, "status", id="survivor"))
@@ -60,18 +70,14 @@ async def test_sigkilled_daemon_re_adopts_a_running_task_and_learns_its_exit_sta
             assert status["exit_code"] == 7
             assert status["stdout"]["tail"] == "got go\n"
             await loose_end_gone(daemon, "survivor")
-    record = json.loads(daemon.task_file("survivor", ".json").read_text())
-    assert (record["state"], record["exit_code"]) == ("done", 7)
+    assert ended_as(daemon, "survivor") == ("done", 7)
 
 
 async def test_a_running_task_whose_record_was_lost_is_adopted_by_its_mark(
     daemon: DaemonHandle, agent: AgentListener
 ) -> None:
     # As if the daemon died between starting the task and saving its record.
-    gate = make_gate(daemon.root)
-    async with daemon.running(stop=False) as first:
-        pid = await start_gated(daemon, "unrecorded", gate, code=4)
-        await sigkill(first)
+    gate, pid = await gated_past_a_sigkill(daemon, "unrecorded", 4)
     daemon.task_file("unrecorded", ".json").unlink()
     async with agent.serving(), daemon.running(), daemon.session() as session:
         status = structured(await call(session, "status", id="unrecorded"))
@@ -79,27 +85,19 @@ async def test_a_running_task_whose_record_was_lost_is_adopted_by_its_mark(
         assert status["cmd"] == gated(gate, 4)
         assert any("record was lost" in note for note in status["notes"])
         open_gate(gate)
-        with trio.fail_after(20):
-            (wake,) = await agent.wait_for(1)
-        assert wake.sender == "bash-task-unrecorded"
+        wake = await agent.only_wake("bash-task-unrecorded")
         assert "exit code 4" in wake.body
-    record = json.loads(daemon.task_file("unrecorded", ".json").read_text())
-    assert (record["state"], record["exit_code"]) == ("done", 4)
+    assert ended_as(daemon, "unrecorded") == ("done", 4)
 
 
 async def test_task_that_ended_while_the_daemon_was_down_is_recovered_with_its_exit_status(
     daemon: DaemonHandle, agent: AgentListener
 ) -> None:
-    gate = make_gate(daemon.root)
-    async with daemon.running(stop=False) as first:
-        pid = await start_gated(daemon, "quiet", gate, code=3)
-        await sigkill(first)
+    gate, pid = await gated_past_a_sigkill(daemon, "quiet", 3)
     open_gate(gate)
     await wait_exited(pid)
     async with agent.serving(), daemon.running(), daemon.session() as session:
-        with trio.fail_after(20):
-            (wake,) = await agent.wait_for(1)
-        assert wake.sender == "bash-task-quiet"
+        wake = await agent.only_wake("bash-task-quiet")
         assert "done, exit code 3" in wake.body
         status = structured(await call(session, "status", id="quiet"))
         assert (status["state"], status["exit_code"]) == ("done", 3)
@@ -175,17 +173,12 @@ async def test_a_task_that_ended_while_the_daemon_was_down_keeps_its_end_and_its
 async def test_task_killed_while_the_daemon_was_down_is_interrupted_and_woken(
     daemon: DaemonHandle, agent: AgentListener
 ) -> None:
-    gate = make_gate(daemon.root)
-    async with daemon.running(stop=False) as first:
-        pid = await start_gated(daemon, "victim", gate)
-        await sigkill(first)
+    _, pid = await gated_past_a_sigkill(daemon, "victim")
     # A machine restart, in effect: the whole group dies without writing an exit status.
     os.killpg(pid, signal.SIGKILL)
     await wait_exited(pid)
     async with agent.serving(), daemon.running(), daemon.session() as session:
-        with trio.fail_after(20):
-            (wake,) = await agent.wait_for(1)
-        assert wake.sender == "bash-task-victim"
+        wake = await agent.only_wake("bash-task-victim")
         assert "interrupted" in wake.body
         status = structured(await call(session, "status", id="victim"))
         assert status["state"] == "interrupted"
@@ -221,9 +214,7 @@ async def test_wake_owed_before_a_restart_is_sent_after_it(
     loose_end = json.loads(daemon.loose_end("owed").read_text())
     assert loose_end["task_id"] == "owed"
     async with agent.serving(), daemon.running():
-        with trio.fail_after(20):
-            (wake,) = await agent.wait_for(1)
-        assert wake.sender == "bash-task-owed"
+        wake = await agent.only_wake("bash-task-owed")
         assert "got owed" in wake.body
         await loose_end_gone(daemon, "owed")
 
@@ -272,9 +263,7 @@ async def test_a_refused_wake_is_retried_until_acknowledged(retrying: DaemonHand
             await agent.wait_for_refusals(2)
         assert daemon.loose_end("refused").exists()
         agent.refuse = False
-        with trio.fail_after(20):
-            (wake,) = await agent.wait_for(1)
-        assert wake.sender == "bash-task-refused"
+        await agent.only_wake("bash-task-refused")
         status = await call(session, "list")
         assert "refused" in text_of(status)
 

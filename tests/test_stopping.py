@@ -14,12 +14,13 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from mcp.client.session import ClientSession
 
 from hive.agent_socket import WakeCourier
 from hive.bash._task_manager import TaskManager, TaskSettings
@@ -169,16 +170,26 @@ def make_fifo(root: Path, name: str = "ready") -> Path:
     return fifo
 
 
+@contextlib.asynccontextmanager
+async def pinned_task(
+    session: ClientSession, root: Path, cmd: str, names: tuple[str, ...] = PROBES, **run: Any
+) -> AsyncIterator[tuple[dict[str, Any], dict[str, int]]]:
+    """Runs ``cmd`` (``run``: the call's other arguments) and waits for it to write the FIFO
+    ``ready`` in ``root``; yields its status at the start and its processes ``names`` pinned."""
+    fifo = make_fifo(root)
+    started = structured(await call(session, "run", cmd=cmd, wait_seconds=0, **run))
+    await wait_ready(fifo)
+    with pinned(root, names) as fds:
+        yield started, fds
+
+
 async def test_stop_ends_every_process_of_the_task_wherever_it_went(
     quick_grace: DaemonHandle, short_tmp: Path
 ) -> None:
-    fifo = make_fifo(short_tmp)
     async with quick_grace.session() as session:
         cmd = probe_tree(short_tmp, then="sleep 300")
-        started = structured(await call(session, "run", cmd=cmd, name="tree", wait_seconds=0))
-        assert started["state"] == "running"
-        await wait_ready(fifo)
-        with pinned(short_tmp) as fds:
+        async with pinned_task(session, short_tmp, cmd, name="tree") as (started, fds):
+            assert started["state"] == "running"
             stopped = structured(await call(session, "stop", id="tree"))
             assert stopped["state"] == "stopped"
             await all_exit(fds)
@@ -191,14 +202,11 @@ async def test_stop_ends_every_process_of_the_task_wherever_it_went(
 async def test_timeout_ends_every_process_of_the_task_wherever_it_went(
     quick_grace: DaemonHandle, short_tmp: Path
 ) -> None:
-    fifo = make_fifo(short_tmp)
     async with quick_grace.session() as session:
         cmd = probe_tree(short_tmp, then="sleep 300")
         # Long enough for the tree to be ready and pinned (~0.05 s idle): a timeout that came
         # first would end the task before it says ready, and `wait_ready` would fail.
-        await call(session, "run", cmd=cmd, name="tree", timeout_secs=2, wait_seconds=0)
-        await wait_ready(fifo)
-        with pinned(short_tmp) as fds:
+        async with pinned_task(session, short_tmp, cmd, name="tree", timeout_secs=2) as (_, fds):
             ended = structured(await call(session, "status", id="tree", wait_seconds=30))
             assert ended["state"] == "timed_out"
             await all_exit(fds)
@@ -208,14 +216,11 @@ async def test_timeout_ends_every_process_of_the_task_wherever_it_went(
 async def test_output_cap_ends_every_process_of_the_task_wherever_it_went(
     quick_grace: DaemonHandle, short_tmp: Path
 ) -> None:
-    fifo = make_fifo(short_tmp)
     async with quick_grace.session() as session:
         # The writer waits for the test to pin the probes, then fills stdout.
         go = make_fifo(short_tmp, "go")
         cmd = probe_tree(short_tmp, then=f"cat {shlex.quote(str(go))} >/dev/null; yes hive")
-        await call(session, "run", cmd=cmd, name="tree", wait_seconds=0)
-        await wait_ready(fifo)
-        with pinned(short_tmp) as fds:
+        async with pinned_task(session, short_tmp, cmd, name="tree") as (_, fds):
             await trio.to_thread.run_sync(go.write_bytes, b"go\n")
             ended = structured(await call(session, "status", id="tree", wait_seconds=30))
             assert ended["state"] == "stopped"
@@ -230,48 +235,49 @@ WRITER = (
 )
 
 
+@contextlib.asynccontextmanager
+async def escaped_writer(
+    session: ClientSession, root: Path, then: str
+) -> AsyncIterator[tuple[Path, dict[str, int]]]:
+    """Task ``w`` in ``root`` starts a WRITER, says ready and does ``then``; yields, with the
+    writer pinned, the FIFO whose ``go`` lets it write."""
+    go = make_fifo(root, "go")
+    cmd = f"cd {shlex.quote(str(root))}; {WRITER}; echo ready > ready{then}"
+    async with pinned_task(session, root, cmd, ("writer",), name="w") as (_, fds):
+        yield go, fds
+
+
 async def test_an_escaped_writer_cannot_grow_the_output_past_the_cap_after_the_stop(
     capped: DaemonHandle,
     short_tmp: Path,
 ) -> None:
-    fifo, go = make_fifo(short_tmp), make_fifo(short_tmp, "go")
-    cap = CAP
-    async with capped.session() as session:
-        cmd = f"cd {shlex.quote(str(short_tmp))}; {WRITER}; echo ready > ready; sleep 300"
-        await call(session, "run", cmd=cmd, name="w", wait_seconds=0)
-        await wait_ready(fifo)
-        with pinned(short_tmp, ("writer",)) as fds:
-            await trio.to_thread.run_sync(go.write_bytes, b"go\n")
-            ended = structured(await call(session, "status", id="w", wait_seconds=30))
-            assert ended["state"] == "stopped"
-            assert ended["stop_reason"] == "output_cap"
-            out = capped.task_file("w", ".out")
-            at_stop = out.stat().st_size
-            await all_exit(fds)
-            assert out.stat().st_size == at_stop
-            # Cut short by a check (SIGKILL without waiting out the grace), or by the file size
-            # limit (SIGXFSZ): never more than 8 MiB past the cap, however fast the writer.
-            assert cap < at_stop <= cap + 8 * 1024**2, at_stop
+    async with capped.session() as session, escaped_writer(session, short_tmp, "; sleep 300") as (go, fds):
+        await trio.to_thread.run_sync(go.write_bytes, b"go\n")
+        ended = structured(await call(session, "status", id="w", wait_seconds=30))
+        assert ended["state"] == "stopped"
+        assert ended["stop_reason"] == "output_cap"
+        out = capped.task_file("w", ".out")
+        at_stop = out.stat().st_size
+        await all_exit(fds)
+        assert out.stat().st_size == at_stop
+        # Cut short by a check (SIGKILL without waiting out the grace), or by the file size
+        # limit (SIGXFSZ): never more than 8 MiB past the cap, however fast the writer.
+        assert CAP < at_stop <= CAP + 8 * 1024**2, at_stop
 
 
 async def test_a_finished_tasks_leftover_writer_is_stopped_at_the_cap(
     capped: DaemonHandle, short_tmp: Path
 ) -> None:
-    fifo, go = make_fifo(short_tmp), make_fifo(short_tmp, "go")
-    cap = CAP
     async with capped.session() as session:
         # The task ends at once (done); its writer goes on in a session of its own.
-        cmd = f"cd {shlex.quote(str(short_tmp))}; {WRITER}; echo ready > ready"
-        await call(session, "run", cmd=cmd, name="w", wait_seconds=0)
-        await wait_ready(fifo)
-        with pinned(short_tmp, ("writer",)) as fds:
+        async with escaped_writer(session, short_tmp, "") as (go, fds):
             done = structured(await call(session, "status", id="w", wait_seconds=30))
             assert done["state"] == "done"
             await trio.to_thread.run_sync(go.write_bytes, b"go\n")
             await all_exit(fds)
         out = capped.task_file("w", ".out")
         after = out.stat().st_size
-        assert cap < after < cap + 8 * 1024**2
+        assert CAP < after < CAP + 8 * 1024**2
         status = structured(await call(session, "status", id="w"))
         assert status["state"] == "done"
         assert any("kept writing" in note for note in status["notes"]), status["notes"]

@@ -55,6 +55,13 @@ class AgentListener:
             await self._arrived.wait()
         return self.wakes
 
+    async def only_wake(self, sender: str) -> Wake:
+        """The one wake that arrives (within 20 s), which must be from ``sender``."""
+        with trio.fail_after(20):
+            (wake,) = await self.wait_for(1)
+        assert wake.sender == sender, wake
+        return wake
+
     async def wait_for_ends(self, end_ids: set[str]) -> None:
         """Wait until a wake has arrived for each of ``end_ids``."""
         while not end_ids <= {w.end_id for w in self.wakes}:
