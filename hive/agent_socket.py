@@ -452,12 +452,12 @@ class WakeCourier(Generic[K]):
     """Sends each owed wake until its agent socket acknowledges it: at least once, and to each
     socket in the order they were owed.
 
-    Each destination socket has a sender of its own (a task of :meth:`run`'s nursery, with its
-    own backoff while that socket is away), so a socket nobody listens on never holds up the
+    Each destination socket has a sender of its own (a task of the nursery lent to
+    :meth:`start`, with its own backoff while that socket is away), so a socket nobody listens on never holds up the
     wakes to another. Its connection is kept open ``keep_open`` seconds after the last wake,
     for the next: a wake then costs the agent one read, not an accept first (bench 14). A wake
     with no socket (None) is held, never sent, and stays owed.
-    ``on_acked(key)`` (given here, or to :meth:`run`) runs once a wake is acknowledged. The
+    ``on_acked(key)`` (given here, or to :meth:`start`) runs once a wake is acknowledged. The
     bash daemon's and the subagent daemon's couriers are this one; each package keys and
     addresses its wakes its own way.
     """
@@ -496,29 +496,23 @@ class WakeCourier(Generic[K]):
         """The keys of the wakes still owed, in the order they were owed."""
         return list(self._pending)
 
-    async def run(
-        self,
-        on_acked: OnAcked[K] | None = None,
-        *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Send the wakes owed (and those owed later) until cancelled; ``on_acked`` in place of
-        the one given at construction."""
-        async with trio.open_nursery() as nursery:
-            self._nursery, self._acked = nursery, on_acked or self.on_acked
-            for socket, _wake in list(self._pending.values()):
-                self._start_sender(socket)
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._nursery = None
+    def start(self, nursery: trio.Nursery, on_acked: OnAcked[K] | None = None) -> None:
+        """Send the wakes owed (and those owed later) as tasks of ``nursery``, until it is
+        cancelled; ``on_acked`` in place of the one given at construction. Once ``nursery`` has
+        closed, a wake owed stays owed, unsent."""
+        self._nursery, self._acked = nursery, on_acked or self.on_acked
+        for socket, _wake in list(self._pending.values()):
+            self._start_sender(socket)
 
     def _start_sender(self, socket: Path | None) -> None:
         if socket is None or self._nursery is None or socket in self._senders:
             return
+        try:
+            self._nursery.start_soon(self._sender, socket)
+        except RuntimeError:  # the nursery has closed (its owner's last sync owes wakes after it)
+            self._nursery = None
+            return
         self._senders.add(socket)
-        self._nursery.start_soon(self._sender, socket)
 
     def _next(self, socket: Path) -> tuple[K, tuple[Path | None, Wake]] | None:
         for key, entry in self._pending.items():

@@ -14,15 +14,17 @@ import pytest
 import trio
 import trio.testing
 
-from hive.acp import _runtime
+from hive.acp import _link, _runtime
 from hive.runtime import (
     SIGNALS_SENT,
+    AgentGroup,
     AgentRefused,
     CompactionPolicy,
     HttpServer,
     IdleKilled,
     IdleTimeout,
     Permission,
+    Progress,
     SessionNotFound,
     StdioServer,
     StopReason,
@@ -403,6 +405,31 @@ async def test_dropping_the_runtime_sends_the_group_sigint(agent: FakeAcp) -> No
         await wait_exited(spawned["pid"])  # the group's SIGINT reached the agent's own child
         await wait_exited(agent.pids()[0])
     assert agent.signals() == ["SIGINT"]
+
+
+async def test_the_task_reading_an_agent_ends_when_the_agent_has_gone(agent: FakeAcp) -> None:
+    """An agent that exits leaves nothing in the caller's nursery: it closes on its own."""
+    agent.script()
+
+    async def unanswered(method: str, params: Any) -> Any:
+        raise AssertionError(method)
+
+    async def ignored(method: str, params: Any) -> None:
+        pass
+
+    with trio.fail_after(GUARD):
+        async with trio.open_nursery() as nursery:
+            link = await _link.open_link(
+                agent.spec(),
+                agent.config(),
+                nursery,
+                AgentGroup(),
+                Progress(),
+                on_request=unanswered,
+                on_notification=ignored,
+            )
+            link.process.interrupt()
+    assert link.process.returncode is not None
 
 
 # -- tolerance ----------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ async def test_backoff_doubles_to_its_cap_then_every_wake_is_delivered_in_order(
             arrived.set()
 
     async with trio.open_nursery() as nursery:
-        await nursery.start(courier.run, on_acked)
+        courier.start(nursery, on_acked)
         start = trio.current_time()
         for i in range(3):
             courier.send(
@@ -93,7 +93,7 @@ async def test_a_withdrawn_wake_is_not_sent(short_tmp: Path, autojump_clock: tri
             b_acked.set()
 
     async with trio.open_nursery() as nursery:
-        await nursery.start(courier.run, on_acked)
+        courier.start(nursery, on_acked)
         courier.send(("a", "1"), courier.agent_socket, Wake(sender="bash-task-a", body=""))
         courier.send(("b", "1"), courier.agent_socket, Wake(sender="bash-task-b", body=""))
         await trio.sleep(1.0)
@@ -115,11 +115,26 @@ async def test_without_an_agent_socket_nothing_is_sent_and_wakes_stay_owed(
         raise AssertionError("nothing can be acknowledged without a socket")
 
     async with trio.open_nursery() as nursery:
-        await nursery.start(courier.run, on_acked)
+        courier.start(nursery, on_acked)
         courier.send(("a", "1"), courier.agent_socket, Wake(sender="bash-task-a", body=""))
         await trio.sleep(3600)
         nursery.cancel_scope.cancel()
     assert courier.pending() == [("a", "1")]
+
+
+async def test_a_wake_owed_once_the_lent_nursery_has_closed_stays_owed(
+    short_tmp: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The bash daemon's last sync, after its nursery has closed on a cancel from outside, can
+    owe wakes: they stay owed (on disk, for the next start), and owing them raises nothing."""
+    courier = WakeCourier[str](agent_socket=short_tmp / "agent.sock")
+    with trio.CancelScope() as outside:
+        async with trio.open_nursery() as nursery:
+            courier.start(nursery)
+            courier.send("a", courier.agent_socket, Wake(sender="bash-task-a", body=""))
+            outside.cancel()
+    courier.send("b", courier.agent_socket, Wake(sender="bash-task-b", body=""))
+    assert courier.pending() == ["a", "b"]
 
 
 async def test_a_socket_nobody_listens_on_holds_up_no_wake_to_another(
@@ -138,7 +153,7 @@ async def test_a_socket_nobody_listens_on_holds_up_no_wake_to_another(
     courier = WakeCourier[str](on_acked=acked.append, retry_initial=0.1, retry_max=1.0)
     async with trio.open_nursery() as nursery:
         await nursery.start(serve_agent_socket, live, take)
-        await nursery.start(courier.run)
+        courier.start(nursery)
         courier.send("a:1", absent, Wake(sender="subagent-a", body="to nobody"))
         courier.send("b:1", live, Wake(sender="subagent-b", body="to the live one"))
         with trio.fail_after(1.0):  # virtual: well before the absent socket's second retry
@@ -188,7 +203,7 @@ async def test_a_connection_is_kept_open_for_the_wakes_that_follow_and_replaced_
                 await serve_agent_socket(socket_path, take, task_status=task_status)
 
         await nursery.start(serve_agent)
-        await nursery.start(courier.run)
+        courier.start(nursery)
         assert await wake_and_wait("t1") == 0
         await trio.sleep(5.0)  # idle, less than keep_open
         assert await wake_and_wait("t2") == 0

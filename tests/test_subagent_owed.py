@@ -51,7 +51,7 @@ class FakeCourier:
     def withdraw(self, key: str) -> None:
         self.machine.courier.discard(key)
 
-    async def run(self, **_: object) -> None:
+    def start(self, nursery: object) -> None:
         raise AssertionError("not run in process")
 
 

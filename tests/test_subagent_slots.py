@@ -404,9 +404,8 @@ class FakeCourier:
     def withdraw(self, key: str) -> None:
         pass
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        await trio.sleep_forever()
+    def start(self, nursery: trio.Nursery) -> None:
+        pass
 
 
 # -- the machine ----------------------------------------------------------------------------------

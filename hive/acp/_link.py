@@ -128,6 +128,7 @@ async def open_link(
 
 
 async def _serve(link: AgentLink, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Read the agent's output and its stderr until both end, or until the link is dropped."""
     stderr = link.process.stderr
     assert stderr is not None
     with link.scope:
@@ -135,7 +136,6 @@ async def _serve(link: AgentLink, *, task_status: trio.TaskStatus[None] = trio.T
             nursery.start_soon(link.stderr.drain, stderr)
             await nursery.start(link.connection.serve)
             task_status.started()
-            await trio.sleep_forever()
 
 
 def _http_servers(config: Config) -> tuple[str, ...]:

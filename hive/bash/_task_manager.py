@@ -12,7 +12,6 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from functools import partial
 
 import attrs
 import trio
@@ -105,7 +104,7 @@ class TaskManager:
                 await nursery.start(self.ledger.serve)
                 self.stopper.nursery = nursery
                 nursery.start_soon(self.stopper.cap.run)
-                await nursery.start(partial(self.courier.run, self._acked))
+                self.courier.start(nursery, self._acked)
                 await recover(self)
                 for task in list(self.tasks.values()):
                     if task.record.notify_on is not None:

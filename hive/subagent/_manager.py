@@ -138,7 +138,7 @@ class SubagentManager:
         turns_scope = trio.CancelScope(shield=True)
         async with trio.open_nursery() as nursery:
             self.runner.nursery = await nursery.start(_hold_nursery, turns_scope)
-            await nursery.start(self.courier.run)
+            self.courier.start(nursery)
             for record in self.store.load_all():
                 self.recovery.recover(record, self.runner.nursery)
             task_status.started()

@@ -213,6 +213,5 @@ class Courier:
     def withdraw(self, key: str) -> None:
         self.withdrawn.append(key)
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        await trio.sleep_forever()
+    def start(self, nursery: trio.Nursery) -> None:
+        pass
