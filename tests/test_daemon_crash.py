@@ -191,7 +191,10 @@ async def issue(path: Path, run: Run) -> None:
         stream, reader = await open_raw_session(path)
         async with stream:
             await send(stream, run_request(2, **run.arguments))
-            run.answer = (await answer(reader, 2))["structuredContent"]
+            got = await answer(reader, 2)
+            if "structuredContent" not in got:  # every answer to a full call has it: say which did not
+                raise LookupError(f"run({run.arguments}) answered without structuredContent: {got}")
+            run.answer = got["structuredContent"]
     except (OSError, trio.BrokenResourceError, AssertionError, ValueError):
         pass  # the daemon was killed before it answered
 
