@@ -23,12 +23,14 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive.agent._harness_files import Added, TurnStart
+from hive.agent._arrivals import judged
+from hive.agent._harness_files import Added, TurnRecord, TurnStart
 from hive.agent._loop import Harness
 from hive.agent._model import (
     Arrived,
     CompactAsked,
     CompactEnded,
+    ItemKind,
     LoopState,
     Phase,
     Recorded,
@@ -628,3 +630,34 @@ async def test_a_wake_shown_inline_is_settled_by_the_turn_it_was_shown_in(short_
     assert len(runtime.prompts) == 5
     journal = load(short_tmp / "queue")[0]
     assert replay(journal).queued == ()
+
+
+# -- a wake shown inline, judged by the turn it was shown in -------------------------------------
+
+
+def _shown(at: float) -> Arrived:
+    return Arrived(ItemKind.WAKE, "bash-task-t", "ended", "t:1", shown_at=at)
+
+
+@pytest.mark.parametrize(
+    ("phase", "running", "shown_at", "settled"),
+    [
+        # The daemon stamps an end shown once the answer is written: under load, after the agent
+        # read it and ended its turn (at 20.0). That turn is still the last one: it settles it.
+        (Phase.IDLE, None, 20.5, True),
+        (Phase.RECORDING, TurnStart(1, "turn", 10.0), 20.5, True),
+        # A later turn started before it was shown: it was shown in that one (held for it) ...
+        (Phase.TURN, TurnStart(2, "turn", 20.5), 20.6, False),
+        # ... and one shown before the later turn started was the earlier turn's.
+        (Phase.TURN, TurnStart(2, "turn", 20.8), 20.5, True),
+    ],
+)
+def test_a_wake_shown_in_a_turn_that_delivered_is_settled_by_it_even_if_stamped_after_its_end(
+    phase: Phase, running: TurnStart | None, shown_at: float, settled: bool
+) -> None:
+    ended = TurnRecord(1, "turn", started=10.0, ended=20.0, delivered=True)
+    result = judged(_shown(shown_at), phase, running, ended)
+    if settled:
+        assert result is None, result
+    else:
+        assert result is not None and result.shown, result

@@ -72,12 +72,18 @@ def judged(
     """A wake whose end was answered inline (``shown_at``): the running turn's to settle if it
     was answered in it; else settled by the turn it was answered in, if that one (``ended``, the
     last turn whose end is known) delivered it (None: nothing to queue); else an ordinary wake
-    (that turn did not deliver, or is not known: a harness that crashed meanwhile)."""
+    (that turn did not deliver, or is not known: a harness that crashed meanwhile).
+
+    ``shown_at`` is stamped once the answer is written, which under load may come after the
+    agent read it and ended its turn: an end is the last turn's from its start until the next
+    turn starts, not only until its own end."""
     shown_at = message.shown_at
     assert shown_at is not None
-    if phase is Phase.TURN and running is not None and running.started <= shown_at:
+    next_turn = running if phase is Phase.TURN else None
+    if next_turn is not None and next_turn.started <= shown_at:
         return message
-    if ended is not None and ended.delivered and ended.started <= shown_at <= ended.ended:
+    before_next = next_turn is None or shown_at < next_turn.started
+    if ended is not None and ended.delivered and ended.started <= shown_at and before_next:
         log.info("end %s was shown in turn %d, which delivered it", message.end_id, ended.turn)
         return None
     return attrs.evolve(message, shown_at=None)
